@@ -1,0 +1,186 @@
+"""The stable prefix (ADR D3): sections in authority order, plus plugins' before/after.
+
+The composition order *is* the authority order: identity wins over operating model over
+delegation roster over tool guidance over operator guidelines. The standard sections carry an
+``authority`` number; consecutive ones are chained so a plugin cannot reorder them silently (a
+constraint that would is reported as a cycle).
+
+Tie-break rule (documented, independent of registration and entry-point order): Kahn's
+algorithm; among the sections whose constraints are met, the one with the lowest
+``authority`` goes first; sections without one come after every ranked section that is
+ready, and tie by name.
+"""
+
+from __future__ import annotations
+
+import graphlib
+import hashlib
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from contextplane.errors import ConfigError, SectionOrderError
+from contextplane.plugins import PluginHost, Registered
+from contextplane.request import BuildContext
+from contextplane.sections import PromptSection
+
+#: The D3 authority order of the standard sections.
+AUTHORITY_ORDER = ("identity", "operating_model", "delegation_roster", "tool_guidance", "operator_guidelines")
+SECTION_SEPARATOR = "\n\n"
+
+
+@attrs.frozen
+class PrefixSection:
+    """One stable-prefix section by reference: what snapshots store instead of the text."""
+
+    name: str
+    plugin: str
+    chars: int
+    sha256: str
+
+
+@attrs.frozen
+class StablePrefix:
+    """The composed system prompt and where each part of it came from."""
+
+    text: str
+    sections: tuple[PrefixSection, ...]
+    errors: tuple[str, ...] = ()
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.sections)
+
+
+def _rank(section: PromptSection) -> tuple[int, float, str]:
+    if section.authority is not None:
+        return (0, section.authority, section.name)
+    return (1, 0.0, section.name)
+
+
+def resolve_order(registered: Sequence[Registered[PromptSection]]) -> list[Registered[PromptSection]]:
+    """Order the sections, or raise ``SectionOrderError`` naming plugins, sections and the cycle."""
+    by_name: dict[str, Registered[PromptSection]] = {}
+    for reg in registered:
+        prior = by_name.get(reg.section.name)
+        if prior is not None:
+            raise SectionOrderError(
+                f"duplicate prompt section {reg.section.name!r}: registered by plugin {prior.plugin!r} "
+                f"and by plugin {reg.plugin!r}; one of the plugin authors must rename it, "
+                "or disable one plugin (CONTEXTPLANE_PLUGINS / plugins.disabled)"
+            )
+        by_name[reg.section.name] = reg
+    known = sorted(by_name)
+    for reg in registered:
+        for kind, targets in (("before", reg.section.before), ("after", reg.section.after)):
+            for target in targets:
+                if target not in by_name:
+                    raise SectionOrderError(
+                        f"plugin {reg.plugin!r}: prompt section {reg.section.name!r} declares "
+                        f"{kind}={target!r}, but no section of that name is registered "
+                        f"(known sections: {', '.join(known)}); the plugin author must fix the "
+                        "constraint, or enable the plugin that provides it"
+                    )
+                if target == reg.section.name:
+                    raise SectionOrderError(
+                        f"plugin {reg.plugin!r}: prompt section {reg.section.name!r} declares "
+                        f"{kind}={target!r}, which names itself"
+                    )
+
+    preds: dict[str, set[str]] = {name: set() for name in by_name}
+    why: dict[tuple[str, str], str] = {}
+    ranked = sorted((r for r in registered if r.section.authority is not None), key=lambda r: _rank(r.section))
+    for a, b in zip(ranked, ranked[1:], strict=False):
+        preds[b.section.name].add(a.section.name)
+        why[(a.section.name, b.section.name)] = "authority order"
+    for reg in registered:
+        s = reg.section
+        for target in s.after:
+            preds[s.name].add(target)
+            why[(target, s.name)] = f"{s.name}.after={target} (plugin {reg.plugin!r})"
+        for target in s.before:
+            preds[target].add(s.name)
+            why[(s.name, target)] = f"{s.name}.before={target} (plugin {reg.plugin!r})"
+
+    sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter(preds)
+    try:
+        sorter.prepare()
+    except graphlib.CycleError as exc:
+        # Each node in graphlib's path is a predecessor of the next: already in run order.
+        path: list[str] = list(exc.args[1])
+        edges = [why.get((a, b), f"{a} before {b}") for a, b in zip(path, path[1:], strict=False)]
+        plugins = sorted({by_name[n].plugin for n in path if n in by_name})
+        raise SectionOrderError(
+            "prompt sections form a cycle: "
+            + " -> ".join(path)
+            + f" (constraints: {'; '.join(edges)}); plugins involved: {', '.join(plugins)}; "
+            "one of these constraints must be dropped by its plugin author"
+        ) from None
+
+    order: list[Registered[PromptSection]] = []
+    ready = sorted(sorter.get_ready(), key=lambda n: _rank(by_name[n].section))
+    while ready:
+        name = ready.pop(0)
+        order.append(by_name[name])
+        sorter.done(name)
+        ready = sorted([*ready, *sorter.get_ready()], key=lambda n: _rank(by_name[n].section))
+    return order
+
+
+def build_stable_prefix(
+    host: PluginHost,
+    context: BuildContext | None = None,
+    *,
+    strict: bool | None = None,
+    notify: bool = True,
+) -> StablePrefix:
+    """Render every prompt section in resolved order.
+
+    Ordering errors always raise: they are build-time faults a person must fix. A section whose
+    render raises is left out and recorded in ``errors`` (strict mode raises instead), so one
+    broken third-party section does not stop a runtime from starting.
+    """
+    strict = host.strict if strict is None else strict
+    ctx = context if context is not None else BuildContext(config=host.config)
+    order = resolve_order(host.prompt_sections())
+    texts: list[str] = []
+    parts: list[PrefixSection] = []
+    errors: list[str] = []
+    for reg in order:
+        try:
+            text = reg.section.render(ctx)
+            if not isinstance(text, str):
+                raise TypeError(f"render returned {type(text).__name__}; expected str")
+        except ConfigError:
+            raise  # a misconfigured section (e.g. a missing SOUL.md) is the operator's to fix
+        except Exception as exc:
+            message = f"prompt section {reg.section.name!r} of plugin {reg.plugin!r} failed: {type(exc).__name__}: {exc}"
+            if strict:
+                raise SectionOrderError(message + " (strict mode)") from exc
+            errors.append(message)
+            continue
+        text = text.strip("\n")
+        if not text:
+            continue
+        texts.append(text)
+        parts.append(
+            PrefixSection(reg.section.name, reg.plugin, len(text), hashlib.sha256(text.encode()).hexdigest())
+        )
+    prefix = StablePrefix(SECTION_SEPARATOR.join(texts), tuple(parts), tuple(errors))
+    if notify:
+        host.notify_stable_prefix(prefix)
+    return prefix
+
+
+def section_texts(prefix: StablePrefix) -> Mapping[str, str]:
+    """Split a prefix back into its sections' texts (for inspectors)."""
+    out: dict[str, str] = {}
+    pos = 0
+    for part in prefix.sections:
+        out[part.name] = prefix.text[pos : pos + part.chars]
+        pos += part.chars + len(SECTION_SEPARATOR)
+    return out

@@ -1,0 +1,377 @@
+"""Configuration: one TOML file plus environment overrides, structured by one cattrs converter.
+
+Search path (first hit wins): an explicit ``path``; ``$CONTEXTPLANE_CONFIG``;
+``./contextplane.toml``; ``$XDG_CONFIG_HOME/contextplane/contextplane.toml`` (``~/.config``
+when unset). No file means all defaults.
+
+Environment overrides use ``CONTEXTPLANE_<TABLE>__<KEY>``, e.g.
+``CONTEXTPLANE_CONTEXT__BUDGET_PCT=4``; the value is read as a TOML literal when it parses as
+one, else as a string. ``CONTEXTPLANE_PLUGINS`` (comma-separated, empty = none) chooses plugins.
+
+Unknown keys are rejected and every error names the key path and the bad value, because a
+silently ignored typo in a budget setting is a production incident nobody can see.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn
+
+from contextplane.errors import ConfigError
+
+ENV_PREFIX = "CONTEXTPLANE_"
+CONFIG_FILENAME = "contextplane.toml"
+
+
+def _expect(text: str) -> dict[str, str]:
+    return {"expect": text}
+
+
+class _FieldError(ValueError):
+    """A validator's complaint, carrying the field name so the message can name the key path."""
+
+    def __init__(self, field: str, value: Any) -> None:
+        super().__init__(f"invalid value for {field}")
+        self.field = field
+        self.value = value
+
+
+def _ge0(_i: object, a: attrs.Attribute[Any], v: float) -> None:
+    if v < 0:
+        raise _FieldError(a.name, v)
+
+
+def _pct(_i: object, a: attrs.Attribute[Any], v: float) -> None:
+    if not 0 <= v <= 100:
+        raise _FieldError(a.name, v)
+
+
+def _positive_or_none(_i: object, a: attrs.Attribute[Any], v: int | None) -> None:
+    if v is not None and v <= 0:
+        raise _FieldError(a.name, v)
+
+
+def _tier(_i: object, a: attrs.Attribute[Any], v: int) -> None:
+    if v not in (1, 2, 3):
+        raise _FieldError(a.name, v)
+
+
+@attrs.frozen
+class ContextConfig:
+    """The projected-context settings (ADR D6, D9, D5)."""
+
+    budget_pct: float = attrs.field(default=8.0, validator=_pct, metadata=_expect("a number from 0 to 100"))
+    context_window: int | None = attrs.field(
+        default=None, validator=_positive_or_none, metadata=_expect("a whole number of tokens > 0")
+    )
+    budget_floor_chars: int = attrs.field(
+        default=16_000, validator=_ge0, metadata=_expect("a whole number >= 0")
+    )
+    prior_sessions: Literal["newest", "relevant", "off"] = attrs.field(
+        default="newest", metadata=_expect('one of "newest", "relevant", "off"')
+    )
+    prior_sessions_limit: int = attrs.field(default=5, validator=_ge0, metadata=_expect("a whole number >= 0"))
+    retrieved_k: int = attrs.field(default=8, validator=_ge0, metadata=_expect("a whole number >= 0"))
+    inject_min_trust: int = attrs.field(default=1, validator=_tier, metadata=_expect("1, 2 or 3"))
+    capture_full_text: bool = attrs.field(default=False, metadata=_expect("true or false"))
+    provider_timeout_ms: int = attrs.field(
+        default=2_000, validator=_ge0, metadata=_expect("a whole number of milliseconds >= 0")
+    )
+    project: str | None = attrs.field(default=None, metadata=_expect("a project id string"))
+
+
+@attrs.frozen
+class PluginsConfig:
+    """Which plugins load, and whether a plugin failure is fatal (strict mode)."""
+
+    enabled: list[str] | None = attrs.field(default=None, metadata=_expect("a list of plugin names"))
+    disabled: list[str] = attrs.field(factory=list, metadata=_expect("a list of plugin names"))
+    strict: bool = attrs.field(default=False, metadata=_expect("true or false"))
+
+
+@attrs.frozen
+class StoreConfig:
+    """Where the embedded knowledge store lives."""
+
+    path: str | None = attrs.field(default=None, metadata=_expect("a file path"))
+
+
+@attrs.frozen
+class PromptConfig:
+    """Inputs of the standard stable-prefix sections (ADR D3)."""
+
+    soul_path: str | None = attrs.field(default=None, metadata=_expect("a path to SOUL.md"))
+    operating_model: str | None = attrs.field(default=None, metadata=_expect("text"))
+    guidelines: str | None = attrs.field(default=None, metadata=_expect("text"))
+    guidelines_path: str | None = attrs.field(default=None, metadata=_expect("a file path"))
+
+
+@attrs.frozen
+class SkillsConfig:
+    """Where the skills index comes from (Agent Skills layout: <dir>/<skill>/SKILL.md)."""
+
+    dir: str | None = attrs.field(default=None, metadata=_expect("a directory path"))
+
+
+@attrs.frozen
+class SubagentConfig:
+    """One entry of the delegation roster, and its context contract (empty = no projection)."""
+
+    name: str = attrs.field(metadata=_expect("a subagent name"))
+    description: str = attrs.field(default="", metadata=_expect("text"))
+    visible_to_lead: bool = attrs.field(default=True, metadata=_expect("true or false"))
+    prompt: str = attrs.field(default="", metadata=_expect("text"))
+    sections: list[str] = attrs.field(factory=list, metadata=_expect("a list of context section names"))
+    budget_tokens: int | None = attrs.field(
+        default=None, validator=_positive_or_none, metadata=_expect("a whole number of tokens > 0")
+    )
+
+
+@attrs.frozen
+class Config:
+    """The whole configuration. ``plugin`` holds free-form tables for third-party plugins."""
+
+    context: ContextConfig = attrs.field(factory=ContextConfig)
+    plugins: PluginsConfig = attrs.field(factory=PluginsConfig)
+    store: StoreConfig = attrs.field(factory=StoreConfig)
+    prompt: PromptConfig = attrs.field(factory=PromptConfig)
+    skills: SkillsConfig = attrs.field(factory=SkillsConfig)
+    subagents: list[SubagentConfig] = attrs.field(factory=list)
+    plugin: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    #: Directory relative paths in the file are resolved against (not a TOML key).
+    base_dir: str = attrs.field(default=".", metadata={"internal": True})
+    #: Where the values came from, for error messages and ``contextplane preview``.
+    source: str = attrs.field(default="defaults", metadata={"internal": True})
+
+    def resolve_path(self, value: str) -> Path:
+        """Resolve a configured path against the config file's directory."""
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else Path(self.base_dir) / p
+
+    def plugin_settings(self, name: str) -> Mapping[str, Any]:
+        """The ``[plugin.<name>]`` table, or an empty mapping."""
+        return self.plugin.get(name, {})
+
+
+# --- the one converter -------------------------------------------------------------------
+
+converter = cattrs.Converter(forbid_extra_keys=True)
+
+
+def _strict_bool(value: Any, _t: type) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise ValueError("not a boolean")
+
+
+def _strict_int(value: Any, _t: type) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("not an integer")
+    return value
+
+
+def _strict_float(value: Any, _t: type) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("not a number")
+    return float(value)
+
+
+def _strict_str(value: Any, _t: type) -> str:
+    if not isinstance(value, str):
+        raise ValueError("not a string")
+    return value
+
+
+def _strict_str_list(value: Any, _t: type) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError("not a list of strings")
+    return list(value)
+
+
+def _register_hooks(conv: cattrs.Converter) -> None:
+    conv.register_structure_hook_func(lambda t: t == list[str], _strict_str_list)
+    conv.register_structure_hook(bool, _strict_bool)
+    conv.register_structure_hook(int, _strict_int)
+    conv.register_structure_hook(float, _strict_float)
+    conv.register_structure_hook(str, _strict_str)
+    for cls in (ContextConfig, PluginsConfig, StoreConfig, PromptConfig, SkillsConfig, SubagentConfig):
+        conv.register_structure_hook(cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True))
+    conv.register_structure_hook(
+        Config,
+        make_dict_structure_fn(Config, conv, _cattrs_forbid_extra_keys=True),
+    )
+
+
+_register_hooks(converter)
+
+_INTERNAL = {"base_dir", "source"}
+
+
+def _fields_by_path() -> dict[str, attrs.Attribute[Any]]:
+    out: dict[str, attrs.Attribute[Any]] = {}
+    for top in attrs.fields(Config):
+        if top.name in _INTERNAL:
+            continue
+        sub = top.type
+        if isinstance(sub, type) and attrs.has(sub):
+            for f in attrs.fields(sub):
+                out[f"{top.name}.{f.name}"] = f
+    return out
+
+
+def _lookup(data: Any, path: list[str]) -> Any:
+    cur = data
+    for part in path:
+        if isinstance(cur, Mapping) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            return None
+    return cur
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return '"' + value.replace('"', '\\"') + '"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+def _explain(exc: BaseException, raw: Mapping[str, Any], origin: str) -> ConfigError:
+    fields = _fields_by_path()
+    lines: list[str] = []
+    def fmt(e: BaseException, t: Any) -> str:
+        if isinstance(e, _FieldError):
+            return f"__field__ {e.field}"
+        return cattrs.v.format_exception(e, t)
+
+    for msg in cattrs.transform_error(exc, path="$", format_exception=fmt):
+        text, _, where = msg.rpartition(" @ ")
+        parts = [p for p in where.removeprefix("$").replace("[", ".").replace("]", "").split(".") if p]
+        if text.startswith("__field__ "):
+            parts.append(text.split(" ", 1)[1])
+        parts = [p.strip("'\"") for p in parts]
+        dotted = ".".join(parts)
+        if text.startswith("extra fields found"):
+            extra = text.partition("(")[2].rstrip(")")
+            for key in [k.strip() for k in extra.split(",") if k.strip()]:
+                full = f"{dotted}.{key}" if dotted else key
+                lines.append(f"unknown key {full}: remove it or check its spelling")
+            continue
+        if text.startswith("required field missing"):
+            lines.append(f"missing required key {dotted}")
+            continue
+        value = _lookup(raw, parts)
+        generic = ".".join(p for p in parts if not p.isdigit())
+        field = fields.get(generic) or fields.get(".".join(parts[-2:]) if len(parts) >= 2 else "")
+        if field is None and parts and parts[0] == "subagents":
+            field = {f.name: f for f in attrs.fields(SubagentConfig)}.get(parts[-1])
+        expect = field.metadata.get("expect") if field is not None else None
+        why = f"expected {expect}" if expect else text
+        lines.append(f"invalid value for {dotted}: {why}, got {_show(value)}")
+    detail = "; ".join(lines) if lines else str(exc)
+    return ConfigError(f"{detail} (in {origin})")
+
+
+def _parse_env_value(value: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        return value
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """Collect ``CONTEXTPLANE_<TABLE>__<KEY>`` variables into a nested dict."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in environ.items():
+        if not key.startswith(ENV_PREFIX) or "__" not in key:
+            continue
+        table, _, name = key[len(ENV_PREFIX) :].partition("__")
+        out.setdefault(table.lower(), {})[name.lower()] = _parse_env_value(value)
+    return out
+
+
+def find_config_file(path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> Path | None:
+    """Return the first config file on the documented search path, or None."""
+    env = os.environ if environ is None else environ
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist: create it or drop --config")
+        return p
+    if env.get("CONTEXTPLANE_CONFIG"):
+        p = Path(env["CONTEXTPLANE_CONFIG"])
+        if not p.is_file():
+            raise ConfigError(f"CONTEXTPLANE_CONFIG names {p}, which does not exist: create it or unset the variable")
+        return p
+    local = Path.cwd() / CONFIG_FILENAME
+    if local.is_file():
+        return local
+    xdg = Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "contextplane" / CONFIG_FILENAME
+    return xdg if xdg.is_file() else None
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = _merge(dict(out[k]), v)
+        else:
+            out[k] = v
+    return out
+
+
+def structure(data: Mapping[str, Any], *, origin: str = "configuration", base_dir: str = ".") -> Config:
+    """Structure a raw mapping into ``Config``; raises ``ConfigError`` naming each bad key."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"configuration must be a table, got {type(data).__name__} (in {origin})")
+    for reserved in _INTERNAL:
+        if reserved in data:
+            raise ConfigError(f"unknown key {reserved}: remove it or check its spelling (in {origin})")
+    try:
+        cfg = converter.structure(dict(data), Config)
+    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
+        raise _explain(exc, data, origin) from None
+    return attrs.evolve(cfg, base_dir=base_dir, source=origin)
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Load the config file on the search path, apply environment overrides, then ``overrides``."""
+    env = os.environ if environ is None else environ
+    found = find_config_file(path, env)
+    data: dict[str, Any] = {}
+    origin = "defaults"
+    base_dir = str(Path.cwd())
+    if found is not None:
+        try:
+            data = tomllib.loads(found.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{found} is not valid TOML: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {found}: {exc.strerror}") from None
+        origin = str(found)
+        base_dir = str(found.parent)
+    env_data = env_overrides(env)
+    if env_data:
+        data = _merge(data, env_data)
+        origin = f"{origin} + environment" if found else "environment"
+    if overrides:
+        data = _merge(data, overrides)
+    return structure(data, origin=origin, base_dir=base_dir)
+
+
+DEFAULT = Config()

@@ -1,0 +1,39 @@
+"""Errors are part of the interface: each one names what was wrong and who must act.
+
+Every exception the framework raises on purpose derives from ``ContextPlaneError`` so a
+runtime can tell "the configuration or a plugin is wrong" from "our code is broken".
+"""
+
+from __future__ import annotations
+
+
+class ContextPlaneError(Exception):
+    """Base class for every error contextplane raises deliberately."""
+
+
+class ConfigError(ContextPlaneError, ValueError):
+    """Configuration could not be read or has an invalid value (the message names the key path)."""
+
+
+class PluginLoadError(ContextPlaneError):
+    """A plugin failed to import or validate; raised only in strict mode, recorded otherwise."""
+
+
+class SectionOrderError(ContextPlaneError):
+    """The stable-prefix sections cannot be ordered: unknown name, duplicate name or a cycle."""
+
+
+class SectionError(ContextPlaneError):
+    """A section provider failed while composing; raised only in strict mode, recorded otherwise."""
+
+
+class StoreError(ContextPlaneError):
+    """The knowledge store refused an operation or cannot be opened."""
+
+
+class ValidationError(ContextPlaneError, ValueError):
+    """A value handed to the framework is malformed; the message names the field."""
+
+
+class IncognitoWriteError(ContextPlaneError):
+    """A memory write was attempted from an incognito turn, which must write nothing (ADR D6/D3b)."""

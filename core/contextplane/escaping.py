@@ -1,0 +1,36 @@
+"""Escaping of row text, so untrusted content can never close or forge an envelope.
+
+Memory text is written by agents, ingested from documents or typed by users; the ADR treats
+it as untrusted reference data. Three things could let it break out:
+
+* a tag: ``</injected_memory>`` or a forged ``<working_state>``. ``&``, ``<`` and ``>`` are
+  escaped as entities, so no tag of any name can appear in row text.
+* a role marker: chat-template tokens (``<|im_start|>``, ``[INST]``, ``<<SYS>>``) and a line
+  that starts with ``system:``/``assistant:``-style prefixes. Angle-bracket tokens die with
+  the tag escaping, bracketed instruction tokens are defused, and the layout indents every
+  continuation line, so no row text starts a line at column 0.
+* an unusual line break: ``\\r``, vertical tab, form feed, NEL and the Unicode line/paragraph
+  separators are normalised to ``\\n`` so the indentation rule cannot be bypassed; other
+  control characters are dropped.
+"""
+
+from __future__ import annotations
+
+import re
+
+_LINE_BREAKS = re.compile(r"\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
+_INSTRUCTION_TOKENS = re.compile(r"\[(/?)(INST|SYS|SYSTEM|ASSISTANT|USER)\]", re.IGNORECASE)
+_TABLE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def escape_untrusted(text: str) -> str:
+    """Return ``text`` safe to place inside any envelope (see the module docstring)."""
+    if _LINE_BREAKS.search(text):
+        text = _LINE_BREAKS.sub("\n", text)
+    if _CONTROL.search(text):
+        text = _CONTROL.sub("", text)
+    text = text.translate(_TABLE)
+    if "[" in text:
+        text = _INSTRUCTION_TOKENS.sub(r"(\1\2)", text)
+    return text

@@ -1,0 +1,51 @@
+"""Hook specifications: the whole plugin contract, one line of docstring each.
+
+Hooks take keyword arguments only; an implementation may accept any subset of them.
+The reference with examples is docs/hooks.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pluggy
+
+from contextplane.config import Config
+from contextplane.request import ProjectionRequest
+from contextplane.sections import ContextSection, PromptSection
+
+PROJECT = "contextplane"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def register_prompt_sections(register: Callable[[PromptSection], None], config: Config) -> None:
+    """Register stable-prefix sections by calling ``register(PromptSection(...))``."""
+
+
+@hookspec
+def register_context_sections(register: Callable[[ContextSection], None], config: Config) -> None:
+    """Register projected-context sections by calling ``register(ContextSection(...))``."""
+
+
+@hookspec(firstresult=True)
+def knowledge_store(config: Config) -> Any:
+    """Return the knowledge store to use, or None to let another plugin (or the default) decide."""
+
+
+@hookspec(firstresult=True)
+def embedder(config: Config) -> Any:
+    """Return an ``Embedder`` for hybrid search, or None for FTS-only retrieval."""
+
+
+@hookspec
+def observe_projection(projection: Any, request: ProjectionRequest) -> None:
+    """Receive every recorded ``ProjectedContext`` (never an incognito one) after it is composed."""
+
+
+@hookspec
+def observe_stable_prefix(prefix: Any, config: Config) -> None:
+    """Receive every composed ``StablePrefix``."""

@@ -1,0 +1,48 @@
+"""Warnings that fire once per distinct cause, not once per turn.
+
+A runtime composes a projection on every request; a warning that repeats on each one is noise
+that hides the next real warning. Each notice carries a key; the same key warns once per
+process until ``reset_notices()``.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Hashable
+
+
+class ContextPlaneWarning(UserWarning):
+    """Base class of the warnings contextplane emits."""
+
+
+class BudgetWarning(ContextPlaneWarning):
+    """The budget is unbounded by accident, or never-shed sections alone exceed it."""
+
+
+class PluginWarning(ContextPlaneWarning):
+    """A plugin or one of its inputs was skipped (e.g. a malformed SKILL.md)."""
+
+
+class StoreWarning(ContextPlaneWarning):
+    """The store runs degraded (e.g. sqlite-vec unavailable, FTS only)."""
+
+
+_seen: set[Hashable] = set()
+_lock = threading.Lock()
+
+
+def warn_once(key: Hashable, message: str, category: type[Warning] = ContextPlaneWarning) -> bool:
+    """Emit ``message`` unless ``key`` already warned; returns True when it was emitted."""
+    with _lock:
+        if key in _seen:
+            return False
+        _seen.add(key)
+    warnings.warn(message, category, stacklevel=3)
+    return True
+
+
+def reset_notices() -> None:
+    """Forget which notices were emitted (tests; long-lived processes after a config reload)."""
+    with _lock:
+        _seen.clear()

@@ -1,0 +1,341 @@
+"""The plugin host: loading, isolation, and a typed facade over the hook calls.
+
+Why not ``PluginManager.load_setuptools_entrypoints``: it stops at the first entry point that
+fails to import and leaves a half-registered plugin behind when validation fails. A broken
+third-party plugin must not take down a turn, so each entry point is loaded, validated and
+registered on its own, and every failure is recorded (or raised, in strict mode).
+
+Why a facade: ``pm.hook.x(...)`` returns ``Any`` and cannot tell us which plugin produced
+what. The host calls each implementation itself, so every section is attributed to its plugin
+and every failure to its source.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.metadata as md
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any, Generic, TypeVar
+
+import attrs
+import pluggy
+
+from contextplane import hookspecs
+from contextplane.config import Config, load_config
+from contextplane.errors import PluginLoadError, SectionError
+from contextplane.sections import ContextSection, PromptSection
+
+ENTRY_POINT_GROUP = "contextplane"
+PLUGINS_ENV = "CONTEXTPLANE_PLUGINS"
+
+_SPEC_NAMES = frozenset(
+    name for name in dir(hookspecs) if hasattr(getattr(hookspecs, name), "contextplane_spec")
+)
+
+
+@attrs.frozen
+class PluginFailure:
+    """A plugin that could not load or whose hook failed; kept so ``contextplane plugins`` can show it."""
+
+    plugin: str
+    distribution: str | None
+    stage: str
+    error: str
+
+    def describe(self) -> str:
+        dist = f" (distribution {self.distribution})" if self.distribution else ""
+        return f"plugin {self.plugin!r}{dist} failed during {self.stage}: {self.error}"
+
+
+@attrs.frozen
+class PluginInfo:
+    """What ``contextplane plugins`` reports about one plugin."""
+
+    name: str
+    distribution: str | None = None
+    version: str | None = None
+    hooks: tuple[str, ...] = ()
+    prompt_sections: tuple[str, ...] = ()
+    context_sections: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+    loaded: bool = True
+
+
+T = TypeVar("T")
+
+
+@attrs.frozen
+class Registered(Generic[T]):
+    """A section together with the plugin that registered it."""
+
+    section: T
+    plugin: str
+
+
+def _describe_exc(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def selected_plugin_names(config: Config, environ: Mapping[str, str] | None = None) -> set[str] | None:
+    """The plugin allow-list: ``CONTEXTPLANE_PLUGINS`` beats ``plugins.enabled``; None means all."""
+    env = os.environ if environ is None else environ
+    if PLUGINS_ENV in env:
+        return {n.strip() for n in env[PLUGINS_ENV].split(",") if n.strip()}
+    if config.plugins.enabled is not None:
+        return set(config.plugins.enabled)
+    return None
+
+
+class PluginHost:
+    """Owns one pluggy ``PluginManager`` and everything it loaded."""
+
+    def __init__(self, config: Config | None = None, *, strict: bool | None = None) -> None:
+        self.config = config if config is not None else Config()
+        self.strict = self.config.plugins.strict if strict is None else strict
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.failures: list[PluginFailure] = []
+        self._meta: dict[str, tuple[str | None, str | None]] = {}
+        self._skipped: list[PluginInfo] = []
+        self._prompt: list[Registered[PromptSection]] | None = None
+        self._context: list[Registered[ContextSection]] | None = None
+        self._lock = threading.Lock()
+
+    # --- loading ------------------------------------------------------------------------
+
+    @classmethod
+    def from_entry_points(
+        cls,
+        config: Config | None = None,
+        *,
+        strict: bool | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> PluginHost:
+        """A host with every selected ``contextplane`` entry point loaded, one at a time."""
+        host = cls(config, strict=strict)
+        host.load_entry_points(environ=environ)
+        return host
+
+    def _fail(self, failure: PluginFailure) -> None:
+        self.failures.append(failure)
+        if self.strict:
+            raise PluginLoadError(failure.describe() + " (strict mode: fix or disable the plugin)")
+
+    def load_entry_points(self, *, environ: Mapping[str, str] | None = None) -> None:
+        """Load each entry point of the group in name order, isolating every failure."""
+        allowed = selected_plugin_names(self.config, environ)
+        disabled = set(self.config.plugins.disabled)
+        eps = sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value))
+        for ep in eps:
+            dist = ep.dist.name if ep.dist is not None else None
+            version = ep.dist.version if ep.dist is not None else None
+            if (allowed is not None and ep.name not in allowed) or ep.name in disabled:
+                self._skipped.append(PluginInfo(ep.name, dist, version, loaded=False))
+                continue
+            if self.pm.has_plugin(ep.name):
+                self._fail(PluginFailure(ep.name, dist, "load", "another plugin already uses this name"))
+                continue
+            try:
+                obj = ep.load()
+            except BaseException as exc:  # an import can raise anything, SystemExit included
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                self._fail(PluginFailure(ep.name, dist, "import", _describe_exc(exc)))
+                continue
+            self.register(obj, ep.name, distribution=dist, version=version)
+
+    def _validate(self, plugin: object, name: str) -> list[str]:
+        problems = []
+        for attr in dir(plugin):
+            opts = self.pm.parse_hookimpl_opts(plugin, attr)
+            if opts is None:
+                continue
+            hook_name = opts.get("specname") or attr
+            if hook_name not in _SPEC_NAMES:
+                near = difflib.get_close_matches(hook_name, sorted(_SPEC_NAMES), n=1)
+                hint = f"; did you mean {near[0]!r}?" if near else ""
+                problems.append(f"{attr} implements unknown hook {hook_name!r}{hint}")
+        return problems
+
+    def register(
+        self,
+        plugin: object,
+        name: str | None = None,
+        *,
+        distribution: str | None = None,
+        version: str | None = None,
+    ) -> str | None:
+        """Register a plugin object; returns its name, or None when it was rejected (and recorded)."""
+        pname = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+        problems = self._validate(plugin, pname)
+        if problems:
+            self._fail(PluginFailure(pname, distribution, "validation", "; ".join(problems)))
+            return None
+        try:
+            self.pm.register(plugin, name=pname)
+        except Exception as exc:
+            # pluggy may leave the name behind after a failed registration; clear it.
+            if self.pm.has_plugin(pname):
+                self.pm.unregister(name=pname)
+            self._fail(PluginFailure(pname, distribution, "validation", _describe_exc(exc)))
+            return None
+        self._meta[pname] = (distribution, version)
+        self._prompt = None
+        self._context = None
+        return pname
+
+    def unregister(self, name: str) -> None:
+        """Remove a plugin, so tests can register one and take it away in ``finally``."""
+        if self.pm.has_plugin(name):
+            self.pm.unregister(name=name)
+        self._meta.pop(name, None)
+        self._prompt = None
+        self._context = None
+
+    # --- the typed facade ---------------------------------------------------------------
+
+    def _impls(self, hook_name: str) -> list[pluggy.HookImpl]:
+        caller = getattr(self.pm.hook, hook_name)
+        # Registration order is not an ordering promise; sort by plugin name for determinism.
+        return sorted(caller.get_hookimpls(), key=lambda i: i.plugin_name)
+
+    def _call(self, impl: pluggy.HookImpl, kwargs: Mapping[str, Any]) -> Any:
+        return impl.function(**{k: kwargs[k] for k in impl.argnames if k in kwargs})
+
+    def _collect(self, hook_name: str, kind: type[T]) -> list[Registered[T]]:
+        found: list[Registered[T]] = []
+        for impl in self._impls(hook_name):
+            items: list[T] = []
+
+            def register(section: T, _items: list[T] = items, _plugin: str = impl.plugin_name) -> None:
+                if not isinstance(section, kind):
+                    raise TypeError(
+                        f"plugin {_plugin!r} passed {type(section).__name__} to register(); "
+                        f"expected contextplane.{kind.__name__}"
+                    )
+                _items.append(section)
+
+            try:
+                self._call(impl, {"register": register, "config": self.config})
+            except Exception as exc:
+                dist = self._meta.get(impl.plugin_name, (None, None))[0]
+                self._fail(PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc)))
+                continue
+            found.extend(Registered(item, impl.plugin_name) for item in items)
+        return found
+
+    def prompt_sections(self) -> list[Registered[PromptSection]]:
+        """Every registered stable-prefix section, attributed to its plugin (cached)."""
+        with self._lock:
+            if self._prompt is None:
+                self._prompt = self._collect("register_prompt_sections", PromptSection)
+            return list(self._prompt)
+
+    def context_sections(self) -> list[Registered[ContextSection]]:
+        """Every registered projected-context section, attributed to its plugin (cached)."""
+        with self._lock:
+            if self._context is None:
+                self._context = self._collect("register_context_sections", ContextSection)
+            return list(self._context)
+
+    def _first(self, hook_name: str) -> Any:
+        # firstresult semantics, but in our documented order and with failures isolated.
+        for impl in self._impls(hook_name):
+            try:
+                result = self._call(impl, {"config": self.config})
+            except Exception as exc:
+                dist = self._meta.get(impl.plugin_name, (None, None))[0]
+                self._fail(PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc)))
+                continue
+            if result is not None:
+                return result
+        return None
+
+    def knowledge_store(self) -> Any:
+        """The first non-None store a plugin offers (plugins asked in name order)."""
+        return self._first("knowledge_store")
+
+    def embedder(self) -> Any:
+        """The first non-None embedder a plugin offers (plugins asked in name order)."""
+        return self._first("embedder")
+
+    def _notify(self, hook_name: str, kwargs: Mapping[str, Any]) -> list[PluginFailure]:
+        failures = []
+        for impl in self._impls(hook_name):
+            try:
+                self._call(impl, kwargs)
+            except Exception as exc:
+                dist = self._meta.get(impl.plugin_name, (None, None))[0]
+                failure = PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc))
+                failures.append(failure)
+                self.failures.append(failure)
+                if self.strict:
+                    raise SectionError(failure.describe() + " (strict mode)") from exc
+        return failures
+
+    def notify_projection(self, projection: Any, request: Any) -> list[PluginFailure]:
+        """Hand a composed projection to every observer; failures are recorded, not raised."""
+        return self._notify("observe_projection", {"projection": projection, "request": request})
+
+    def notify_stable_prefix(self, prefix: Any) -> list[PluginFailure]:
+        """Hand a composed stable prefix to every observer."""
+        return self._notify("observe_stable_prefix", {"prefix": prefix, "config": self.config})
+
+    # --- reporting ----------------------------------------------------------------------
+
+    def plugin_infos(self) -> list[PluginInfo]:
+        """One record per plugin: loaded, skipped by selection, or failed."""
+        prompt = self.prompt_sections()
+        context = self.context_sections()
+        infos: dict[str, PluginInfo] = {}
+        for name, plugin in self.pm.list_name_plugin():
+            if plugin is None:
+                continue
+            dist, version = self._meta.get(name, (None, None))
+            hooks = tuple(sorted(h.name for h in self.pm.get_hookcallers(plugin) or []))
+            infos[name] = PluginInfo(
+                name=name,
+                distribution=dist,
+                version=version,
+                hooks=hooks,
+                prompt_sections=tuple(r.section.name for r in prompt if r.plugin == name),
+                context_sections=tuple(r.section.name for r in context if r.plugin == name),
+            )
+        for failure in self.failures:
+            info = infos.get(failure.plugin) or PluginInfo(failure.plugin, failure.distribution, loaded=False)
+            infos[failure.plugin] = attrs.evolve(info, errors=(*info.errors, f"{failure.stage}: {failure.error}"))
+        for skipped in self._skipped:
+            infos.setdefault(skipped.name, skipped)
+        return [infos[k] for k in sorted(infos)]
+
+
+_default: PluginHost | None = None
+_default_lock = threading.Lock()
+
+
+def get_host(config: Config | None = None) -> PluginHost:
+    """The process-wide host, loaded lazily on first use (never at import time)."""
+    global _default
+    with _default_lock:
+        if _default is None or (config is not None and config is not _default.config):
+            _default = PluginHost.from_entry_points(config if config is not None else load_config())
+        return _default
+
+
+def reset_host() -> None:
+    """Forget the process-wide host (tests, or after changing ``CONTEXTPLANE_PLUGINS``)."""
+    global _default
+    with _default_lock:
+        _default = None
+
+
+def plugin_host_with(plugins: Iterable[object], config: Config | None = None, *, strict: bool | None = None) -> PluginHost:
+    """A host holding only the given plugin objects: no entry points (tests, benchmarks, embedding)."""
+    host = PluginHost(config, strict=strict)
+    for p in plugins:
+        host.register(p)
+    return host
+

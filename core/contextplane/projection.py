@@ -1,0 +1,281 @@
+"""``compose_projected_context``: the one projection every runtime surface calls (ADR D8).
+
+The projected context is derived, per request, and never persisted (ADR D2). This function
+only composes; delivering it (a request override, an external runtime's prompt) is the
+adapter's job. It applies, in order: the mode overrides (incognito, goal turn, a subagent's
+section subset), each provider's draft with its failures isolated, the budget (D6) with
+deterministic shedding, and the envelopes with escaping.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from contextplane.budget import approx_tokens, budget_chars
+from contextplane.config import Config
+from contextplane.errors import SectionError, ValidationError
+from contextplane.fitting import Layout, SectionPlan, ShedStep, fit, overflow_key
+from contextplane.notices import BudgetWarning, warn_once
+from contextplane.plugins import PluginHost, Registered, get_host
+from contextplane.request import Mode, ProjectionRequest
+from contextplane.sections import ContextSection, Draft, Row
+
+
+def _frozen(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return dict(value or {})
+
+
+@attrs.frozen
+class SectionReport:
+    """What happened to one context section this turn."""
+
+    name: str
+    plugin: str
+    priority: int
+    chars: int = 0
+    item_ids: tuple[str, ...] = ()
+    offered: int = 0
+    truncated: bool = False
+    error: str | None = None
+    #: Why ``draft`` was not called: "incognito", "goal_turn" or "not_selected".
+    suppressed: str | None = None
+    meta: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen)
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+
+@attrs.frozen
+class InjectionRecord:
+    """The ids actually delivered, after shedding: what the injection log stores (ADR 0069 D6)."""
+
+    session_id: str
+    turn_index: int
+    at: str
+    delivered: Mapping[str, tuple[str, ...]] = attrs.field(converter=_frozen)
+    approx_tokens: int = 0
+
+
+@attrs.frozen
+class ProjectedContext:
+    """The composed projection for one request, with everything needed to explain it."""
+
+    text: str
+    sections: tuple[SectionReport, ...]
+    overflow: tuple[ShedStep, ...]
+    budget_chars: int | None
+    used_chars: int
+    injection: InjectionRecord | None
+    warnings: tuple[str, ...] = ()
+    session_id: str = ""
+    turn_index: int = 0
+    incognito: bool = False
+    goal_turn: bool = False
+    mode: Mode = Mode.NATIVE
+
+    @property
+    def approx_tokens(self) -> int:
+        return approx_tokens(self.used_chars)
+
+    @property
+    def within_budget(self) -> bool:
+        return self.budget_chars is None or self.used_chars <= self.budget_chars
+
+    @property
+    def delivered_ids(self) -> dict[str, tuple[str, ...]]:
+        return {s.name: s.item_ids for s in self.sections if s.item_ids}
+
+    def section(self, name: str) -> SectionReport | None:
+        return next((s for s in self.sections if s.name == name), None)
+
+
+def _as_rows(result: Any, name: str) -> tuple[tuple[Row, ...], Mapping[str, Any]]:
+    """Validate a provider's result; raise ValidationError describing garbage precisely."""
+    if isinstance(result, Draft):
+        rows, meta = result.rows, result.meta
+    elif isinstance(result, Iterable) and not isinstance(result, str | bytes | Mapping):
+        rows, meta = tuple(result), {}
+    else:
+        raise ValidationError(
+            f"section {name!r} returned {type(result).__name__}; expected a Draft or an iterable of Row"
+        )
+    seen: set[str] = set()
+    for i, row in enumerate(rows):
+        if not isinstance(row, Row):
+            raise ValidationError(
+                f"section {name!r} returned {type(row).__name__} at position {i}; expected contextplane.Row"
+            )
+        if row.id in seen:
+            raise ValidationError(f"section {name!r} returned the row id {row.id!r} twice; ids must be unique")
+        seen.add(row.id)
+    return rows, meta
+
+
+def _check_envelopes(sections: Sequence[Registered[ContextSection]]) -> None:
+    by_tag: dict[str, Registered[ContextSection]] = {}
+    names: dict[str, Registered[ContextSection]] = {}
+    for reg in sections:
+        prior = names.get(reg.section.name)
+        if prior is not None:
+            raise SectionError(
+                f"context section {reg.section.name!r} is registered by both plugin {prior.plugin!r} "
+                f"and plugin {reg.plugin!r}; rename one of them or disable one plugin"
+            )
+        names[reg.section.name] = reg
+        first = by_tag.setdefault(reg.section.envelope.tag, reg)
+        if first.section.envelope != reg.section.envelope:
+            raise SectionError(
+                f"context sections {first.section.name!r} (plugin {first.plugin!r}) and "
+                f"{reg.section.name!r} (plugin {reg.plugin!r}) share the envelope "
+                f"<{reg.section.envelope.tag}> but declare it differently; use one Envelope object"
+            )
+
+
+def _suppression(section: ContextSection, request: ProjectionRequest, only: frozenset[str] | None) -> str | None:
+    if only is not None and section.name not in only:
+        return "not_selected"
+    if request.incognito and section.carries_memory:
+        return "incognito"
+    if request.goal_turn and section.goal_suppressed:
+        return "goal_turn"
+    return None
+
+
+def compose_projected_context(
+    query: str,
+    knowledge_store: Any = None,
+    skills_index: Sequence[Any] | None = None,
+    state: Mapping[str, Any] | None = None,
+    *,
+    incognito: bool = False,
+    goal_turn: bool = False,
+    budget_tokens: int | None = None,
+    record: bool = True,
+    session_id: str = "",
+    turn_index: int = 0,
+    project: str | None = None,
+    mode: Mode | None = None,
+    only_sections: Iterable[str] | None = None,
+    context_window: int | None = None,
+    host: PluginHost | None = None,
+    config: Config | None = None,
+    strict: bool | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> ProjectedContext:
+    """Compose the projected context for one request (ADR D6, D8).
+
+    ``only_sections`` restricts composition to a declared subset (a subagent's contract);
+    sections outside it are never called. ``record=False`` composes without notifying
+    observers (previews). Incognito projections are never handed to observers.
+    """
+    if not isinstance(query, str):
+        raise ValidationError(f"query must be str, got {type(query).__name__}")
+    host = host if host is not None else get_host(config)
+    cfg = config if config is not None else host.config
+    strict = host.strict if strict is None else strict
+    if mode is None:
+        mode = Mode.INCOGNITO if incognito else Mode.GOAL_TURN if goal_turn else Mode.NATIVE
+    request = ProjectionRequest(
+        query=query,
+        config=cfg,
+        knowledge_store=knowledge_store,
+        skills_index=skills_index,
+        state=state or {},
+        session_id=session_id,
+        turn_index=turn_index,
+        project=project if project is not None else cfg.context.project,
+        incognito=incognito,
+        goal_turn=goal_turn,
+        mode=mode,
+        extra=extra or {},
+    )
+    only = frozenset(only_sections) if only_sections is not None else None
+    registered = host.context_sections()
+    _check_envelopes(registered)
+    timeout_s = cfg.context.provider_timeout_ms / 1000 if cfg.context.provider_timeout_ms else None
+
+    plans: list[SectionPlan] = []
+    reports: dict[str, SectionReport] = {}
+    for reg in registered:
+        section = reg.section
+        base = SectionReport(section.name, reg.plugin, section.priority)
+        why = _suppression(section, request, only)
+        if why is not None:
+            reports[section.name] = attrs.evolve(base, suppressed=why)
+            continue
+        started = time.perf_counter()
+        try:
+            result = section.draft(request)
+            rows, meta = _as_rows(result, section.name)
+            elapsed = time.perf_counter() - started
+            if timeout_s is not None and elapsed > timeout_s:
+                raise TimeoutError(
+                    f"took {elapsed:.3f}s, over the {timeout_s:.3f}s limit (context.provider_timeout_ms)"
+                )
+        except Exception as exc:
+            message = f"{type(exc).__name__}: {exc}"
+            if strict:
+                raise SectionError(
+                    f"context section {section.name!r} of plugin {reg.plugin!r} failed: {message} "
+                    "(strict mode; fix the plugin or disable it)"
+                ) from exc
+            reports[section.name] = attrs.evolve(base, error=message)
+            continue
+        plans.append(SectionPlan(section, reg.plugin, rows, meta))
+        reports[section.name] = attrs.evolve(base, offered=len(rows), meta=meta)
+
+    layout = Layout(plans)
+    budget = budget_chars(cfg, budget_tokens=budget_tokens, context_window=context_window)
+    steps = fit(layout, budget)
+    warnings: list[str] = []
+    if budget is not None and layout.total > budget:
+        kept = ", ".join(f"{p.name} ({p.size} chars)" for p in layout.plans if p.size)
+        message = (
+            f"sections that are never shed need {layout.total} chars, over the {budget}-char budget: "
+            f"{kept}; raise context.budget_pct or trim working state and always-on memories"
+        )
+        warnings.append(message)
+        warn_once(overflow_key(layout, budget), message, BudgetWarning)
+
+    text = layout.render()
+    for plan in layout.plans:
+        report = reports[plan.name]
+        reports[plan.name] = attrs.evolve(
+            report,
+            chars=plan.size,
+            item_ids=plan.delivered_ids(),
+            truncated=plan.visible < len(plan.rows) or any(plan.degraded),
+        )
+    ordered = tuple(sorted(reports.values(), key=lambda r: (r.priority, r.name)))
+    injection = None
+    if record and not incognito:
+        injection = InjectionRecord(
+            session_id=session_id,
+            turn_index=turn_index,
+            at=dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+            delivered={r.name: r.item_ids for r in ordered if r.item_ids},
+            approx_tokens=approx_tokens(layout.total),
+        )
+    projection = ProjectedContext(
+        text=text,
+        sections=ordered,
+        overflow=tuple(steps),
+        budget_chars=budget,
+        used_chars=layout.total,
+        injection=injection,
+        warnings=tuple(warnings),
+        session_id=session_id,
+        turn_index=turn_index,
+        incognito=incognito,
+        goal_turn=goal_turn,
+        mode=mode,
+    )
+    if injection is not None:
+        host.notify_projection(projection, request)
+    return projection

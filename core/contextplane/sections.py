@@ -1,0 +1,173 @@
+"""Section types: the two kinds of thing a plugin contributes.
+
+A *prompt section* is part of the stable prefix (ADR D3). It is rendered once, when the
+runtime is built, and its place comes from the authority order plus its ``before``/``after``
+constraints, never from registration order.
+
+A *context section* is part of the projected context (ADR D6). Each turn it produces a
+*draft*: rows, each with an id, a rank and a text. The core fits the drafts to the budget by
+shedding, as each section's ``shed`` behaviour says, then renders them inside envelopes.
+Sections never render their own envelope, so the budget arithmetic and the escaping of
+untrusted text live in one place.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from contextplane.request import BuildContext, ProjectionRequest
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*(?:[.-][a-z0-9_]+)*$")
+_TAG = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def _check_name(_inst: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise ValueError(
+            f"invalid section {attribute.name} {value!r}: use lower-case letters, digits, '_', '.' or '-', "
+            "starting with a letter (e.g. 'team_calendar')"
+        )
+
+
+def _check_tag(_inst: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not _TAG.match(value):
+        raise ValueError(
+            f"invalid envelope {attribute.name} {value!r}: use lower-case letters, digits and '_', "
+            "starting with a letter (e.g. 'injected_memory')"
+        )
+
+
+def _names(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)
+
+
+class Shed(enum.Enum):
+    """How a context section gives up space when the projection is over budget.
+
+    The core sheds sections from the lowest priority (largest number) up, exhausting each
+    section's behaviour before touching the next, and re-measures after every step.
+    """
+
+    #: Never shed. If never-shed sections alone exceed the budget, one warning is emitted.
+    NEVER = "never"
+    #: Drop rows one at a time, lowest-ranked first; an empty section disappears.
+    DROP_ROWS = "drop_rows"
+    #: Replace rows by their short form one at a time (lowest-ranked first), then drop short
+    #: rows down to the section's ``floor``, replacing them with a "+N more" marker.
+    DEGRADE = "degrade"
+    #: Drop the whole section in one step.
+    DROP_SECTION = "drop_section"
+
+
+@attrs.frozen
+class Envelope:
+    """The tag a group of context sections is wrapped in, with its trusted framing text.
+
+    ``untrusted`` envelopes hold data recalled from memory; their framing tells the model the
+    content is reference data, never instructions. Escaping applies to every row either way.
+    """
+
+    tag: str = attrs.field(validator=_check_tag)
+    preamble: str = ""
+    untrusted: bool = False
+
+
+@attrs.frozen
+class Row:
+    """One deliverable item of a context section.
+
+    ``rank`` orders rows inside a section: 1 is the most important and is shed last. ``text``
+    is raw (the core escapes it); ``short`` is the degraded form used by ``Shed.DEGRADE``.
+    """
+
+    id: str = attrs.field(converter=str)
+    rank: float = attrs.field()
+    text: str = attrs.field()
+    short: str | None = None
+    trust_tier: int = 0
+    meta: Mapping[str, Any] = attrs.field(factory=dict, eq=False, hash=False)
+
+    @rank.validator
+    def _check_rank(self, _attribute: attrs.Attribute[float], value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            raise ValueError(f"row {self.id!r}: rank must be a number, got {value!r}")
+
+    @text.validator
+    def _check_text(self, _attribute: attrs.Attribute[str], value: str) -> None:
+        if not isinstance(value, str):
+            raise ValueError(f"row {self.id!r}: text must be str, got {type(value).__name__}")
+
+
+@attrs.frozen
+class Draft:
+    """What a context section offers for one turn, before the budget is applied."""
+
+    rows: tuple[Row, ...] = attrs.field(converter=tuple, factory=tuple)
+    #: Free-form facts about how the draft was made (e.g. a digest's fallback reason).
+    meta: Mapping[str, Any] = attrs.field(factory=dict, eq=False, hash=False)
+
+
+@attrs.frozen
+class PromptSection:
+    """A named part of the stable prefix with an optional position constraint."""
+
+    name: str = attrs.field(validator=_check_name)
+    render: Callable[[BuildContext], str] = attrs.field(eq=False)
+    before: tuple[str, ...] = attrs.field(converter=_names, factory=tuple)
+    after: tuple[str, ...] = attrs.field(converter=_names, factory=tuple)
+    #: Where the section sits in the D3 authority order (lower wins). Standard sections use
+    #: 10..50; third-party sections normally leave this ``None`` and use before/after.
+    authority: int | None = None
+    description: str = ""
+
+
+@attrs.frozen
+class ContextSection:
+    """A named part of the projected context, with priority, shed behaviour and mode flags."""
+
+    name: str = attrs.field(validator=_check_name)
+    #: Lower numbers are delivered first and shed last (working state is 10, retrieved 50).
+    priority: int = attrs.field()
+    shed: Shed = attrs.field(converter=Shed)
+    draft: Callable[[ProjectionRequest], Draft | Iterable[Row]] = attrs.field(eq=False)
+    envelope: Envelope = attrs.field()
+    #: True when the rows come from memory, so incognito never calls ``draft``.
+    carries_memory: bool = False
+    #: True when goal (autonomous) turns never call ``draft`` (the prior-session digest).
+    goal_suppressed: bool = False
+    #: A heading line inside the envelope, e.g. "Always-on memories:"; trusted text.
+    heading: str = ""
+    #: An inner tag wrapping this section's rows inside the envelope, e.g. "prior_sessions".
+    inner_tag: str | None = attrs.field(default=None)
+    #: For ``Shed.DEGRADE``: the number of short rows that are never dropped.
+    floor: int = attrs.field(default=0)
+    #: The "+N more" marker for ``Shed.DEGRADE``; ``{n}`` is replaced by the hidden count.
+    more_marker: str = "+{n} more"
+    #: A declared upper bound on this section's rendered size for its documented inputs.
+    max_chars: int | None = None
+    description: str = ""
+
+    @priority.validator
+    def _check_priority(self, _attribute: attrs.Attribute[int], value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"section {self.name!r}: priority must be an int, got {value!r}")
+
+    @floor.validator
+    def _check_floor(self, _attribute: attrs.Attribute[int], value: int) -> None:
+        if value < 0:
+            raise ValueError(f"section {self.name!r}: floor must be >= 0, got {value}")
+
+    @inner_tag.validator
+    def _check_inner(self, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+        if value is not None:
+            _check_tag(self, attribute, value)
