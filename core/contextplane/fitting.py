@@ -90,7 +90,7 @@ class SectionPlan:
         if section.heading:
             overhead += len(section.heading) + 1
         if section.inner_tag:
-            overhead += 2 * len(section.inner_tag) + 6  # "<t>\n" + "</t>\n"
+            overhead += 2 * len(section.inner_tag) + 7  # "<t>\n" + "</t>\n"
         self.overhead = overhead
         self.envelope_index = -1
         self.size = 0

@@ -169,7 +169,12 @@ class PluginHost:
         version: str | None = None,
     ) -> str | None:
         """Register a plugin object; returns its name, or None when it was rejected (and recorded)."""
-        pname = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+        pname = (
+            name
+            or getattr(plugin, "plugin_name", None)
+            or getattr(plugin, "__name__", None)
+            or type(plugin).__name__
+        )
         problems = self._validate(plugin, pname)
         if problems:
             self._fail(PluginFailure(pname, distribution, "validation", "; ".join(problems)))

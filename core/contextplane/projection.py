@@ -237,8 +237,9 @@ def compose_projected_context(
     if budget is not None and layout.total > budget:
         kept = ", ".join(f"{p.name} ({p.size} chars)" for p in layout.plans if p.size)
         message = (
-            f"sections that are never shed need {layout.total} chars, over the {budget}-char budget: "
-            f"{kept}; raise context.budget_pct or trim working state and always-on memories"
+            f"what cannot be shed (never-shed sections and degrade floors) needs {layout.total} chars, "
+            f"over the {budget}-char budget: {kept}; raise context.budget_pct or trim working state "
+            "and always-on memories"
         )
         warnings.append(message)
         warn_once(overflow_key(layout, budget), message, BudgetWarning)

@@ -1,0 +1,3 @@
+"""Fails at import, as a plugin with a missing dependency does."""
+
+import cp_no_such_dependency  # noqa: F401
