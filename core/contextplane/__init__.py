@@ -17,7 +17,12 @@ from contextplane.errors import (
 )
 from contextplane.hookspecs import hookimpl
 from contextplane.plugins import PluginHost, get_host, plugin_host_with, reset_host
-from contextplane.projection import InjectionRecord, ProjectedContext, SectionReport, compose_projected_context
+from contextplane.projection import (
+    InjectionRecord,
+    ProjectedContext,
+    SectionReport,
+    compose_projected_context,
+)
 from contextplane.request import BuildContext, Mode, ProjectionRequest
 from contextplane.sections import ContextSection, Draft, Envelope, PromptSection, Row, Shed
 

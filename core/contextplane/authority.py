@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import graphlib
 import hashlib
+import itertools
 from collections.abc import Mapping, Sequence
 
 import attrs
@@ -75,26 +76,33 @@ def resolve_order(registered: Sequence[Registered[PromptSection]]) -> list[Regis
             )
         by_name[reg.section.name] = reg
     known = sorted(by_name)
+    problems: list[str] = []
     for reg in registered:
-        for kind, targets in (("before", reg.section.before), ("after", reg.section.after)):
+        for kind, targets in (("after", reg.section.after), ("before", reg.section.before)):
             for target in targets:
-                if target not in by_name:
-                    raise SectionOrderError(
-                        f"plugin {reg.plugin!r}: prompt section {reg.section.name!r} declares "
-                        f"{kind}={target!r}, but no section of that name is registered "
-                        f"(known sections: {', '.join(known)}); the plugin author must fix the "
-                        "constraint, or enable the plugin that provides it"
-                    )
                 if target == reg.section.name:
-                    raise SectionOrderError(
+                    problems.append(
                         f"plugin {reg.plugin!r}: prompt section {reg.section.name!r} declares "
                         f"{kind}={target!r}, which names itself"
                     )
+                elif target not in by_name:
+                    problems.append(
+                        f"plugin {reg.plugin!r}: prompt section {reg.section.name!r} declares "
+                        f"{kind}={target!r}, but no section of that name is registered"
+                    )
+    if problems:
+        raise SectionOrderError(
+            "; ".join(problems)
+            + f" (known sections: {', '.join(known)}); the plugin author must fix the constraint, "
+            "or enable the plugin that provides the section"
+        )
 
     preds: dict[str, set[str]] = {name: set() for name in by_name}
     why: dict[tuple[str, str], str] = {}
-    ranked = sorted((r for r in registered if r.section.authority is not None), key=lambda r: _rank(r.section))
-    for a, b in zip(ranked, ranked[1:], strict=False):
+    ranked = sorted(
+        (r for r in registered if r.section.authority is not None), key=lambda r: _rank(r.section)
+    )
+    for a, b in itertools.pairwise(ranked):
         preds[b.section.name].add(a.section.name)
         why[(a.section.name, b.section.name)] = "authority order"
     for reg in registered:
@@ -112,7 +120,7 @@ def resolve_order(registered: Sequence[Registered[PromptSection]]) -> list[Regis
     except graphlib.CycleError as exc:
         # Each node in graphlib's path is a predecessor of the next: already in run order.
         path: list[str] = list(exc.args[1])
-        edges = [why.get((a, b), f"{a} before {b}") for a, b in zip(path, path[1:], strict=False)]
+        edges = [why.get((a, b), f"{a} before {b}") for a, b in itertools.pairwise(path)]
         plugins = sorted({by_name[n].plugin for n in path if n in by_name})
         raise SectionOrderError(
             "prompt sections form a cycle: "
@@ -158,7 +166,10 @@ def build_stable_prefix(
         except ConfigError:
             raise  # a misconfigured section (e.g. a missing SOUL.md) is the operator's to fix
         except Exception as exc:
-            message = f"prompt section {reg.section.name!r} of plugin {reg.plugin!r} failed: {type(exc).__name__}: {exc}"
+            message = (
+                f"prompt section {reg.section.name!r} of plugin {reg.plugin!r} failed: "
+                f"{type(exc).__name__}: {exc}"
+            )
             if strict:
                 raise SectionOrderError(message + " (strict mode)") from exc
             errors.append(message)

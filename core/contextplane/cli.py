@@ -64,7 +64,9 @@ def budget_table(projection: ProjectedContext) -> str:
             status = "ok"
         rows.append([s.name, s.plugin, s.priority, s.offered, len(s.item_ids), s.chars, s.chars // 4, status])
     budget = "unbounded" if projection.budget_chars is None else str(projection.budget_chars)
-    rows.append(["total", "", "", "", "", projection.used_chars, projection.approx_tokens, f"budget {budget}"])
+    rows.append(
+        ["total", "", "", "", "", projection.used_chars, projection.approx_tokens, f"budget {budget}"]
+    )
     return table(["section", "plugin", "prio", "offered", "kept", "chars", "~tokens", "status"], rows)
 
 
@@ -91,8 +93,12 @@ def plugins_cmd(config_path: str | None, strict: bool | None) -> None:
 @click.option("--project", default=None, help="Project scope of the turn (project:<id>).")
 @click.option("--incognito", is_flag=True, help="Compose as an incognito turn (no memory sections).")
 @click.option("--goal-turn", is_flag=True, help="Compose as an autonomous goal turn (no digest).")
-@click.option("--budget-tokens", type=click.IntRange(min=0), default=None, help="Override the budget (0 = unbounded).")
-@click.option("--context-window", type=click.IntRange(min=1), default=None, help="Model context window, tokens.")
+@click.option(
+    "--budget-tokens", type=click.IntRange(min=0), default=None, help="Override the budget (0 = unbounded)."
+)
+@click.option(
+    "--context-window", type=click.IntRange(min=1), default=None, help="Model context window, tokens."
+)
 @click.option("--tool", "tools", multiple=True, help="A tool bound at build time (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def preview_cmd(
@@ -138,7 +144,12 @@ def preview_cmd(
         return
     click.echo("== stable prefix ==")
     if prefix.sections:
-        click.echo(table(["section", "plugin", "chars", "sha256"], [[s.name, s.plugin, s.chars, s.sha256[:12]] for s in prefix.sections]))
+        click.echo(
+            table(
+                ["section", "plugin", "chars", "sha256"],
+                [[s.name, s.plugin, s.chars, s.sha256[:12]] for s in prefix.sections],
+            )
+        )
     else:
         click.echo("(no prompt sections registered)")
     for err in prefix.errors:

@@ -77,7 +77,9 @@ class ContextConfig:
     prior_sessions: Literal["newest", "relevant", "off"] = attrs.field(
         default="newest", metadata=_expect('one of "newest", "relevant", "off"')
     )
-    prior_sessions_limit: int = attrs.field(default=5, validator=_ge0, metadata=_expect("a whole number >= 0"))
+    prior_sessions_limit: int = attrs.field(
+        default=5, validator=_ge0, metadata=_expect("a whole number >= 0")
+    )
     retrieved_k: int = attrs.field(default=8, validator=_ge0, metadata=_expect("a whole number >= 0"))
     inject_min_trust: int = attrs.field(default=1, validator=_tier, metadata=_expect("1, 2 or 3"))
     capture_full_text: bool = attrs.field(default=False, metadata=_expect("true or false"))
@@ -249,6 +251,7 @@ def _show(value: Any) -> str:
 def _explain(exc: BaseException, raw: Mapping[str, Any], origin: str) -> ConfigError:
     fields = _fields_by_path()
     lines: list[str] = []
+
     def fmt(e: BaseException, t: Any) -> str:
         if isinstance(e, _FieldError):
             return f"__field__ {e.field}"
@@ -300,7 +303,9 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def find_config_file(path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> Path | None:
+def find_config_file(
+    path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+) -> Path | None:
     """Return the first config file on the documented search path, or None."""
     env = os.environ if environ is None else environ
     if path is not None:
@@ -311,7 +316,9 @@ def find_config_file(path: str | os.PathLike[str] | None = None, environ: Mappin
     if env.get("CONTEXTPLANE_CONFIG"):
         p = Path(env["CONTEXTPLANE_CONFIG"])
         if not p.is_file():
-            raise ConfigError(f"CONTEXTPLANE_CONFIG names {p}, which does not exist: create it or unset the variable")
+            raise ConfigError(
+                f"CONTEXTPLANE_CONFIG names {p}, which does not exist: create it or unset the variable"
+            )
         return p
     local = Path.cwd() / CONFIG_FILENAME
     if local.is_file():

@@ -19,18 +19,27 @@ from __future__ import annotations
 import re
 
 _LINE_BREAKS = re.compile(r"\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+#: Anything that needs more than entity escaping: odd line breaks and control characters.
+_SLOW_PATH = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
+#: Any character that escaping may change; plain text skips all the work below.
+_ANY = re.compile(r"[&<>\[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 _INSTRUCTION_TOKENS = re.compile(r"\[(/?)(INST|SYS|SYSTEM|ASSISTANT|USER)\]", re.IGNORECASE)
-_TABLE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
 
 def escape_untrusted(text: str) -> str:
     """Return ``text`` safe to place inside any envelope (see the module docstring)."""
-    if _LINE_BREAKS.search(text):
-        text = _LINE_BREAKS.sub("\n", text)
-    if _CONTROL.search(text):
-        text = _CONTROL.sub("", text)
-    text = text.translate(_TABLE)
-    if "[" in text:
+    # Every candidate row of every turn passes here, so the common case stays on str methods.
+    if not _ANY.search(text):
+        return text
+    if _SLOW_PATH.search(text):
+        text = _CONTROL.sub("", _LINE_BREAKS.sub("\n", text))
+    if "&" in text:
+        text = text.replace("&", "&amp;")
+    if "<" in text:
+        text = text.replace("<", "&lt;")
+    if ">" in text:
+        text = text.replace(">", "&gt;")
+    if "[" in text and _INSTRUCTION_TOKENS.search(text):
         text = _INSTRUCTION_TOKENS.sub(r"(\1\2)", text)
     return text

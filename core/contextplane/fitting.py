@@ -22,6 +22,7 @@ the next and re-measuring after every step; rows are whole or absent, never cut.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
@@ -35,13 +36,28 @@ CONTINUATION = "  "
 ENVELOPE_SEPARATOR = "\n\n"
 
 
-def format_row(text: str) -> str:
-    """The escaped line(s) of one row, newline-terminated."""
-    escaped = escape_untrusted(text)
+def _lines(escaped: str) -> str:
     if "\n" in escaped:
         first, *rest = escaped.split("\n")
         return ROW_PREFIX + first + "\n" + "".join(CONTINUATION + line + "\n" for line in rest)
     return ROW_PREFIX + escaped + "\n"
+
+
+def _line_len(escaped: str) -> int:
+    # len(_lines(escaped)) without building it: prefix + newline, plus an indent per extra line.
+    return len(escaped) + 3 + (2 * escaped.count("\n") if "\n" in escaped else 0)
+
+
+def format_row(text: str) -> str:
+    """The escaped line(s) of one row, newline-terminated."""
+    return _lines(escape_untrusted(text))
+
+
+_BY_RANK = operator.attrgetter("rank")
+
+
+def _row_key(row: Row) -> tuple[float, int, str]:
+    return (row.rank, -row.trust_tier, row.id)
 
 
 @attrs.frozen
@@ -55,12 +71,17 @@ class ShedStep:
 
 
 class SectionPlan:
-    """The mutable fitting state of one section's draft during one composition."""
+    """The mutable fitting state of one section's draft during one composition.
+
+    Row text is escaped once, up front, because its escaped length is what the budget counts;
+    the short forms are escaped only if the section actually degrades.
+    """
 
     __slots__ = (
+        "cur",
         "degraded",
         "envelope_index",
-        "full",
+        "escaped",
         "hidden",
         "meta",
         "name",
@@ -74,18 +95,25 @@ class SectionPlan:
         "visible",
     )
 
-    def __init__(self, section: ContextSection, plugin: str, rows: Sequence[Row], meta: Mapping[str, Any]) -> None:
+    def __init__(
+        self, section: ContextSection, plugin: str, rows: Sequence[Row], meta: Mapping[str, Any]
+    ) -> None:
         self.section = section
         self.name = section.name
         self.plugin = plugin
         self.meta = meta
-        self.rows = sorted(rows, key=lambda r: (r.rank, -r.trust_tier, r.id))
-        self.full = [format_row(r.text) for r in self.rows]
-        self.short = [format_row(r.short) if r.short is not None else None for r in self.rows]
-        self.degraded = [False] * len(self.rows)
-        self.visible = len(self.rows)
+        ordered = list(rows)
+        ranks = {r.rank for r in ordered}
+        # Distinct ranks need no tie-break; otherwise trust tier, then id, decide.
+        ordered.sort(key=_BY_RANK if len(ranks) == len(ordered) else _row_key)
+        self.rows = ordered
+        self.escaped = [escape_untrusted(r.text) for r in ordered]
+        self.cur = [_line_len(e) for e in self.escaped]
+        self.short: list[str | None] | None = None
+        self.degraded: list[bool] | None = None
+        self.visible = len(ordered)
         self.hidden = 0
-        self.rows_chars = sum(len(x) for x in self.full)
+        self.rows_chars = sum(self.cur)
         overhead = 0
         if section.heading:
             overhead += len(section.heading) + 1
@@ -105,15 +133,21 @@ class SectionPlan:
         if self.visible == 0 and self.hidden == 0:
             self.size = 0
         else:
-            self.size = self.overhead + self.rows_chars + len(self.marker())
+            self.size = self.overhead + self.rows_chars + (len(self.marker()) if self.hidden else 0)
         return self.size - old
 
-    def line(self, i: int) -> str:
-        s = self.short[i]
-        return s if self.degraded[i] and s is not None else self.full[i]
+    def shorts(self) -> list[str | None]:
+        if self.short is None:
+            self.short = [escape_untrusted(r.short) if r.short is not None else None for r in self.rows]
+            self.degraded = [False] * len(self.rows)
+        return self.short
 
     def delivered_ids(self) -> tuple[str, ...]:
         return tuple(r.id for r in self.rows[: self.visible])
+
+    @property
+    def truncated(self) -> bool:
+        return self.visible < len(self.rows) or (self.degraded is not None and any(self.degraded))
 
     def render(self) -> str:
         if self.size == 0:
@@ -124,7 +158,12 @@ class SectionPlan:
             parts.append(sec.heading + "\n")
         if sec.inner_tag:
             parts.append(f"<{sec.inner_tag}>\n")
-        parts.extend(self.line(i) for i in range(self.visible))
+        short, degraded = self.short, self.degraded
+        for i in range(self.visible):
+            if degraded is not None and degraded[i] and short is not None:
+                parts.append(_lines(short[i] or ""))
+            else:
+                parts.append(_lines(self.escaped[i]))
         parts.append(self.marker())
         if sec.inner_tag:
             parts.append(f"</{sec.inner_tag}>\n")
@@ -188,55 +227,68 @@ class Layout:
         return ENVELOPE_SEPARATOR.join(blocks)
 
 
-def _record(steps: list[ShedStep], section: str, action: str, chars: int) -> None:
-    if steps and steps[-1].section == section and steps[-1].action == action:
-        last = steps[-1]
-        steps[-1] = ShedStep(section, action, last.items + 1, last.chars + chars)
-    else:
-        steps.append(ShedStep(section, action, 1, chars))
-
-
 def _drop_rows(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedStep]) -> None:
-    while layout.total > budget and plan.visible > 0:
-        i = plan.visible - 1
-        plan.rows_chars -= len(plan.line(i))
-        plan.visible -= 1
-        _record(steps, plan.name, "drop_row", layout.changed(plan))
+    # Equivalent to dropping one row at a time and re-measuring: every drop but the one that
+    # empties the section frees exactly that row's line, so the stopping point is found in one
+    # pass and the layout is re-measured once.
+    excess = layout.total - budget
+    v = plan.visible
+    freed = 0
+    cur = plan.cur
+    while v > 0 and freed < excess:
+        v -= 1
+        freed += cur[v]
+    dropped = plan.visible - v
+    if not dropped:
+        return
+    plan.rows_chars -= sum(cur[v : plan.visible])
+    plan.visible = v
+    steps.append(ShedStep(plan.name, "drop_row", dropped, layout.changed(plan)))
 
 
 def _degrade(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedStep]) -> None:
     # 1. Short forms, lowest-ranked row first, only where the short form is actually shorter.
+    short = plan.shorts()
+    degraded = plan.degraded
+    assert degraded is not None
+    excess = layout.total - budget
+    count = saved = 0
     for i in range(plan.visible - 1, -1, -1):
-        if layout.total <= budget:
-            return
-        s = plan.short[i]
-        if s is None or plan.degraded[i] or len(s) >= len(plan.full[i]):
+        if saved >= excess:
+            break
+        s = short[i]
+        if s is None or degraded[i]:
             continue
-        plan.rows_chars += len(s) - len(plan.full[i])
-        plan.degraded[i] = True
-        _record(steps, plan.name, "degrade_row", layout.changed(plan))
+        new_len = _line_len(s)
+        if new_len >= plan.cur[i]:
+            continue
+        saved += plan.cur[i] - new_len
+        plan.rows_chars -= plan.cur[i] - new_len
+        plan.cur[i] = new_len
+        degraded[i] = True
+        count += 1
+    if count:
+        steps.append(ShedStep(plan.name, "degrade_row", count, layout.changed(plan)))
     # 2. Drop to the floor behind a "+N more" marker. The marker can outweigh a tiny row, so
     #    keep the smallest state seen and fall back to it if nothing fits.
     start_total, start_visible = layout.total, plan.visible
     best = (layout.total, plan.visible)
-    trail: list[ShedStep] = []
     while layout.total > budget and plan.visible > plan.section.floor:
-        i = plan.visible - 1
-        plan.rows_chars -= len(plan.line(i))
         plan.visible -= 1
+        plan.rows_chars -= plan.cur[plan.visible]
         plan.hidden += 1
-        _record(trail, plan.name, "drop_to_floor", layout.changed(plan))
+        layout.changed(plan)
         if layout.total < best[0]:
             best = (layout.total, plan.visible)
     if layout.total > budget and plan.visible != best[1]:
         while plan.visible < best[1]:
-            plan.rows_chars += len(plan.line(plan.visible))
+            plan.rows_chars += plan.cur[plan.visible]
             plan.visible += 1
             plan.hidden -= 1
         layout.changed(plan)
-        dropped = start_visible - plan.visible
-        trail = [ShedStep(plan.name, "drop_to_floor", dropped, start_total - layout.total)] if dropped else []
-    steps.extend(trail)
+    dropped = start_visible - plan.visible
+    if dropped:
+        steps.append(ShedStep(plan.name, "drop_to_floor", dropped, start_total - layout.total))
 
 
 def _drop_section(layout: Layout, plan: SectionPlan, steps: list[ShedStep]) -> None:

@@ -311,7 +311,9 @@ class PluginHost:
             )
         for failure in self.failures:
             info = infos.get(failure.plugin) or PluginInfo(failure.plugin, failure.distribution, loaded=False)
-            infos[failure.plugin] = attrs.evolve(info, errors=(*info.errors, f"{failure.stage}: {failure.error}"))
+            infos[failure.plugin] = attrs.evolve(
+                info, errors=(*info.errors, f"{failure.stage}: {failure.error}")
+            )
         for skipped in self._skipped:
             infos.setdefault(skipped.name, skipped)
         return [infos[k] for k in sorted(infos)]
@@ -337,10 +339,11 @@ def reset_host() -> None:
         _default = None
 
 
-def plugin_host_with(plugins: Iterable[object], config: Config | None = None, *, strict: bool | None = None) -> PluginHost:
+def plugin_host_with(
+    plugins: Iterable[object], config: Config | None = None, *, strict: bool | None = None
+) -> PluginHost:
     """A host holding only the given plugin objects: no entry points (tests, benchmarks, embedding)."""
     host = PluginHost(config, strict=strict)
     for p in plugins:
         host.register(p)
     return host
-

@@ -105,15 +105,21 @@ def _as_rows(result: Any, name: str) -> tuple[tuple[Row, ...], Mapping[str, Any]
         raise ValidationError(
             f"section {name!r} returned {type(result).__name__}; expected a Draft or an iterable of Row"
         )
-    seen: set[str] = set()
-    for i, row in enumerate(rows):
-        if not isinstance(row, Row):
-            raise ValidationError(
-                f"section {name!r} returned {type(row).__name__} at position {i}; expected contextplane.Row"
-            )
-        if row.id in seen:
-            raise ValidationError(f"section {name!r} returned the row id {row.id!r} twice; ids must be unique")
-        seen.add(row.id)
+    if not all(type(row) is Row for row in rows):
+        for i, row in enumerate(rows):
+            if not isinstance(row, Row):
+                raise ValidationError(
+                    f"section {name!r} returned {type(row).__name__} at position {i}; "
+                    "expected contextplane.Row"
+                )
+    if len({row.id for row in rows}) != len(rows):
+        seen: set[str] = set()
+        for row in rows:
+            if row.id in seen:
+                raise ValidationError(
+                    f"section {name!r} returned the row id {row.id!r} twice; ids must be unique"
+                )
+            seen.add(row.id)
     return rows, meta
 
 
@@ -137,7 +143,9 @@ def _check_envelopes(sections: Sequence[Registered[ContextSection]]) -> None:
             )
 
 
-def _suppression(section: ContextSection, request: ProjectionRequest, only: frozenset[str] | None) -> str | None:
+def _suppression(
+    section: ContextSection, request: ProjectionRequest, only: frozenset[str] | None
+) -> str | None:
     if only is not None and section.name not in only:
         return "not_selected"
     if request.incognito and section.carries_memory:
@@ -201,13 +209,13 @@ def compose_projected_context(
     timeout_s = cfg.context.provider_timeout_ms / 1000 if cfg.context.provider_timeout_ms else None
 
     plans: list[SectionPlan] = []
-    reports: dict[str, SectionReport] = {}
+    # Reports are built once, at the end; these hold what is known before fitting.
+    skipped: list[tuple[Registered[ContextSection], str | None, str | None]] = []
     for reg in registered:
         section = reg.section
-        base = SectionReport(section.name, reg.plugin, section.priority)
         why = _suppression(section, request, only)
         if why is not None:
-            reports[section.name] = attrs.evolve(base, suppressed=why)
+            skipped.append((reg, why, None))
             continue
         started = time.perf_counter()
         try:
@@ -225,10 +233,9 @@ def compose_projected_context(
                     f"context section {section.name!r} of plugin {reg.plugin!r} failed: {message} "
                     "(strict mode; fix the plugin or disable it)"
                 ) from exc
-            reports[section.name] = attrs.evolve(base, error=message)
+            skipped.append((reg, None, message))
             continue
         plans.append(SectionPlan(section, reg.plugin, rows, meta))
-        reports[section.name] = attrs.evolve(base, offered=len(rows), meta=meta)
 
     layout = Layout(plans)
     budget = budget_chars(cfg, budget_tokens=budget_tokens, context_window=context_window)
@@ -245,15 +252,24 @@ def compose_projected_context(
         warn_once(overflow_key(layout, budget), message, BudgetWarning)
 
     text = layout.render()
-    for plan in layout.plans:
-        report = reports[plan.name]
-        reports[plan.name] = attrs.evolve(
-            report,
-            chars=plan.size,
-            item_ids=plan.delivered_ids(),
-            truncated=plan.visible < len(plan.rows) or any(plan.degraded),
+    reports = [
+        SectionReport(
+            p.name,
+            p.plugin,
+            p.section.priority,
+            chars=p.size,
+            item_ids=p.delivered_ids(),
+            offered=len(p.rows),
+            truncated=p.truncated,
+            meta=p.meta,
         )
-    ordered = tuple(sorted(reports.values(), key=lambda r: (r.priority, r.name)))
+        for p in layout.plans
+    ]
+    reports.extend(
+        SectionReport(reg.section.name, reg.plugin, reg.section.priority, error=error, suppressed=why)
+        for reg, why, error in skipped
+    )
+    ordered = tuple(sorted(reports, key=lambda r: (r.priority, r.name)))
     injection = None
     if record and not incognito:
         injection = InjectionRecord(

@@ -6,7 +6,7 @@ Both are frozen so one provider cannot change what the next one sees.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -25,6 +25,10 @@ class Mode(enum.Enum):
     INCOGNITO = "incognito"
 
 
+def _names(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return dict(value or {})
 
@@ -35,7 +39,7 @@ class BuildContext:
 
     config: Config
     #: Names of the tools bound at build time; tool guidance must name no other tool.
-    tools: tuple[str, ...] = attrs.field(converter=tuple, factory=tuple)
+    tools: tuple[str, ...] = attrs.field(converter=_names, factory=tuple)
     #: Tool descriptions by name, when the runtime has them.
     tool_descriptions: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_mapping)
     extra: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)

@@ -35,7 +35,7 @@ def _check_name(_inst: object, attribute: attrs.Attribute[str], value: str) -> N
         )
 
 
-def _check_tag(_inst: object, attribute: attrs.Attribute[str], value: str) -> None:
+def _check_tag(_inst: object, attribute: attrs.Attribute[Any], value: str) -> None:
     if not isinstance(value, str) or not _TAG.match(value):
         raise ValueError(
             f"invalid envelope {attribute.name} {value!r}: use lower-case letters, digits and '_', "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from contextplane import BuildContext, ConfigError, SectionOrderError, build_stable_prefix
@@ -27,7 +29,10 @@ def test_authority_order_ignores_registration_order() -> None:
 def test_before_after_places_plugin_section_between_standard_ones() -> None:
     host = host_of(
         SectionPlugin(prompt=standard(*AUTHORITY_ORDER), name="std"),
-        SectionPlugin(prompt=[text_section("house_rules", "rules", after="identity", before="delegation_roster")], name="third"),
+        SectionPlugin(
+            prompt=[text_section("house_rules", "rules", after="identity", before="delegation_roster")],
+            name="third",
+        ),
     )
     order = build_stable_prefix(host).order
     assert order.index("identity") < order.index("house_rules") < order.index("delegation_roster")
@@ -65,9 +70,12 @@ def test_cycle_error_shows_the_full_path_and_plugins() -> None:
     assert path[0] == path[-1]
     assert set(path) == {"identity", "tool_guidance", "x", "y"}
     # each consecutive pair is a real constraint, in run order
-    for a, b in zip(path, path[1:]):
-        assert f"{a} before {b}" in msg or f"{b}.after={a}" in msg or f"{a}.before={b}" in msg or (
-            "authority order" in msg and (a, b) == ("identity", "tool_guidance")
+    for a, b in itertools.pairwise(path):
+        assert (
+            f"{a} before {b}" in msg
+            or f"{b}.after={a}" in msg
+            or f"{a}.before={b}" in msg
+            or ("authority order" in msg and (a, b) == ("identity", "tool_guidance"))
         )
     assert "plug_x" in msg and "plug_y" in msg and "std" in msg
 
@@ -90,7 +98,10 @@ def test_duplicate_section_name_names_both_plugins() -> None:
         SectionPlugin(prompt=[text_section("identity", "one")], name="first_plugin"),
         SectionPlugin(prompt=[text_section("identity", "two")], name="second_plugin"),
     )
-    with pytest.raises(SectionOrderError, match=r"duplicate prompt section 'identity': registered by plugin 'first_plugin' and by plugin 'second_plugin'"):
+    with pytest.raises(
+        SectionOrderError,
+        match=r"duplicate prompt section 'identity': registered by plugin 'first_plugin' and by plugin 'second_plugin'",
+    ):
         build_stable_prefix(host)
 
 
@@ -115,7 +126,7 @@ def test_failing_render_is_isolated_and_recorded() -> None:
     assert prefix.errors == (
         "prompt section 'fragile' of plugin 'fragile_plugin' failed: RuntimeError: template missing",
     )
-    with pytest.raises(SectionOrderError, match="template missing.*strict mode"):
+    with pytest.raises(SectionOrderError, match=r"template missing.*strict mode"):
         build_stable_prefix(host, strict=True)
 
 
@@ -126,7 +137,7 @@ def test_config_errors_in_render_always_raise() -> None:
         raise ConfigError("SOUL.md not found at /nowhere/SOUL.md")
 
     host = host_of(SectionPlugin(prompt=[PromptSection("identity", needs_file, authority=10)]))
-    with pytest.raises(ConfigError, match="/nowhere/SOUL.md"):
+    with pytest.raises(ConfigError, match=r"/nowhere/SOUL\.md"):
         build_stable_prefix(host)
 
 

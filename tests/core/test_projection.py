@@ -35,7 +35,9 @@ def rows(prefix: str, n: int, width: int = 20, short: bool = False) -> list[Row]
     ]
 
 
-def section(name: str, priority: int, shed: Shed, items: list[Row], env: Envelope = MEMORY, **kw) -> ContextSection:
+def section(
+    name: str, priority: int, shed: Shed, items: list[Row], env: Envelope = MEMORY, **kw
+) -> ContextSection:
     return ContextSection(name, priority, shed, lambda _req, r=items: r, env, **kw)
 
 
@@ -45,9 +47,26 @@ def standard_host(**kw):
             context=[
                 section("working_state", 10, Shed.NEVER, rows("w", 2), WS),
                 section("always_on", 20, Shed.NEVER, rows("a", 2), carries_memory=True, heading="Always-on:"),
-                section("skills", 30, Shed.DEGRADE, rows("s", 6, short=True), SKILLS, more_marker="+{n} more skills"),
-                section("digest", 40, Shed.DROP_ROWS, rows("d", 3), carries_memory=True, goal_suppressed=True, inner_tag="prior_sessions"),
-                section("retrieved", 50, Shed.DROP_ROWS, rows("r", 5), carries_memory=True, heading="Retrieved:"),
+                section(
+                    "skills",
+                    30,
+                    Shed.DEGRADE,
+                    rows("s", 6, short=True),
+                    SKILLS,
+                    more_marker="+{n} more skills",
+                ),
+                section(
+                    "digest",
+                    40,
+                    Shed.DROP_ROWS,
+                    rows("d", 3),
+                    carries_memory=True,
+                    goal_suppressed=True,
+                    inner_tag="prior_sessions",
+                ),
+                section(
+                    "retrieved", 50, Shed.DROP_ROWS, rows("r", 5), carries_memory=True, heading="Retrieved:"
+                ),
             ]
         ),
         **kw,
@@ -95,7 +114,21 @@ def test_rows_are_dropped_lowest_rank_first_and_the_section_disappears() -> None
 
 
 def test_degrade_then_floor_with_more_marker() -> None:
-    host = host_of(SectionPlugin(context=[section("skills", 30, Shed.DEGRADE, rows("s", 6, short=True), SKILLS, floor=2, more_marker="+{n} more skills")]))
+    host = host_of(
+        SectionPlugin(
+            context=[
+                section(
+                    "skills",
+                    30,
+                    Shed.DEGRADE,
+                    rows("s", 6, short=True),
+                    SKILLS,
+                    floor=2,
+                    more_marker="+{n} more skills",
+                )
+            ]
+        )
+    )
     p = compose_projected_context("q", host=host, budget_tokens=1)
     assert p.section("skills").item_ids == ("s1", "s2")
     assert "- s1\n- s2\n+4 more skills\n" in p.text
@@ -109,6 +142,7 @@ def test_suppressed_providers_are_never_called() -> None:
         def draft(_req):
             calls.append(name)
             return [Row(name, 1, name)]
+
         return draft
 
     host = host_of(
@@ -117,13 +151,26 @@ def test_suppressed_providers_are_never_called() -> None:
                 ContextSection("ws", 10, Shed.NEVER, spy("ws"), WS),
                 ContextSection("mem", 20, Shed.NEVER, spy("mem"), MEMORY, carries_memory=True),
                 ContextSection("skills", 30, Shed.DEGRADE, spy("skills"), SKILLS),
-                ContextSection("digest", 40, Shed.DROP_ROWS, spy("digest"), MEMORY, carries_memory=True, goal_suppressed=True),
+                ContextSection(
+                    "digest",
+                    40,
+                    Shed.DROP_ROWS,
+                    spy("digest"),
+                    MEMORY,
+                    carries_memory=True,
+                    goal_suppressed=True,
+                ),
             ]
         )
     )
     inc = compose_projected_context("q", host=host, incognito=True, budget_tokens=0)
     assert calls == ["ws", "skills"]
-    assert {s.name: s.suppressed for s in inc.sections} == {"ws": None, "mem": "incognito", "skills": None, "digest": "incognito"}
+    assert {s.name: s.suppressed for s in inc.sections} == {
+        "ws": None,
+        "mem": "incognito",
+        "skills": None,
+        "digest": "incognito",
+    }
     calls.clear()
     compose_projected_context("q", host=host, goal_turn=True, budget_tokens=0)
     assert calls == ["ws", "mem", "skills"]
@@ -180,7 +227,9 @@ def test_provider_failure_is_recorded_and_the_turn_goes_on(draft, expected) -> N
     assert expected in p.section("bad").error
     assert p.section("bad").item_ids == ()
     assert "<injected_memory>" not in p.text
-    with pytest.raises(SectionError, match=r"context section 'bad' of plugin 'bad_plugin' failed: .*strict mode"):
+    with pytest.raises(
+        SectionError, match=r"context section 'bad' of plugin 'bad_plugin' failed: .*strict mode"
+    ):
         compose_projected_context("q", host=host, budget_tokens=0, strict=True)
 
 
@@ -190,15 +239,31 @@ def test_provider_that_overruns_its_time_is_discarded() -> None:
         return [Row("late", 1, "late")]
 
     cfg = structure({"context": {"provider_timeout_ms": 10}})
-    host = host_of(SectionPlugin(context=[ContextSection("slow", 20, Shed.DROP_ROWS, slow, MEMORY)]), config=cfg)
+    host = host_of(
+        SectionPlugin(context=[ContextSection("slow", 20, Shed.DROP_ROWS, slow, MEMORY)]), config=cfg
+    )
     p = compose_projected_context("q", host=host, budget_tokens=0)
     assert "over the 0.010s limit (context.provider_timeout_ms)" in p.section("slow").error
     assert "late" not in p.text
 
 
 def test_draft_meta_reaches_the_report() -> None:
-    host = host_of(SectionPlugin(context=[ContextSection("d", 20, Shed.DROP_ROWS, lambda _r: Draft([Row("1", 1, "one")], {"fallback": "newest"}), MEMORY)]))
-    assert compose_projected_context("q", host=host, budget_tokens=0).section("d").meta == {"fallback": "newest"}
+    host = host_of(
+        SectionPlugin(
+            context=[
+                ContextSection(
+                    "d",
+                    20,
+                    Shed.DROP_ROWS,
+                    lambda _r: Draft([Row("1", 1, "one")], {"fallback": "newest"}),
+                    MEMORY,
+                )
+            ]
+        )
+    )
+    assert compose_projected_context("q", host=host, budget_tokens=0).section("d").meta == {
+        "fallback": "newest"
+    }
 
 
 def test_never_shed_overflow_warns_once_per_distinct_overflow() -> None:
@@ -218,7 +283,9 @@ def test_never_shed_overflow_warns_once_per_distinct_overflow() -> None:
             compose_projected_context("q", host=host, budget_tokens=10)
     budget_warnings = [w for w in caught if issubclass(w.category, BudgetWarning)]
     assert len(budget_warnings) == 2
-    assert "cannot be shed (never-shed sections and degrade floors) needs" in str(budget_warnings[0].message) and "ws (" in str(budget_warnings[0].message)
+    assert "cannot be shed (never-shed sections and degrade floors) needs" in str(
+        budget_warnings[0].message
+    ) and "ws (" in str(budget_warnings[0].message)
 
 
 def test_budget_from_config() -> None:
@@ -252,16 +319,26 @@ def test_duplicate_context_section_names_both_plugins() -> None:
         SectionPlugin(context=[section("notes", 10, Shed.NEVER, rows("a", 1))], name="p1"),
         SectionPlugin(context=[section("notes", 20, Shed.NEVER, rows("b", 1))], name="p2"),
     )
-    with pytest.raises(SectionError, match="context section 'notes' is registered by both plugin 'p1' and plugin 'p2'"):
+    with pytest.raises(
+        SectionError, match="context section 'notes' is registered by both plugin 'p1' and plugin 'p2'"
+    ):
         compose_projected_context("q", host=host, budget_tokens=0)
 
 
 def test_conflicting_envelope_declarations_are_an_error() -> None:
     host = host_of(
-        SectionPlugin(context=[section("a", 10, Shed.NEVER, rows("a", 1), Envelope("injected_memory", "one"))], name="p1"),
-        SectionPlugin(context=[section("b", 20, Shed.NEVER, rows("b", 1), Envelope("injected_memory", "two"))], name="p2"),
+        SectionPlugin(
+            context=[section("a", 10, Shed.NEVER, rows("a", 1), Envelope("injected_memory", "one"))],
+            name="p1",
+        ),
+        SectionPlugin(
+            context=[section("b", 20, Shed.NEVER, rows("b", 1), Envelope("injected_memory", "two"))],
+            name="p2",
+        ),
     )
-    with pytest.raises(SectionError, match=r"share the envelope <injected_memory> but declare it differently"):
+    with pytest.raises(
+        SectionError, match=r"share the envelope <injected_memory> but declare it differently"
+    ):
         compose_projected_context("q", host=host, budget_tokens=0)
 
 

@@ -23,7 +23,14 @@ TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",))
 
 @st.composite
 def section_specs(draw: st.DrawFn) -> list[dict]:
-    names = draw(st.lists(st.sampled_from(["ws", "mem", "skills", "digest", "rag", "tickets", "cal"]), min_size=1, max_size=6, unique=True))
+    names = draw(
+        st.lists(
+            st.sampled_from(["ws", "mem", "skills", "digest", "rag", "tickets", "cal"]),
+            min_size=1,
+            max_size=6,
+            unique=True,
+        )
+    )
     specs = []
     for name in names:
         n = draw(st.integers(0, 8))
@@ -53,6 +60,7 @@ def section_specs(draw: st.DrawFn) -> list[dict]:
 def build(specs: list[dict], calls: list[str] | None = None, shuffle_seed: int | None = None):
     sections = []
     for s in specs:
+
         def draft(_req, rows=s["rows"], name=s["name"]):
             if calls is not None:
                 calls.append(name)
@@ -60,9 +68,16 @@ def build(specs: list[dict], calls: list[str] | None = None, shuffle_seed: int |
 
         sections.append(
             ContextSection(
-                s["name"], s["priority"], s["shed"], draft, s["env"],
-                carries_memory=s["memory"], goal_suppressed=s["goal"], heading=s["heading"],
-                inner_tag=s["inner"], floor=s["floor"],
+                s["name"],
+                s["priority"],
+                s["shed"],
+                draft,
+                s["env"],
+                carries_memory=s["memory"],
+                goal_suppressed=s["goal"],
+                heading=s["heading"],
+                inner_tag=s["inner"],
+                floor=s["floor"],
             )
         )
     if shuffle_seed is not None:

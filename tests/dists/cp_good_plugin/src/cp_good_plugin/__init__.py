@@ -5,7 +5,11 @@ from contextplane import ContextSection, Envelope, PromptSection, Row, Shed, hoo
 
 @hookimpl
 def register_prompt_sections(register):
-    register(PromptSection("house_rules", lambda ctx: "House rules: be brief.", after="identity", before="tool_guidance"))
+    register(
+        PromptSection(
+            "house_rules", lambda ctx: "House rules: be brief.", after="identity", before="tool_guidance"
+        )
+    )
 
 
 @hookimpl

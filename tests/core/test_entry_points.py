@@ -1,0 +1,151 @@
+"""Plugin loading through real, built and installed distributions (no monkeypatched metadata).
+
+The distributions in tests/dists are built by pip and installed with ``--target`` into a
+temporary site directory; a subprocess with that directory on ``PYTHONPATH`` discovers them
+through ``importlib.metadata`` exactly as a runtime would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+DISTS = Path(__file__).resolve().parent.parent / "dists"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("site")
+    for dist in ("cp_good_plugin", "cp_broken_plugin"):
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--no-build-isolation",
+                "--no-index",
+                "--target",
+                str(target),
+                str(DISTS / dist),
+            ],
+            check=True,
+            capture_output=True,
+        )
+    return target
+
+
+def run(site: Path, code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXTPLANE_")}
+    environ["PYTHONPATH"] = str(site)
+    environ.update(env)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=environ, cwd=site
+    )
+
+
+LIST = """
+import json
+from contextplane import PluginHost
+host = PluginHost.from_entry_points()
+print(json.dumps({i.name: {"dist": i.distribution, "version": i.version, "errors": list(i.errors),
+                  "loaded": i.loaded, "prompt": list(i.prompt_sections), "context": list(i.context_sections),
+                  "hooks": list(i.hooks)}
+                  for i in host.plugin_infos()}))
+"""
+
+
+def test_discovery_and_isolation_of_broken_plugins(site: Path) -> None:
+    out = run(site, LIST)
+    assert out.returncode == 0, out.stderr
+    infos = json.loads(out.stdout)
+    good = infos["good"]
+    assert good["dist"] == "cp-good-plugin" and good["version"] == "1.2.3"
+    assert good["prompt"] == ["house_rules"] and good["context"] == ["open_tickets"]
+    assert good["hooks"] == ["register_context_sections", "register_prompt_sections"]
+    assert good["errors"] == []
+    broken = infos["broken_import"]
+    assert broken["loaded"] is False and broken["dist"] == "cp-broken-plugin"
+    assert broken["errors"] == ["import: ModuleNotFoundError: No module named 'cp_no_such_dependency'"]
+    sig = infos["bad_signature"]
+    assert sig["loaded"] is False
+    assert len(sig["errors"]) == 1 and sig["errors"][0].startswith("validation: PluginValidationError")
+    assert "tenant_id" in sig["errors"][0]
+
+
+def test_strict_mode_turns_the_first_failure_into_an_error(site: Path) -> None:
+    out = run(site, "from contextplane import PluginHost\nPluginHost.from_entry_points(strict=True)")
+    assert out.returncode != 0
+    assert (
+        "PluginLoadError: plugin 'bad_signature' (distribution cp-broken-plugin) failed during validation"
+        in out.stderr
+    )
+    assert "strict mode: fix or disable the plugin" in out.stderr
+
+
+def test_ordering_by_before_after_from_an_installed_plugin(site: Path) -> None:
+    code = """
+    from contextplane import PluginHost, PromptSection, build_stable_prefix, hookimpl, AUTHORITY_ORDER
+    class Std:
+        plugin_name = "std"
+        @hookimpl
+        def register_prompt_sections(self, register):
+            for i, n in enumerate(AUTHORITY_ORDER):
+                register(PromptSection(n, lambda c, n=n: n, authority=10 * (i + 1)))
+    host = PluginHost.from_entry_points()
+    host.register(Std())
+    print(",".join(build_stable_prefix(host).order))
+    """
+    out = run(site, code)
+    assert out.returncode == 0, out.stderr
+    # house_rules says after=identity, before=tool_guidance; by the documented tie-break a
+    # plugin section ranks below ready standard sections, so it lands as late as allowed.
+    assert (
+        out.stdout.strip()
+        == "identity,operating_model,delegation_roster,house_rules,tool_guidance,operator_guidelines"
+    )
+
+
+def test_contextplane_plugins_env_selects_and_disables(site: Path) -> None:
+    only_good = json.loads(run(site, LIST, CONTEXTPLANE_PLUGINS="good").stdout)
+    assert only_good["good"]["loaded"] and only_good["good"]["errors"] == []
+    assert only_good["broken_import"] == {**only_good["broken_import"], "loaded": False, "errors": []}
+    none = json.loads(run(site, LIST, CONTEXTPLANE_PLUGINS="").stdout)
+    assert all(not info["loaded"] for info in none.values())
+    assert all(info["hooks"] == [] for info in none.values())
+
+
+def test_cli_plugins_prints_json(site: Path) -> None:
+    out = run(site, "from contextplane.cli import main; main(['plugins'])")
+    assert out.returncode == 0, out.stderr
+    infos = {i["name"]: i for i in json.loads(out.stdout)}
+    assert set(infos) >= {"good", "broken_import", "bad_signature"}
+    assert set(infos["good"]) == {
+        "name",
+        "distribution",
+        "version",
+        "hooks",
+        "prompt_sections",
+        "context_sections",
+        "errors",
+        "loaded",
+    }
+
+
+def test_cli_preview_reports_a_missing_constraint_target_without_a_traceback(site: Path) -> None:
+    out = run(
+        site, "from contextplane.cli import main; main(['preview', 'hello'])", CONTEXTPLANE_PLUGINS="good"
+    )
+    assert out.returncode == 2
+    assert out.stderr.startswith(
+        "error: plugin 'good': prompt section 'house_rules' declares after='identity', but no section of that name is registered; plugin 'good': prompt section 'house_rules' declares before='tool_guidance'"
+    )
+    assert "Traceback" not in out.stderr
