@@ -1,0 +1,455 @@
+"""Schema creation and the version-1 -> version-2 migration (ADR D4 backfill, then D7 review state).
+
+Why it is shaped this way:
+
+- The new columns are nullable and additive (``ALTER TABLE ADD COLUMN``), so a v1 reader
+  still works and rollback is "stop reading them".
+- Each backfill pass fills only NULL cells and commits in batches, with a cursor row in
+  ``_kb_meta`` written in the same transaction as the batch. A process killed part-way leaves
+  committed batches plus a cursor; the next open resumes from the cursor. Because every
+  assignment is ``COALESCE(cell, rule)``, re-running a batch can never change a row, so no row
+  is lost, doubled or misclassified.
+- Completion is recorded by one marker per pass (``typed_memory_backfill``,
+  ``review_state_backfill``). When both are pending they run in the same row pass: each row
+  is rewritten once, which is what keeps a 1M-row migration close to one ``UPDATE ... CASE``.
+- Full-text triggers fire only on ``UPDATE OF content, heading``: a trigger that fires on every
+  metadata update would re-index every row during the backfill (about 10x slower).
+- A fresh database is created at the current version with both markers stamped, no scan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+import apsw
+import attrs
+
+from contextplane.errors import StoreError
+from contextplane.memory.model import format_timestamp, utc_now
+from contextplane.memory.stamps import LEGACY_DOMAIN_TABLE, DomainRule
+from contextplane.memory.trust import SOURCE_TYPE_TIERS, UNKNOWN_SOURCE_TIER, initial_review_state
+
+SCHEMA_VERSION: Final[int] = 2
+
+TYPED_MEMORY_BACKFILL: Final[str] = "typed_memory_backfill"
+REVIEW_STATE_BACKFILL: Final[str] = "review_state_backfill"
+PASSES: Final[tuple[str, ...]] = (TYPED_MEMORY_BACKFILL, REVIEW_STATE_BACKFILL)
+
+DEFAULT_BATCH_ROWS: Final[int] = 50_000
+
+#: What a version-1 store is: the ``chunks`` table before D4/D7, with a full-text index whose
+#: update trigger fires on *every* update. Kept here as the migration's documented input.
+V1_SCHEMA_SQL: Final[str] = """
+CREATE TABLE chunks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    content TEXT NOT NULL,
+    heading TEXT NOT NULL DEFAULT '',
+    source TEXT NOT NULL DEFAULT '',
+    subject TEXT NOT NULL DEFAULT '',
+    domain TEXT NOT NULL DEFAULT 'general',
+    source_type TEXT NOT NULL DEFAULT '',
+    namespace TEXT NOT NULL DEFAULT '',
+    epoch TEXT NOT NULL DEFAULT '',
+    invalidated_at TEXT,
+    invalidation_reason TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX chunks_namespace ON chunks(namespace);
+CREATE VIRTUAL TABLE chunks_fts USING fts5(
+    content, heading, content='chunks', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts(rowid, content, heading) VALUES (new.id, new.content, new.heading);
+END;
+CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts(chunks_fts, rowid, content, heading)
+    VALUES ('delete', old.id, old.content, old.heading);
+END;
+CREATE TRIGGER chunks_au AFTER UPDATE ON chunks BEGIN
+    INSERT INTO chunks_fts(chunks_fts, rowid, content, heading)
+    VALUES ('delete', old.id, old.content, old.heading);
+    INSERT INTO chunks_fts(rowid, content, heading) VALUES (new.id, new.content, new.heading);
+END;
+PRAGMA user_version = 1;
+"""
+
+#: Columns version 2 adds; all nullable so the ALTER is O(1) on SQLite.
+V2_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
+    ("memory_kind", "TEXT"),
+    ("delivery_policy", "TEXT"),
+    ("review_state", "TEXT"),
+    ("expires_at", "TEXT"),
+)
+
+_CHUNKS_V2_SQL: Final[str] = """
+CREATE TABLE chunks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    content TEXT NOT NULL,
+    heading TEXT NOT NULL DEFAULT '',
+    source TEXT NOT NULL DEFAULT '',
+    subject TEXT NOT NULL DEFAULT '',
+    domain TEXT NOT NULL DEFAULT 'general',
+    source_type TEXT NOT NULL DEFAULT '',
+    namespace TEXT NOT NULL DEFAULT '',
+    epoch TEXT NOT NULL DEFAULT '',
+    invalidated_at TEXT,
+    invalidation_reason TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    memory_kind TEXT,
+    delivery_policy TEXT,
+    review_state TEXT,
+    expires_at TEXT
+);
+CREATE INDEX IF NOT EXISTS chunks_namespace ON chunks(namespace);
+"""
+
+_FTS_SQL: Final[str] = (
+    "CREATE VIRTUAL TABLE chunks_fts USING fts5(content, heading, content='chunks', "
+    "content_rowid='id', tokenize='unicode61 remove_diacritics 2')"
+)
+
+#: name -> body. The update trigger is limited to the indexed columns (see module docstring).
+_FTS_TRIGGERS: Final[dict[str, str]] = {
+    "chunks_fts_ai": """CREATE TRIGGER chunks_fts_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts(rowid, content, heading) VALUES (new.id, new.content, new.heading);
+END""",
+    "chunks_fts_ad": """CREATE TRIGGER chunks_fts_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts(chunks_fts, rowid, content, heading)
+    VALUES ('delete', old.id, old.content, old.heading);
+END""",
+    "chunks_fts_au": """CREATE TRIGGER chunks_fts_au AFTER UPDATE OF content, heading ON chunks BEGIN
+    INSERT INTO chunks_fts(chunks_fts, rowid, content, heading)
+    VALUES ('delete', old.id, old.content, old.heading);
+    INSERT INTO chunks_fts(rowid, content, heading) VALUES (new.id, new.content, new.heading);
+END""",
+}
+
+BatchCallback = Callable[[int, int], None]
+"""Called after each committed batch with (rows done, rows total)."""
+
+
+@contextlib.contextmanager
+def write_transaction(conn: apsw.Connection) -> Iterator[None]:
+    """``BEGIN IMMEDIATE`` so the write lock is taken up front and the busy timeout applies
+    (a deferred transaction upgrading to a writer can fail at once with SQLITE_BUSY in WAL)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if not conn.getautocommit():
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _sql_literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+_SOURCE_KEY: Final[str] = "lower(trim(source_type))"
+
+
+def _rule_condition(rule: DomainRule) -> str:
+    parts = []
+    if rule.domain is not None:
+        parts.append(f"domain = {_sql_literal(rule.domain)}")
+    if rule.source_type is not None:
+        parts.append(f"{_SOURCE_KEY} = {_sql_literal(rule.source_type)}")
+    return " AND ".join(parts) or "1"
+
+
+def _case_over_rules(value_of: Callable[[DomainRule], str | None]) -> str:
+    whens = []
+    for rule in LEGACY_DOMAIN_TABLE:
+        value = value_of(rule)
+        whens.append(f"WHEN {_rule_condition(rule)} THEN {'NULL' if value is None else _sql_literal(value)}")
+    return "CASE " + " ".join(whens) + " END"
+
+
+#: SQL generated from the D4 table in ``memory/stamps.py`` and the tier table in ``memory/trust.py``.
+KIND_CASE_SQL: Final[str] = _case_over_rules(lambda r: r.memory_kind)
+POLICY_CASE_SQL: Final[str] = _case_over_rules(lambda r: r.delivery_policy)
+RULE_LABEL_CASE_SQL: Final[str] = _case_over_rules(lambda r: r.label)
+
+
+def _review_case_sql() -> str:
+    default_state = initial_review_state(UNKNOWN_SOURCE_TIER)
+    whens = [
+        f"WHEN {_sql_literal(source)} THEN {_sql_literal(initial_review_state(tier))}"
+        for source, tier in sorted(SOURCE_TYPE_TIERS.items())
+        if initial_review_state(tier) != default_state
+    ]
+    return f"CASE {_SOURCE_KEY} {' '.join(whens)} ELSE {_sql_literal(default_state)} END"
+
+
+REVIEW_CASE_SQL: Final[str] = _review_case_sql()
+
+_PASS_ASSIGNMENTS: Final[dict[str, str]] = {
+    TYPED_MEMORY_BACKFILL: (
+        f"memory_kind = COALESCE(memory_kind, {KIND_CASE_SQL}), "
+        f"delivery_policy = COALESCE(delivery_policy, {POLICY_CASE_SQL})"
+    ),
+    REVIEW_STATE_BACKFILL: f"review_state = COALESCE(review_state, {REVIEW_CASE_SQL})",
+}
+
+
+# --------------------------------------------------------------------------- inspection
+
+
+def scalar(conn: apsw.Connection, sql: str, params: Any = ()) -> Any:
+    """The first column of the first row (aggregates always return one row)."""
+    row = conn.execute(sql, params).fetchone()
+    if row is None:
+        raise StoreError(f"query returned no row: {sql[:60]}")
+    return row[0]
+
+
+def table_exists(conn: apsw.Connection, name: str) -> bool:
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ? AND type IN ('table', 'view')", (name,))
+    return row.fetchone() is not None
+
+
+def column_names(conn: apsw.Connection, table: str) -> set[str]:
+    return {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def schema_version(conn: apsw.Connection) -> int:
+    return int(scalar(conn, "PRAGMA user_version"))
+
+
+def check_schema_version(conn: apsw.Connection, path: str) -> int:
+    """Refuse a store written by a newer contextplane, naming both versions."""
+    found = schema_version(conn)
+    if found > SCHEMA_VERSION:
+        raise StoreError(
+            f"{path}: the store was written by schema version {found}, but this contextplane "
+            f"understands schema version {SCHEMA_VERSION} at most; upgrade contextplane to open it"
+        )
+    return found
+
+
+def _meta_get(conn: apsw.Connection, key: str) -> str | None:
+    if not table_exists(conn, "_kb_meta"):
+        return None
+    row = conn.execute("SELECT value FROM _kb_meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _meta_set(conn: apsw.Connection, key: str, value: str) -> None:
+    conn.execute("INSERT OR REPLACE INTO _kb_meta(key, value) VALUES (?, ?)", (key, value))
+
+
+def meta_get(conn: apsw.Connection, key: str) -> str | None:
+    """Read one ``_kb_meta`` value (``None`` when absent)."""
+    return _meta_get(conn, key)
+
+
+def pending_passes(conn: apsw.Connection) -> list[str]:
+    """Backfill passes whose completion marker is missing, in the order they must run."""
+    return [name for name in PASSES if _meta_get(conn, name) is None]
+
+
+def needs_migration(conn: apsw.Connection) -> bool:
+    if not table_exists(conn, "chunks"):
+        return False
+    missing = {name for name, _ in V2_COLUMNS} - column_names(conn, "chunks")
+    return bool(missing) or bool(pending_passes(conn)) or schema_version(conn) < SCHEMA_VERSION
+
+
+# --------------------------------------------------------------------------- dry run
+
+
+@attrs.frozen
+class DryRunRow:
+    label: str
+    memory_kind: str
+    delivery_policy: str | None
+    rows: int
+
+
+@attrs.frozen
+class DryRunReport:
+    schema_version: int
+    pending: tuple[str, ...]
+    mapping: tuple[DryRunRow, ...]
+    review_states: tuple[tuple[str, int], ...]
+    total_rows: int
+
+
+def dry_run(conn: apsw.Connection) -> DryRunReport:
+    """Counts per D4 mapping row and per review state the backfill would write. Read-only:
+    works on an unmigrated v1 store (where every row counts) and never alters the schema."""
+    version = schema_version(conn)
+    if not table_exists(conn, "chunks"):
+        return DryRunReport(
+            version,
+            (),
+            tuple(DryRunRow(r.label, r.memory_kind, r.delivery_policy, 0) for r in LEGACY_DOMAIN_TABLE),
+            (),
+            0,
+        )
+    cols = column_names(conn, "chunks")
+    pending = tuple(pending_passes(conn))
+    kind_filter = "WHERE memory_kind IS NULL" if "memory_kind" in cols else ""
+    review_filter = "WHERE review_state IS NULL" if "review_state" in cols else ""
+    by_label: dict[str, int] = {}
+    if TYPED_MEMORY_BACKFILL in pending:
+        for label, count in conn.execute(
+            f"SELECT {RULE_LABEL_CASE_SQL} AS label, count(*) FROM chunks {kind_filter} GROUP BY label"
+        ):
+            by_label[str(label)] = int(count)
+    review: list[tuple[str, int]] = []
+    if REVIEW_STATE_BACKFILL in pending:
+        review = [
+            (str(state), int(count))
+            for state, count in conn.execute(
+                f"SELECT {REVIEW_CASE_SQL} AS s, count(*) FROM chunks {review_filter} GROUP BY s ORDER BY s"
+            )
+        ]
+    total = int(scalar(conn, "SELECT count(*) FROM chunks"))
+    mapping = tuple(
+        DryRunRow(r.label, r.memory_kind, r.delivery_policy, by_label.get(r.label, 0))
+        for r in LEGACY_DOMAIN_TABLE
+    )
+    return DryRunReport(version, pending, mapping, tuple(review), total)
+
+
+# --------------------------------------------------------------------------- creation / upgrade
+
+
+def _ensure_fts(conn: apsw.Connection) -> None:
+    """Create the external-content FTS table if absent (rebuilding it from ``chunks``) and make
+    the triggers exactly ours, dropping any legacy trigger that fires on metadata updates."""
+    existing = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()
+    rebuild = False
+    if existing is None or " ".join(str(existing[0]).split()) != " ".join(_FTS_SQL.split()):
+        if existing is not None:
+            conn.execute("DROP TABLE chunks_fts")
+        conn.execute(_FTS_SQL)
+        rebuild = True
+    triggers = dict(
+        conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'chunks'")
+    )
+    for name, sql in triggers.items():
+        if name.startswith("chunks_vec"):
+            continue  # vector-index triggers belong to the vector layer
+        if _FTS_TRIGGERS.get(name) != sql:
+            conn.execute(f'DROP TRIGGER "{name}"')
+    for name, sql in _FTS_TRIGGERS.items():
+        if triggers.get(name) != sql:
+            conn.execute(sql)
+    if rebuild:
+        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
+
+
+def create_fresh(conn: apsw.Connection) -> None:
+    """A new store at the current version, with both backfill markers stamped (nothing to scan)."""
+    stamp = f"fresh {format_timestamp(utc_now())}"
+    with write_transaction(conn):
+        if table_exists(conn, "chunks"):  # another process won the race
+            return
+        conn.execute("CREATE TABLE IF NOT EXISTS _kb_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        conn.execute(_CHUNKS_V2_SQL)
+        _ensure_fts(conn)
+        for name in PASSES:
+            _meta_set(conn, name, stamp)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def upgrade_schema(conn: apsw.Connection) -> list[str]:
+    """Add the v2 columns (nullable, additive), fix the FTS triggers, set the version.
+    Returns the columns added. Cheap: no row is rewritten here."""
+    with write_transaction(conn):
+        conn.execute("CREATE TABLE IF NOT EXISTS _kb_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        present = column_names(conn, "chunks")
+        added = [name for name, _ in V2_COLUMNS if name not in present]
+        for name, decl in V2_COLUMNS:
+            if name in added:
+                conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {decl}")
+        _ensure_fts(conn)
+        if schema_version(conn) < SCHEMA_VERSION:
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    return added
+
+
+def _cursor_key(name: str) -> str:
+    return f"{name}_cursor"
+
+
+def run_backfill(
+    conn: apsw.Connection,
+    *,
+    on_batch: BatchCallback | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> int:
+    """Run every pending backfill pass in id-ordered batches; return rows visited.
+
+    Pending passes share one row pass (each row rewritten once). Each batch commits together
+    with its cursor, so a kill between or inside batches loses nothing and redoes at most
+    one batch, harmlessly (``COALESCE`` keeps any cell already filled)."""
+    passes = pending_passes(conn)
+    if not passes:
+        return 0
+    if batch_rows < 1:
+        raise StoreError(f"batch_rows: {batch_rows} must be at least 1")
+    cursors = [int(_meta_get(conn, _cursor_key(p)) or 0) for p in passes]
+    start = min(cursors)
+    assignments = ", ".join(_PASS_ASSIGNMENTS[p] for p in passes)
+    update_sql = f"UPDATE chunks SET {assignments} WHERE id > ? AND id <= ?"
+    max_id = int(scalar(conn, "SELECT coalesce(max(id), 0) FROM chunks"))
+    total = int(scalar(conn, "SELECT count(*) FROM chunks WHERE id > ?", (start,)))
+    done = 0
+    lo = start
+    while lo < max_id:
+        row = conn.execute(
+            "SELECT id FROM chunks WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?", (lo, batch_rows - 1)
+        ).fetchone()
+        hi = max_id if row is None else min(int(row[0]), max_id)
+        with write_transaction(conn):
+            conn.execute(update_sql, (lo, hi))
+            for p in passes:
+                _meta_set(conn, _cursor_key(p), str(hi))
+        done = min(total, done + batch_rows) if row is not None else total
+        lo = hi
+        if on_batch is not None:
+            on_batch(done, total)
+    stamp = format_timestamp(utc_now())
+    with write_transaction(conn):
+        for p in passes:  # D4 marker first, then the D7 review-state marker
+            _meta_set(conn, p, stamp)
+            conn.execute("DELETE FROM _kb_meta WHERE key = ?", (_cursor_key(p),))
+    return total
+
+
+@attrs.frozen
+class MigrationResult:
+    created: bool
+    from_version: int
+    added_columns: tuple[str, ...]
+    passes_run: tuple[str, ...]
+    rows_visited: int
+
+
+def ensure_schema(
+    conn: apsw.Connection,
+    path: str,
+    *,
+    on_batch: BatchCallback | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> MigrationResult:
+    """Bring any store to the current schema: create it, or upgrade and backfill it."""
+    from_version = check_schema_version(conn, path)
+    if not table_exists(conn, "chunks"):
+        create_fresh(conn)
+        if from_version == 0 and schema_version(conn) == SCHEMA_VERSION:
+            return MigrationResult(True, from_version, (), (), 0)
+    added: list[str] = []
+    if {n for n, _ in V2_COLUMNS} - column_names(conn, "chunks") or schema_version(conn) < SCHEMA_VERSION:
+        added = upgrade_schema(conn)
+    passes = tuple(pending_passes(conn))
+    visited = run_backfill(conn, on_batch=on_batch, batch_rows=batch_rows) if passes else 0
+    return MigrationResult(False, from_version, tuple(added), passes, visited)

@@ -1,0 +1,900 @@
+"""The embedded store: SQLite through apsw, FTS5 for words, sqlite-vec distances for vectors.
+
+Why apsw: the stdlib ``sqlite3`` here cannot load extensions. Why these settings: WAL lets
+readers run beside one writer; a busy timeout plus ``BEGIN IMMEDIATE`` makes concurrent
+writers (threads or processes) wait instead of failing.
+
+Search is hybrid when an embedder is configured: a BM25 top-n from FTS5 and a vector top-n,
+fused by reciprocal rank (RRF, k=60) in one SQL statement. Without an embedder, or when
+sqlite-vec cannot be loaded (one warning at open), search is FTS-only.
+
+The vector leg is an inverted-file (IVF) index kept in plain tables: vectors are L2-normalised
+and stored under the key ``(list << 40) | chunk_id``, so each list is one contiguous rowid
+range. A query ranks the centroids, scans only the nearest ``probes`` lists (plus list 0,
+vectors not yet assigned) with exact distances, and so needs no rescoring step. sqlite-vec's
+own ``vec0`` KNN was measured first: its top-k cost grows with k times the row count, so a
+quantised prefilter deep enough for good recall was slower than this (see bench/store_bench.py).
+Centroids are trained by k-means on a sample when the vector count first reaches
+``vector_index_min_rows`` and again each time it doubles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import struct
+import threading
+import warnings
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Self
+
+import apsw
+
+from contextplane.embedding import Embedder
+from contextplane.errors import StoreError, ValidationError
+from contextplane.memory.model import (
+    DELIVERY_POLICIES,
+    MEMORY_KINDS,
+    REVIEW_STATES,
+    SUPERSEDED_PREFIX,
+    DeliveryPolicy,
+    MemoryChunk,
+    MemoryKind,
+    ReviewState,
+    format_timestamp,
+    parse_timestamp,
+    read_timestamp,
+    utc_now,
+    validate_delivery_policy,
+    validate_memory_kind,
+    validate_namespace,
+    validate_review_state,
+    validate_text,
+)
+from contextplane.memory.stamps import creation_stamps, legacy_kind_and_policy
+from contextplane.store import migrate
+from contextplane.store.fts_query import to_match_expression
+from contextplane.store.migrate import write_transaction
+from contextplane.store.protocol import SearchHit
+
+SQLITE_HEADER: Final[bytes] = b"SQLite format 3\x00"
+RRF_K: Final[int] = 60
+LIST_SHIFT: Final[int] = 40  # chunk ids stay below 2**40; the list number sits above them
+_LIST_SPAN: Final[int] = (1 << LIST_SHIFT) - 1
+EMBED_BATCH: Final[int] = 256
+
+_COLUMNS: Final[tuple[str, ...]] = (
+    "id",
+    "content",
+    "domain",
+    "source_type",
+    "memory_kind",
+    "delivery_policy",
+    "review_state",
+    "namespace",
+    "heading",
+    "source",
+    "subject",
+    "epoch",
+    "invalidated_at",
+    "invalidation_reason",
+    "expires_at",
+    "created_at",
+    "updated_at",
+)
+_SELECT_COLUMNS: Final[str] = ", ".join(f"c.{name}" for name in _COLUMNS)
+
+#: Keywords ``add_chunk`` accepts; bulk rows are checked against the same set.
+ADD_FIELDS: Final[frozenset[str]] = frozenset(
+    {
+        "content",
+        "domain",
+        "source_type",
+        "memory_kind",
+        "delivery_policy",
+        "review_state",
+        "namespace",
+        "heading",
+        "source",
+        "subject",
+        "epoch",
+        "expires_at",
+        "expires_in_days",
+    }
+)
+#: What a superseding row inherits from the row it replaces unless given. Provenance and review
+#: state are *not* inherited: an agent superseding an operator row must not gain operator trust.
+INHERITED_ON_SUPERSEDE: Final[tuple[str, ...]] = (
+    "domain",
+    "memory_kind",
+    "delivery_policy",
+    "namespace",
+    "heading",
+    "subject",
+    "epoch",
+)
+
+_INSERT_SQL: Final[str] = (
+    "INSERT INTO chunks(content, heading, source, subject, domain, source_type, namespace, epoch, "
+    "created_at, updated_at, memory_kind, delivery_policy, review_state, expires_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_VECTOR_TABLES_SQL: Final[str] = """
+CREATE TABLE IF NOT EXISTS chunks_vec (
+    key INTEGER PRIMARY KEY,
+    chunk_id INTEGER NOT NULL UNIQUE,
+    embedding BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS _vec_centroids (list INTEGER PRIMARY KEY, centroid BLOB NOT NULL);
+CREATE TRIGGER IF NOT EXISTS chunks_vec_ad AFTER DELETE ON chunks BEGIN
+    DELETE FROM chunks_vec WHERE chunk_id = old.id;
+END;
+"""
+_NEAREST_LIST_SQL: Final[str] = (
+    "coalesce((SELECT list FROM _vec_centroids ORDER BY vec_distance_l2(centroid, {v}) LIMIT 1), 0)"
+)
+_INSERT_VECTOR_SQL: Final[str] = (
+    "INSERT OR REPLACE INTO chunks_vec(key, chunk_id, embedding) "
+    f"SELECT ({_NEAREST_LIST_SQL.format(v='e.v')} << {LIST_SHIFT}) | :id, :id, e.v "
+    "FROM (SELECT vec_normalize(:v) AS v) AS e"
+)
+
+
+class VectorSearchUnavailableWarning(RuntimeWarning):
+    """sqlite-vec could not be loaded: the store works, but search is full-text only."""
+
+
+def _pack(vector: Sequence[float]) -> bytes:
+    return struct.pack(f"{len(vector)}f", *vector)
+
+
+def _as_id(chunk_id: object) -> int | None:
+    """Store ids are decimal text (opaque to callers); anything else names no row."""
+    if isinstance(chunk_id, bool):
+        return None
+    if isinstance(chunk_id, int):
+        return chunk_id
+    if isinstance(chunk_id, str) and chunk_id.strip().isdigit():
+        return int(chunk_id.strip())
+    return None
+
+
+def _chunk_from_row(row: Sequence[Any]) -> MemoryChunk:
+    """Build a chunk from stored cells, reading legacy NULLs as the spec says: NULL kind is the
+    D4 table applied to ``domain``, NULL review state is pending, NULL policy is retrieved."""
+    domain = str(row[2] or "")
+    source_type = str(row[3] or "")
+    kind: MemoryKind = row[4] if row[4] in MEMORY_KINDS else legacy_kind_and_policy(domain, source_type)[0]
+    policy: DeliveryPolicy | None = row[5] if row[5] in DELIVERY_POLICIES else None
+    review: ReviewState = row[6] if row[6] in REVIEW_STATES else "pending"
+    created = read_timestamp(row[15]) or datetime.fromtimestamp(0).astimezone()
+    return MemoryChunk(
+        id=str(row[0]),
+        content=str(row[1]),
+        domain=domain,
+        source_type=source_type,
+        memory_kind=kind,
+        delivery_policy=policy,
+        review_state=review,
+        namespace=str(row[7] or ""),
+        heading=str(row[8] or ""),
+        source=str(row[9] or ""),
+        subject=str(row[10] or ""),
+        epoch=str(row[11] or ""),
+        invalidated_at=read_timestamp(row[12]),
+        invalidation_reason=row[13],
+        expires_at=read_timestamp(row[14]),
+        created_at=created,
+        updated_at=read_timestamp(row[16]) or created,
+    )
+
+
+def _check_header(path: Path) -> None:
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read the store file ({exc.strerror}); check the path") from None
+    if header and header != SQLITE_HEADER:
+        raise StoreError(
+            f"{path}: not a SQLite database (the file header is not 'SQLite format 3'); "
+            "move it aside or point --db / $CONTEXTPLANE_DB at a memory store"
+        )
+
+
+def connect(
+    path: str | os.PathLike[str], *, create: bool = True, busy_timeout_ms: int = 30_000
+) -> apsw.Connection:
+    """Open a connection with the store's settings, turning "not a database" into ``StoreError``."""
+    target = str(path)
+    if target != ":memory:":
+        file = Path(target)
+        if file.exists():
+            if file.is_dir():
+                raise StoreError(f"{file}: is a directory; the store path must name a file")
+            _check_header(file)
+        elif not create:
+            raise StoreError(f"{file}: no memory store here (create it, or pass create=True)")
+        else:
+            file.parent.mkdir(parents=True, exist_ok=True)
+    flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
+    try:
+        conn = apsw.Connection(target, flags=flags)
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA mmap_size = 1073741824")
+        conn.execute("PRAGMA cache_size = -65536")
+        conn.execute("PRAGMA temp_store = MEMORY")
+    except (apsw.NotADBError, apsw.CorruptError) as exc:
+        raise StoreError(
+            f"{target}: the store file is corrupt or not SQLite ({exc}); restore it from a backup"
+        ) from None
+    except apsw.CantOpenError:
+        raise StoreError(f"{target}: cannot open the store (check the path and permissions)") from None
+    return conn
+
+
+class SQLiteKnowledgeStore:
+    """The embedded ``KnowledgeStore``. Thread-safe (one connection, one lock); process-safe
+    through SQLite's own locking (WAL + busy timeout + ``BEGIN IMMEDIATE``)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        embedder: Embedder | None = None,
+        create: bool = True,
+        sqlite_vec_path: str | None = None,
+        busy_timeout_ms: int = 30_000,
+        vector_index_min_rows: int = 4096,
+        vector_probes: int | None = None,
+        on_migrate_batch: migrate.BatchCallback | None = None,
+        migrate_batch_rows: int = migrate.DEFAULT_BATCH_ROWS,
+    ) -> None:
+        self.path = str(path)
+        self._lock = threading.RLock()
+        self._conn: apsw.Connection | None = connect(path, create=create, busy_timeout_ms=busy_timeout_ms)
+        self._embedder: Embedder | None = None
+        self._vector_index_min_rows = max(1, vector_index_min_rows)
+        self._vector_probes = vector_probes
+        try:
+            migrate.ensure_schema(
+                self._conn, self.path, on_batch=on_migrate_batch, batch_rows=migrate_batch_rows
+            )
+            if embedder is not None and self._load_sqlite_vec(sqlite_vec_path):
+                self._attach_embedder(embedder)
+        except (apsw.NotADBError, apsw.CorruptError) as exc:
+            self.close()
+            raise StoreError(
+                f"{self.path}: the store file is corrupt ({exc}); restore it from a backup"
+            ) from None
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def conn(self) -> apsw.Connection:
+        if self._conn is None:
+            raise StoreError(f"{self.path}: the store is closed")
+        return self._conn
+
+    @property
+    def vectors_enabled(self) -> bool:
+        """True when searches use the vector leg (an embedder is set and sqlite-vec loaded)."""
+        return self._embedder is not None
+
+    def _load_sqlite_vec(self, explicit_path: str | None) -> bool:
+        try:
+            if explicit_path is None:
+                import sqlite_vec
+
+                explicit_path = str(sqlite_vec.loadable_path())
+            self.conn.enable_load_extension(True)
+            self.conn.load_extension(explicit_path)
+            return True
+        except (ImportError, apsw.Error, OSError) as exc:
+            warnings.warn(
+                f"{self.path}: sqlite-vec could not be loaded ({exc}); vector search is disabled and "
+                "search uses full-text (FTS5) only. Install a working sqlite-vec to get hybrid search.",
+                VectorSearchUnavailableWarning,
+                stacklevel=4,
+            )
+            return False
+
+    def _attach_embedder(self, embedder: Embedder) -> None:
+        dims = int(embedder.dimensions)
+        if dims < 1:
+            raise StoreError(f"embedder {embedder.name!r}: dimensions must be positive, got {dims}")
+        conn = self.conn
+        with write_transaction(conn):
+            conn.execute(_VECTOR_TABLES_SQL)
+            stored_dims = migrate.meta_get(conn, "vector_dimensions")
+            stored_name = migrate.meta_get(conn, "vector_embedder")
+            if stored_dims is not None and int(stored_dims) != dims:
+                raise StoreError(
+                    f"{self.path}: stored vectors have {stored_dims} dimensions (embedder {stored_name!r}) "
+                    f"but embedder {embedder.name!r} produces {dims}; use the original embedder or "
+                    "open the store without one and call reindex_vectors(rebuild=True) after switching"
+                )
+            if stored_name is not None and stored_name != embedder.name:
+                warnings.warn(
+                    f"{self.path}: vectors were built by embedder {stored_name!r}, now {embedder.name!r}; "
+                    "call reindex_vectors(rebuild=True) so they are comparable",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+            conn.execute(
+                "INSERT OR REPLACE INTO _kb_meta(key, value) VALUES ('vector_dimensions', ?), "
+                "('vector_embedder', ?)",
+                (str(dims), embedder.name),
+            )
+        self._embedder = embedder
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(apsw.Error):
+                    self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[apsw.Connection]:
+        with self._lock:
+            conn = self.conn
+            with write_transaction(conn):
+                yield conn
+
+    # ------------------------------------------------------------------ writes
+
+    def add_chunk(
+        self,
+        content: str,
+        *,
+        domain: str = "general",
+        source_type: str = "",
+        memory_kind: str | None = None,
+        delivery_policy: str | None = None,
+        review_state: str | None = None,
+        namespace: str = "",
+        heading: str = "",
+        source: str = "",
+        subject: str = "",
+        epoch: str = "",
+        expires_at: datetime | str | None = None,
+        expires_in_days: int | None = None,
+    ) -> str:
+        """Store one row stamped per D7 (kind, delivery policy, review state, expiry); return its id."""
+        row = {
+            "content": content,
+            "domain": domain,
+            "source_type": source_type,
+            "memory_kind": memory_kind,
+            "delivery_policy": delivery_policy,
+            "review_state": review_state,
+            "namespace": namespace,
+            "heading": heading,
+            "source": source,
+            "subject": subject,
+            "epoch": epoch,
+            "expires_at": expires_at,
+            "expires_in_days": expires_in_days,
+        }
+        return self.add_chunks([row])[0]
+
+    def add_chunks(self, rows: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Bulk insert in one transaction (all rows or none). Each mapping holds ``add_chunk``
+        keywords. Rows are validated and embedded before the write lock is taken."""
+        now = utc_now()
+        now_text = format_timestamp(now)
+        prepared = [self._prepare(row, now, now_text, index) for index, row in enumerate(rows)]
+        if not prepared:
+            return []
+        vectors = self._embed([p[0] for p in prepared]) if self._embedder is not None else None
+        with self._writing() as conn:
+            ids = self._insert(conn, prepared, vectors)
+        self._maybe_train()
+        return [str(i) for i in ids]
+
+    def _insert(
+        self, conn: apsw.Connection, prepared: list[tuple[Any, ...]], vectors: list[bytes] | None
+    ) -> range:
+        """Insert prepared rows (caller holds the write transaction) and their vectors."""
+        # AUTOINCREMENT under our write lock hands out max(seq, max id) + 1, +2, ... in order.
+        first = 1 + int(
+            migrate.scalar(
+                conn,
+                "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'chunks'), 0), "
+                "coalesce((SELECT max(id) FROM chunks), 0))",
+            )
+        )
+        conn.executemany(_INSERT_SQL, prepared)
+        last = int(conn.last_insert_rowid())
+        if last - first + 1 != len(prepared):
+            raise StoreError(
+                f"{self.path}: inserted ids are not contiguous ({first}..{last}); nothing stored"
+            )
+        ids = range(first, last + 1)
+        if vectors is not None:
+            conn.executemany(
+                _INSERT_VECTOR_SQL, ({"id": i, "v": v} for i, v in zip(ids, vectors, strict=True))
+            )
+        return ids
+
+    def _prepare(self, row: Mapping[str, Any], now: datetime, now_text: str, index: int) -> tuple[Any, ...]:
+        unknown = set(row) - ADD_FIELDS
+        if unknown:
+            raise ValidationError(
+                f"{sorted(unknown)[0]}: not a memory attribute (row {index}); "
+                f"known: {', '.join(sorted(ADD_FIELDS))}"
+            )
+        if "content" not in row:
+            raise ValidationError(f"content: missing (row {index})")
+        content = validate_text(row["content"], "content", allow_empty=False)
+        domain = validate_text(row.get("domain", "general"), "domain")
+        source_type = validate_text(row.get("source_type", ""), "source_type")
+        stamp = creation_stamps(
+            domain=domain,
+            source_type=source_type,
+            memory_kind=row.get("memory_kind"),
+            delivery_policy=row.get("delivery_policy"),
+            review_state=row.get("review_state"),
+            expires_at=row.get("expires_at"),
+            expires_in_days=row.get("expires_in_days"),
+            now=now,
+        )
+        return (
+            content,
+            validate_text(row.get("heading", ""), "heading"),
+            validate_text(row.get("source", ""), "source"),
+            validate_text(row.get("subject", ""), "subject"),
+            domain,
+            source_type,
+            validate_namespace(row.get("namespace", "")),
+            validate_text(row.get("epoch", ""), "epoch"),
+            now_text,
+            now_text,
+            stamp.memory_kind,
+            stamp.delivery_policy,
+            stamp.review_state,
+            None if stamp.expires_at is None else format_timestamp(stamp.expires_at),
+        )
+
+    def _embed(self, texts: Sequence[str]) -> list[bytes]:
+        embedder = self._embedder
+        assert embedder is not None
+        dims = embedder.dimensions
+        out: list[bytes] = []
+        for start in range(0, len(texts), EMBED_BATCH):
+            batch = texts[start : start + EMBED_BATCH]
+            vectors = embedder.embed(batch)
+            if len(vectors) != len(batch):
+                raise StoreError(
+                    f"embedder {embedder.name!r}: returned {len(vectors)} vectors for {len(batch)} texts"
+                )
+            for vector in vectors:
+                if len(vector) != dims:
+                    raise StoreError(
+                        f"embedder {embedder.name!r}: returned a {len(vector)}-dimension vector, "
+                        f"declared {dims}"
+                    )
+                out.append(_pack(vector))
+        return out
+
+    def _require(self, conn: apsw.Connection, chunk_id: str) -> MemoryChunk:
+        chunk = self._get(conn, chunk_id)
+        if chunk is None:
+            raise StoreError(f"{self.path}: no memory with id {chunk_id!r}")
+        return chunk
+
+    def set_review_state(self, chunk_id: str, state: str) -> MemoryChunk:
+        """Confirm, reject or reset a row to pending (D7 step 2)."""
+        checked = validate_review_state(state)
+        with self._writing() as conn:
+            self._require(conn, chunk_id)
+            conn.execute(
+                "UPDATE chunks SET review_state = ?, updated_at = ? WHERE id = ?",
+                (checked, format_timestamp(utc_now()), _as_id(chunk_id)),
+            )
+            return self._require(conn, chunk_id)
+
+    def set_expires_at(self, chunk_id: str, expires_at: datetime | str | None) -> MemoryChunk:
+        """Set (or clear, with ``None``) a row's expiry; stored as UTC."""
+        value = None if expires_at is None else format_timestamp(parse_timestamp(expires_at, "expires_at"))
+        with self._writing() as conn:
+            self._require(conn, chunk_id)
+            conn.execute(
+                "UPDATE chunks SET expires_at = ?, updated_at = ? WHERE id = ?",
+                (value, format_timestamp(utc_now()), _as_id(chunk_id)),
+            )
+            return self._require(conn, chunk_id)
+
+    def invalidate_chunk(
+        self, chunk_id: str, *, superseded_by: str | None = None, reason: str | None = None
+    ) -> MemoryChunk:
+        """Stamp ``invalidated_at`` and a reason; ``superseded_by`` records ``superseded_by:<id>``.
+        The row is kept for audit (D7); only ``purge`` ever deletes, and never a superseded row."""
+        with self._writing() as conn:
+            return self._invalidate(conn, chunk_id, superseded_by=superseded_by, reason=reason)
+
+    def _invalidate(
+        self, conn: apsw.Connection, chunk_id: str, *, superseded_by: str | None, reason: str | None
+    ) -> MemoryChunk:
+        if superseded_by is not None and reason is not None:
+            raise ValidationError("reason: give either superseded_by or reason, not both")
+        current = self._require(conn, chunk_id)
+        if current.invalidated_at is not None:
+            raise StoreError(
+                f"{self.path}: memory {chunk_id} is already invalidated ({current.invalidation_reason}); "
+                + (f"supersede {current.superseded_by} instead" if current.superseded_by else "nothing to do")
+            )
+        if superseded_by is not None:
+            successor = self._require(conn, superseded_by)
+            if successor.id == current.id:
+                raise ValidationError("superseded_by: a memory cannot supersede itself")
+            text = f"{SUPERSEDED_PREFIX}{successor.id}"
+        else:
+            text = validate_text(reason if reason is not None else "invalidated", "reason", allow_empty=False)
+            if text.startswith(SUPERSEDED_PREFIX):
+                raise ValidationError("reason: use superseded_by=<id> to record a supersession")
+        stamp = format_timestamp(utc_now())
+        conn.execute(
+            "UPDATE chunks SET invalidated_at = ?, invalidation_reason = ?, updated_at = ? WHERE id = ?",
+            (stamp, text, stamp, _as_id(chunk_id)),
+        )
+        return self._require(conn, chunk_id)
+
+    def supersede(self, old_id: str, content: str, **attrs: Any) -> str:
+        """Write the newer row, then invalidate the old one with ``superseded_by:<new id>``, in one
+        transaction, insert first: if the insert fails the old row is untouched and still valid.
+        Scope, domain, kind, delivery policy, heading, subject and epoch are inherited unless
+        given; provenance and review state are not (they describe the new write)."""
+        with self._lock:
+            conn = self.conn
+            old = self._require(conn, old_id)
+            if old.invalidated_at is not None:
+                hint = f"supersede {old.superseded_by} instead" if old.superseded_by else "it is not valid"
+                raise StoreError(f"{self.path}: memory {old_id} is already invalidated; {hint}")
+            row: dict[str, Any] = {name: getattr(old, name) for name in INHERITED_ON_SUPERSEDE}
+            row.update(attrs)
+            row["content"] = content
+            now = utc_now()
+            prepared = [self._prepare(row, now, format_timestamp(now), 0)]
+            vectors = self._embed([prepared[0][0]]) if self._embedder is not None else None
+            with write_transaction(conn):
+                new_id = str(self._insert(conn, prepared, vectors)[0])
+                self._invalidate(conn, old.id, superseded_by=new_id, reason=None)
+        self._maybe_train()
+        return new_id
+
+    def purge(self, now: datetime | None = None) -> int:
+        """Delete expired rows and rows invalidated for a reason other than supersession; return
+        how many. Never deletes a superseded row, nor a row that superseded another (the chain
+        stays readable)."""
+        now_text = format_timestamp(now or utc_now())
+        with self._writing() as conn:
+            conn.execute(
+                f"""DELETE FROM chunks WHERE
+                    ((expires_at IS NOT NULL AND expires_at <= :now)
+                     OR (invalidated_at IS NOT NULL
+                         AND substr(coalesce(invalidation_reason, ''), 1, 14) != '{SUPERSEDED_PREFIX}'))
+                    AND NOT (invalidated_at IS NOT NULL
+                             AND substr(coalesce(invalidation_reason, ''), 1, 14) = '{SUPERSEDED_PREFIX}')
+                    AND CAST(id AS TEXT) NOT IN (
+                        SELECT substr(invalidation_reason, 15) FROM chunks
+                        WHERE substr(invalidation_reason, 1, 14) = '{SUPERSEDED_PREFIX}')""",
+                {"now": now_text},
+            )
+            return int(conn.changes())
+
+    # ------------------------------------------------------------------ reads
+
+    def _get(self, conn: apsw.Connection, chunk_id: str) -> MemoryChunk | None:
+        key = _as_id(chunk_id)
+        if key is None:
+            return None
+        row = conn.execute(f"SELECT {_SELECT_COLUMNS} FROM chunks AS c WHERE c.id = ?", (key,)).fetchone()
+        return None if row is None else _chunk_from_row(row)
+
+    def get(self, chunk_id: str) -> MemoryChunk | None:
+        with self._lock:
+            return self._get(self.conn, chunk_id)
+
+    @staticmethod
+    def _scope_filter(namespaces: Sequence[str] | None, params: dict[str, Any], clauses: list[str]) -> None:
+        if namespaces is None:
+            return
+        if isinstance(namespaces, str):
+            raise ValidationError("namespaces: expected a list of scopes, got a single string")
+        names = [validate_text(n, "namespaces") for n in namespaces]
+        if not names:
+            clauses.append("0")
+            return
+        marks = []
+        for i, name in enumerate(names):
+            params[f"ns{i}"] = name
+            marks.append(f":ns{i}")
+        clauses.append(f"c.namespace IN ({', '.join(marks)})")
+
+    @staticmethod
+    def _deliverable_filter(
+        include_superseded: bool, now: datetime | None, params: dict[str, Any], clauses: list[str]
+    ) -> None:
+        params["now"] = format_timestamp(now or utc_now())
+        clauses.append("(c.review_state IS NULL OR c.review_state != 'rejected')")
+        clauses.append("(c.expires_at IS NULL OR c.expires_at > :now)")
+        if include_superseded:
+            clauses.append(
+                f"(c.invalidated_at IS NULL OR substr(c.invalidation_reason, 1, 14) = '{SUPERSEDED_PREFIX}')"
+            )
+        else:
+            clauses.append("c.invalidated_at IS NULL")
+
+    def list_chunks(
+        self,
+        *,
+        deliverable: bool = False,
+        memory_kind: str | None = None,
+        review_state: str | None = None,
+        delivery_policy: str | None = None,
+        namespace: str | None = None,
+        namespaces: Sequence[str] | None = None,
+        limit: int | None = None,
+        now: datetime | None = None,
+    ) -> list[MemoryChunk]:
+        """Rows matching every given filter, oldest first. ``delivery_policy="retrieved"`` also
+        matches NULL; ``review_state="pending"`` also matches NULL (legacy rows)."""
+        params: dict[str, Any] = {}
+        clauses: list[str] = []
+        if memory_kind is not None:
+            params["kind"] = validate_memory_kind(memory_kind)
+            clauses.append("c.memory_kind = :kind")
+        if review_state is not None:
+            params["review"] = validate_review_state(review_state)
+            clauses.append(
+                "(c.review_state = :review OR c.review_state IS NULL)"
+                if review_state == "pending"
+                else "c.review_state = :review"
+            )
+        if delivery_policy is not None:
+            params["policy"] = validate_delivery_policy(delivery_policy)
+            clauses.append(
+                "(c.delivery_policy = :policy OR c.delivery_policy IS NULL)"
+                if delivery_policy == "retrieved"
+                else "c.delivery_policy = :policy"
+            )
+        if namespace is not None:
+            params["namespace"] = validate_text(namespace, "namespace")
+            clauses.append("c.namespace = :namespace")
+        self._scope_filter(namespaces, params, clauses)
+        if deliverable:
+            self._deliverable_filter(False, now, params, clauses)
+        sql = f"SELECT {_SELECT_COLUMNS} FROM chunks AS c"
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        sql += " ORDER BY c.id"
+        if limit is not None:
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+                raise ValidationError(f"limit: expected a non-negative whole number, got {limit!r}")
+            sql += f" LIMIT {limit}"
+        with self._lock:
+            return [_chunk_from_row(r) for r in self.conn.execute(sql, params)]
+
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        deliverable: bool = True,
+        namespaces: Sequence[str] | None = None,
+        include_superseded: bool = False,
+        now: datetime | None = None,
+    ) -> list[SearchHit]:
+        """Hybrid (BM25 + vector, fused by reciprocal rank) or FTS-only search. Raw user text is
+        never FTS syntax (see ``fts_query``). ``include_superseded`` admits superseded rows but
+        still never rejected, expired or otherwise-invalidated ones."""
+        validate_text(query, "query")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
+        params: dict[str, Any] = {"k": k, "n": max(k * 4, 40)}
+        clauses: list[str] = []
+        self._scope_filter(namespaces, params, clauses)
+        if deliverable:
+            self._deliverable_filter(include_superseded, now, params, clauses)
+        where = " AND ".join(clauses) or "1"
+        expression = to_match_expression(query)
+        with self._lock:
+            conn = self.conn
+            vector = self._embed([query])[0] if self._embedder is not None and query.strip() else None
+            if expression is None and vector is None:
+                return []
+            if vector is None:
+                params["q"] = expression
+                sql = (
+                    f"SELECT {_SELECT_COLUMNS}, -bm25(chunks_fts) AS score FROM chunks_fts "
+                    "JOIN chunks AS c ON c.id = chunks_fts.rowid "
+                    f"WHERE chunks_fts MATCH :q AND {where} ORDER BY bm25(chunks_fts), c.id LIMIT :k"
+                )
+            else:
+                sql = self._hybrid_sql(conn, expression, vector, where, params)
+            rows = conn.execute(sql, params).fetchall()
+        return [
+            SearchHit(chunk=_chunk_from_row(row), score=float(row[-1] or 0.0), rank=rank)
+            for rank, row in enumerate(rows, start=1)
+        ]
+
+    def _probes(self, conn: apsw.Connection) -> int:
+        if self._vector_probes is not None:
+            return max(1, self._vector_probes)
+        lists = int(migrate.meta_get(conn, "vector_index_lists") or 0)
+        return max(8, math.ceil(lists / 32))
+
+    def _hybrid_sql(
+        self, conn: apsw.Connection, expression: str | None, vector: bytes, where: str, params: dict[str, Any]
+    ) -> str:
+        params["v"] = vector
+        params["probes"] = self._probes(conn)
+        legs = [
+            "qv AS (SELECT vec_normalize(:v) AS v)",
+            "probe AS (SELECT 0 AS list UNION ALL SELECT * FROM (SELECT list FROM _vec_centroids "
+            "ORDER BY vec_distance_l2(centroid, (SELECT v FROM qv)) LIMIT :probes))",
+            "vec AS (SELECT id, row_number() OVER (ORDER BY d, id) AS r FROM ("
+            "SELECT cv.chunk_id AS id, vec_distance_l2(cv.embedding, (SELECT v FROM qv)) AS d "
+            f"FROM probe JOIN chunks_vec AS cv ON cv.key BETWEEN (probe.list << {LIST_SHIFT}) "
+            f"AND (probe.list << {LIST_SHIFT}) + {_LIST_SPAN} "
+            f"JOIN chunks AS c ON c.id = cv.chunk_id WHERE {where} ORDER BY d, id LIMIT :n))",
+        ]
+        union = "SELECT id, r FROM vec"
+        if expression is not None:
+            params["q"] = expression
+            legs.append(
+                "fts AS (SELECT id, row_number() OVER (ORDER BY s, id) AS r FROM ("
+                "SELECT c.id AS id, bm25(chunks_fts) AS s FROM chunks_fts "
+                "JOIN chunks AS c ON c.id = chunks_fts.rowid "
+                f"WHERE chunks_fts MATCH :q AND {where} ORDER BY s, id LIMIT :n))"
+            )
+            union += " UNION ALL SELECT id, r FROM fts"
+        legs.append(f"fused AS (SELECT id, sum(1.0 / ({RRF_K} + r)) AS score FROM ({union}) GROUP BY id)")
+        return (
+            "WITH " + ", ".join(legs) + f" SELECT {_SELECT_COLUMNS}, fused.score FROM fused "
+            "JOIN chunks AS c ON c.id = fused.id ORDER BY fused.score DESC, c.id LIMIT :k"
+        )
+
+    # ------------------------------------------------------------------ vector index
+
+    def _vector_count(self, conn: apsw.Connection) -> int:
+        return int(migrate.scalar(conn, "SELECT count(*) FROM chunks_vec"))
+
+    def _maybe_train(self) -> None:
+        """Train the IVF centroids when the vector count first reaches the threshold, and again
+        each time it doubles, so list sizes stay near sqrt(n)."""
+        if self._embedder is None:
+            return
+        with self._lock:
+            conn = self.conn
+            count = self._vector_count(conn)
+            trained_on = int(migrate.meta_get(conn, "vector_index_trained_on") or 0)
+            if count >= max(self._vector_index_min_rows, 2 * trained_on):
+                self.train_vector_index()
+
+    def train_vector_index(self, *, iterations: int = 4, seed: int | None = 0) -> int:
+        """(Re)train the IVF centroids by k-means on a sample and reassign every vector. Returns
+        the number of lists. Runs in one write transaction, so searches never see a half-built
+        index; at 100k vectors it takes seconds (see the benchmark)."""
+        if self._embedder is None:
+            raise StoreError(f"{self.path}: no embedder configured, so there is no vector index to train")
+        rng = random.Random(seed)
+        with self._lock:
+            conn = self.conn
+            count = self._vector_count(conn)
+            if count == 0:
+                return 0
+            lists = max(1, min(4096, round(math.sqrt(count))))
+            sample_size = min(count, lists * 32)
+            sample = [
+                bytes(r[0])
+                for r in conn.execute(
+                    "SELECT embedding FROM chunks_vec WHERE chunk_id IN "
+                    "(SELECT chunk_id FROM chunks_vec ORDER BY random() LIMIT ?)",
+                    (sample_size,),
+                )
+            ]
+            rng.shuffle(sample)
+            centroids = sample[:lists]
+            lists = len(centroids)
+            for _ in range(iterations):
+                centroids = self._kmeans_step(conn, sample, centroids)
+            with write_transaction(conn):
+                conn.execute("DELETE FROM _vec_centroids")
+                conn.executemany(
+                    "INSERT INTO _vec_centroids(list, centroid) VALUES (?, vec_normalize(?))",
+                    ((i + 1, c) for i, c in enumerate(centroids)),
+                )
+                conn.execute(
+                    f"UPDATE chunks_vec SET key = ({_NEAREST_LIST_SQL.format(v='chunks_vec.embedding')} "
+                    f"<< {LIST_SHIFT}) | chunk_id"
+                )
+                conn.execute(
+                    "INSERT OR REPLACE INTO _kb_meta(key, value) VALUES ('vector_index_trained_on', ?), "
+                    "('vector_index_lists', ?)",
+                    (str(count), str(lists)),
+                )
+            return lists
+
+    @staticmethod
+    def _kmeans_step(conn: apsw.Connection, sample: list[bytes], centroids: list[bytes]) -> list[bytes]:
+        """One Lloyd iteration: assign with sqlite-vec distances, average in Python."""
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS _vec_train (list INTEGER PRIMARY KEY, centroid BLOB)")
+        conn.execute("DELETE FROM temp._vec_train")
+        conn.executemany("INSERT INTO temp._vec_train VALUES (?, vec_normalize(?))", enumerate(centroids))
+        dims = len(centroids[0]) // 4
+        sums = [array("d", bytes(8 * dims)) for _ in centroids]
+        counts = [0] * len(centroids)
+        for blob in sample:
+            row = conn.execute(
+                "SELECT list FROM temp._vec_train "
+                "ORDER BY vec_distance_l2(centroid, vec_normalize(?)) LIMIT 1",
+                (blob,),
+            ).fetchone()
+            index = int(row[0]) if row is not None else 0
+            values = array("f", blob)
+            acc = sums[index]
+            for j in range(dims):
+                acc[j] += values[j]
+            counts[index] += 1
+        out: list[bytes] = []
+        for index, centroid in enumerate(centroids):
+            if counts[index] == 0:
+                out.append(centroid)  # an empty list keeps its centroid
+                continue
+            norm = math.sqrt(sum(x * x for x in sums[index])) or 1.0
+            out.append(array("f", [x / norm for x in sums[index]]).tobytes())
+        return out
+
+    def reindex_vectors(self, *, rebuild: bool = False) -> int:
+        """Embed rows that have no vector (written before an embedder was configured), or every
+        row with ``rebuild=True`` (after switching embedders). Returns rows embedded."""
+        if self._embedder is None:
+            raise StoreError(f"{self.path}: no embedder configured; open the store with embedder=...")
+        with self._lock:
+            conn = self.conn
+            if rebuild:
+                with write_transaction(conn):
+                    conn.execute("DELETE FROM chunks_vec")
+                    conn.execute("DELETE FROM _vec_centroids")
+                    conn.execute(
+                        "DELETE FROM _kb_meta WHERE key IN ('vector_index_trained_on', 'vector_index_lists')"
+                    )
+            missing = conn.execute(
+                "SELECT id, content FROM chunks WHERE id NOT IN (SELECT chunk_id FROM chunks_vec) ORDER BY id"
+            ).fetchall()
+            for start in range(0, len(missing), EMBED_BATCH):
+                batch = missing[start : start + EMBED_BATCH]
+                vectors = self._embed([str(r[1]) for r in batch])
+                with write_transaction(conn):
+                    conn.executemany(
+                        _INSERT_VECTOR_SQL,
+                        ({"id": r[0], "v": v} for r, v in zip(batch, vectors, strict=True)),
+                    )
+        self._maybe_train()
+        return len(missing)
