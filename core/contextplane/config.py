@@ -137,6 +137,27 @@ class SubagentConfig:
 
 
 @attrs.frozen
+class ObservabilityConfig:
+    """Prompt snapshots and the trajectory (ADR D5): where they live and how long they stay."""
+
+    #: The telemetry database; None means ``<user data dir>/contextplane/telemetry.sqlite3``.
+    telemetry_db: str | None = attrs.field(default=None, metadata=_expect("a file path"))
+    #: Trajectory JSONL directory; None means a ``trajectories`` directory beside the database.
+    trajectory_dir: str | None = attrs.field(default=None, metadata=_expect("a directory path"))
+    retention_days: float = attrs.field(
+        default=30.0, validator=_ge0, metadata=_expect("a number of days >= 0")
+    )
+    retention_count: int = attrs.field(
+        default=100_000, validator=_ge0, metadata=_expect("a whole number of snapshots >= 0")
+    )
+    full_text_max_bytes: int = attrs.field(
+        default=65_536, validator=_ge0, metadata=_expect("a whole number of bytes >= 0")
+    )
+    redact_defaults: bool = attrs.field(default=True, metadata=_expect("true or false"))
+    redact_patterns: list[str] = attrs.field(factory=list, metadata=_expect("a list of regular expressions"))
+
+
+@attrs.frozen
 class Config:
     """The whole configuration. ``plugin`` holds free-form tables for third-party plugins."""
 
@@ -146,6 +167,7 @@ class Config:
     prompt: PromptConfig = attrs.field(factory=PromptConfig)
     skills: SkillsConfig = attrs.field(factory=SkillsConfig)
     subagents: list[SubagentConfig] = attrs.field(factory=list)
+    observability: ObservabilityConfig = attrs.field(factory=ObservabilityConfig)
     plugin: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     #: Directory relative paths in the file are resolved against (not a TOML key).
     base_dir: str = attrs.field(default=".", metadata={"internal": True})
@@ -203,7 +225,15 @@ def _register_hooks(conv: cattrs.Converter) -> None:
     conv.register_structure_hook(int, _strict_int)
     conv.register_structure_hook(float, _strict_float)
     conv.register_structure_hook(str, _strict_str)
-    for cls in (ContextConfig, PluginsConfig, StoreConfig, PromptConfig, SkillsConfig, SubagentConfig):
+    for cls in (
+        ContextConfig,
+        PluginsConfig,
+        StoreConfig,
+        PromptConfig,
+        SkillsConfig,
+        SubagentConfig,
+        ObservabilityConfig,
+    ):
         conv.register_structure_hook(cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True))
     conv.register_structure_hook(
         Config,
