@@ -39,9 +39,9 @@ class KnowledgeStore(Protocol):
     def add_chunk(
         self,
         content: str,
-        *,
         domain: str = "general",
         source_type: str = "",
+        *,
         memory_kind: str | None = None,
         delivery_policy: str | None = None,
         review_state: str | None = None,
@@ -53,7 +53,7 @@ class KnowledgeStore(Protocol):
         expires_at: datetime | str | None = None,
         expires_in_days: int | None = None,
     ) -> str:
-        """Store one row, stamped per D7; return its id."""
+        """Store one row, stamped per D7; return its id (domain/source_type may be positional)."""
         ...
 
     def add_chunks(self, rows: Iterable[Mapping[str, Any]]) -> list[str]:

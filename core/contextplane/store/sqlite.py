@@ -370,9 +370,9 @@ class SQLiteKnowledgeStore:
     def add_chunk(
         self,
         content: str,
-        *,
         domain: str = "general",
         source_type: str = "",
+        *,
         memory_kind: str | None = None,
         delivery_policy: str | None = None,
         review_state: str | None = None,
@@ -384,7 +384,8 @@ class SQLiteKnowledgeStore:
         expires_at: datetime | str | None = None,
         expires_in_days: int | None = None,
     ) -> str:
-        """Store one row stamped per D7 (kind, delivery policy, review state, expiry); return its id."""
+        """Store one row stamped per D7 (kind, delivery policy, review state, expiry); return its id.
+        ``domain`` and ``source_type`` may be positional, as old-style callers pass them."""
         row = {
             "content": content,
             "domain": domain,
@@ -749,12 +750,11 @@ class SQLiteKnowledgeStore:
         lists = int(migrate.meta_get(conn, "vector_index_lists") or 0)
         return max(8, math.ceil(lists / 32))
 
-    def _hybrid_sql(
-        self, conn: apsw.Connection, expression: str | None, vector: bytes, where: str, params: dict[str, Any]
-    ) -> str:
-        params["v"] = vector
-        params["probes"] = self._probes(conn)
-        legs = [
+    @staticmethod
+    def _vector_ctes(where: str) -> list[str]:
+        """CTEs ``qv``, ``probe`` and ``vec`` (id, r): the IVF vector leg, exact distances over the
+        nearest ``:probes`` lists plus list 0 (unassigned vectors), filtered by ``where``."""
+        return [
             "qv AS (SELECT vec_normalize(:v) AS v)",
             "probe AS (SELECT 0 AS list UNION ALL SELECT * FROM (SELECT list FROM _vec_centroids "
             "ORDER BY vec_distance_l2(centroid, (SELECT v FROM qv)) LIMIT :probes))",
@@ -764,6 +764,13 @@ class SQLiteKnowledgeStore:
             f"AND (probe.list << {LIST_SHIFT}) + {_LIST_SPAN} "
             f"JOIN chunks AS c ON c.id = cv.chunk_id WHERE {where} ORDER BY d, id LIMIT :n))",
         ]
+
+    def _hybrid_sql(
+        self, conn: apsw.Connection, expression: str | None, vector: bytes, where: str, params: dict[str, Any]
+    ) -> str:
+        params["v"] = vector
+        params["probes"] = self._probes(conn)
+        legs = self._vector_ctes(where)
         union = "SELECT id, r FROM vec"
         if expression is not None:
             params["q"] = expression
@@ -779,6 +786,18 @@ class SQLiteKnowledgeStore:
             "WITH " + ", ".join(legs) + f" SELECT {_SELECT_COLUMNS}, fused.score FROM fused "
             "JOIN chunks AS c ON c.id = fused.id ORDER BY fused.score DESC, c.id LIMIT :k"
         )
+
+    def vector_neighbours(self, query: str, n: int = 10, *, probes: int | None = None) -> list[str]:
+        """The vector leg alone, unfiltered: ids of the ``n`` rows nearest to ``query`` as the IVF
+        index finds them (``probes`` overrides the list count; a large value makes it exact).
+        For diagnostics, tests and the benchmark; callers want ``search``."""
+        if self._embedder is None:
+            raise StoreError(f"{self.path}: no embedder configured, so there is no vector leg")
+        with self._lock:
+            conn = self.conn
+            params = {"v": self._embed([query])[0], "n": n, "probes": probes or self._probes(conn)}
+            sql = "WITH " + ", ".join(self._vector_ctes("1")) + " SELECT id FROM vec ORDER BY r"
+            return [str(r[0]) for r in conn.execute(sql, params)]
 
     # ------------------------------------------------------------------ vector index
 

@@ -1,0 +1,53 @@
+"""The caller-facing memory API: what an agent tool or runtime adapter calls.
+
+It adds the two rules a raw store cannot know: an incognito turn must write nothing
+(ADR D6 / 0069 D3b), and recall hides superseded rows unless the caller asks for the
+audit trail (D7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from contextplane.errors import IncognitoWriteError
+from contextplane.store.protocol import KnowledgeStore, SearchHit
+
+
+def memory_ingest(
+    store: KnowledgeStore,
+    content: str,
+    *,
+    incognito: bool = False,
+    expires_in_days: int | None = None,
+    **attrs: Any,
+) -> str:
+    """Write one memory through ``store.add_chunk`` and return its id.
+
+    ``attrs`` are the other ``add_chunk`` keywords (domain, source_type, memory_kind,
+    delivery_policy, review_state, namespace, heading, source, subject, epoch, expires_at).
+    Raises ``IncognitoWriteError`` before touching the store when ``incognito`` is true."""
+    if incognito:
+        raise IncognitoWriteError(
+            "memory_ingest: this turn is incognito, so nothing may be written to the memory store; "
+            "drop the write or leave incognito mode"
+        )
+    return store.add_chunk(content, expires_in_days=expires_in_days, **attrs)
+
+
+def memory_recall(
+    store: KnowledgeStore,
+    query: str,
+    k: int = 5,
+    *,
+    include_superseded: bool = False,
+    namespaces: Sequence[str] | None = None,
+    now: datetime | None = None,
+) -> list[SearchHit]:
+    """Deliverable memories relevant to ``query``, best first. Superseded rows appear only with
+    ``include_superseded=True`` (rejected and expired rows never do). ``namespaces`` is the
+    scope allow-list, e.g. ``["", "project:a", "session:x"]``; ``None`` searches every scope."""
+    return store.search(
+        query, k, deliverable=True, namespaces=namespaces, include_superseded=include_superseded, now=now
+    )
