@@ -170,6 +170,48 @@ def _json_value(_inst: Any, _field: Any, value: Any) -> Any:
     return value
 
 
+@main.command("demo")
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=None,
+              help="Where to create the demo store (default: a new temporary directory).")
+def demo_cmd(directory: str | None) -> None:
+    """Seed a local SQLite store, run a scripted session and check the ADR's promises."""
+    from contextplane.demo import run_demo
+
+    result = run_demo(directory, echo=click.echo)
+    if not result.ok:
+        raise SystemExit(1)
+
+
+@main.command("injections")
+@click.option("--db", "db", type=click.Path(dir_okay=False), default=None, help="Store file (default: store.path).")
+@click.option("--session", "session_id", default=None, help="Only this session.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file to use.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def injections_cmd(db: str | None, session_id: str | None, config_path: str | None, as_json: bool) -> None:
+    """Show the injection log: per projection, the ids delivered after shedding."""
+    from contextplane_sections.injection_log import InjectionLog
+
+    if db is None:
+        config = load_config(config_path)
+        from contextplane.store import default_db_path
+
+        db = str(config.resolve_path(config.store.path)) if config.store.path else str(default_db_path())
+    from pathlib import Path
+
+    if not Path(db).exists():
+        raise ContextPlaneError(f"no store at {db}: pass --db, or run `contextplane demo` first")
+    rows = InjectionLog(db).rows(session_id)
+    if as_json:
+        click.echo(json.dumps([attrs.asdict(r) for r in rows], indent=2))
+        return
+    click.echo(
+        table(
+            ["session", "turn", "at", "mode", "~tokens", "ids"],
+            [[r.session_id, r.turn_index, r.at, r.mode, r.approx_tokens, " ".join(r.ids)] for r in rows],
+        )
+    )
+
+
 # Commands contributed by other modules of the package, added only when importable, so the
 # core command line keeps working while an optional part is broken or not installed.
 _OPTIONAL_COMMANDS: list[tuple[str, str]] = []

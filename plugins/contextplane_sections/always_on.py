@@ -1,0 +1,47 @@
+"""Always-on memories (ADR D6 priority 2): delivery policy "always", deliverable only, never shed.
+
+Selected by ``delivery_policy="always"`` (the v1 ``domain="hot"``), restricted to the turn's
+scopes and to rows that are deliverable now: not rejected, not expired, not superseded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from contextplane import ContextSection, Draft, ProjectionRequest, Shed, hookimpl
+from contextplane_sections.attribution import memory_row, min_trust
+from contextplane_sections.envelopes import INJECTED_MEMORY
+
+NAME = "always_on"
+PRIORITY = 20
+
+
+def draft(request: ProjectionRequest) -> Draft:
+    store = request.knowledge_store
+    if store is None:
+        return Draft((), {"store": "none"})
+    chunks = store.list_chunks(deliverable=True, delivery_policy="always", namespaces=list(request.namespaces))
+    floor = min_trust(request.config)
+    kept = [c for c in chunks if c.trust_tier >= floor]
+    # Operator rows first, then newest: the rank orders the section (it is never shed).
+    kept.sort(key=lambda c: (c.updated_at, c.id), reverse=True)
+    kept.sort(key=lambda c: -c.trust_tier)
+    rows = [memory_row(c, i) for i, c in enumerate(kept, start=1)]
+    return Draft(rows, {"below_min_trust": len(chunks) - len(kept)})
+
+
+SECTION = ContextSection(
+    NAME,
+    priority=PRIORITY,
+    shed=Shed.NEVER,
+    draft=draft,
+    envelope=INJECTED_MEMORY,
+    carries_memory=True,
+    heading="Always-on memories:",
+    description="Memories with delivery policy 'always' (standing instructions, profile).",
+)
+
+
+@hookimpl
+def register_context_sections(register: Callable[[ContextSection], None]) -> None:
+    register(SECTION)

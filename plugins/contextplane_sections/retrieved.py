@@ -1,0 +1,56 @@
+"""Retrieved memories (ADR D6 priority 5): search hits for the turn's query, shed row by row.
+
+Only rows whose effective delivery policy is "retrieved" are injected: "always" rows are
+already in the always-on section and "on_demand" rows reach the model only through the
+``memory_recall`` tool. Rows below ``context.inject_min_trust`` are dropped; equal ranks are
+ordered by trust tier (the core's row order breaks rank ties by tier).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from contextplane import ContextSection, Draft, ProjectionRequest, Shed, hookimpl
+from contextplane_sections.attribution import memory_row, min_trust
+from contextplane_sections.envelopes import INJECTED_MEMORY
+
+NAME = "retrieved"
+PRIORITY = 50
+
+
+def draft(request: ProjectionRequest) -> Draft:
+    store = request.knowledge_store
+    k = request.config.context.retrieved_k
+    if store is None or not request.query.strip() or k == 0:
+        return Draft((), {"store": "none" if store is None else "ok", "query": bool(request.query.strip())})
+    hits = store.search(request.query, k, deliverable=True, namespaces=list(request.namespaces))
+    floor = min_trust(request.config)
+    rows = []
+    dropped = 0
+    for hit in hits:
+        chunk = hit.chunk
+        policy = chunk.delivery_policy or "retrieved"
+        if policy != "retrieved":
+            continue
+        if chunk.trust_tier < floor:
+            dropped += 1
+            continue
+        rows.append(memory_row(chunk, hit.rank))
+    return Draft(rows, {"hits": len(hits), "below_min_trust": dropped})
+
+
+SECTION = ContextSection(
+    NAME,
+    priority=PRIORITY,
+    shed=Shed.DROP_ROWS,
+    draft=draft,
+    envelope=INJECTED_MEMORY,
+    carries_memory=True,
+    heading="Retrieved memories:",
+    description="Memories matching the turn's query (hybrid FTS5 + vector search).",
+)
+
+
+@hookimpl
+def register_context_sections(register: Callable[[ContextSection], None]) -> None:
+    register(SECTION)
