@@ -153,7 +153,7 @@ class TestCreationStamps:
             ("review_state", "ok", r"^review_state: 'ok'"),
             ("expires_at", "next tuesday", r"^expires_at: 'next tuesday' is not an ISO-8601 timestamp"),
             ("expires_at", "2027-01-01T00:00:00", r"^expires_at: .* has no timezone"),
-            ("expires_at", datetime(2027, 1, 1), r"^expires_at: .* has no timezone"),  # noqa: DTZ001
+            ("expires_at", datetime(2027, 1, 1), r"^expires_at: .* has no timezone"),
             ("expires_at", 1_800_000_000, r"^expires_at: expected a datetime or ISO-8601 text, got int"),
             ("domain", b"hot", r"^domain: expected text \(str\), got bytes"),
             ("source_type", 3, r"^source_type: expected text \(str\), got int"),
@@ -213,9 +213,9 @@ class TestMemoryChunk:
         assert (chunk.trust_tier, chunk.trust_label) == (2, "agent")
 
     def test_invalid_enums_rejected_naming_field(self) -> None:
-        with pytest.raises(ValidationError, match="^memory_kind: "):
+        with pytest.raises(ValidationError, match=r"^memory_kind: "):
             _chunk(memory_kind="blob")
-        with pytest.raises(ValidationError, match="^delivery_policy: "):
+        with pytest.raises(ValidationError, match=r"^delivery_policy: "):
             _chunk(delivery_policy="never")
 
     def test_all_kinds_accepted(self) -> None:

@@ -142,9 +142,9 @@ class TestLifecycle:
         chunk_id = store.add_chunk("agent guess", source_type="extracted")
         assert store.set_review_state(chunk_id, "confirmed").review_state == "confirmed"
         assert store.set_review_state(chunk_id, "rejected").review_state == "rejected"
-        with pytest.raises(ValidationError, match="^review_state: 'maybe'"):
+        with pytest.raises(ValidationError, match=r"^review_state: 'maybe'"):
             store.set_review_state(chunk_id, "maybe")
-        with pytest.raises(StoreError, match="no memory with id '404'"):
+        with pytest.raises(StoreError, match=r"no memory with id '404'"):
             store.set_review_state("404", "confirmed")
 
     def test_supersede_inserts_then_invalidates(self, store: SQLiteKnowledgeStore) -> None:
@@ -159,7 +159,7 @@ class TestLifecycle:
         # scope and kind are inherited; provenance and review state are not
         assert (new.namespace, new.memory_kind, new.heading) == ("project:a", "profile", "drinks")
         assert (new.source_type, new.review_state) == ("chat", "pending")
-        with pytest.raises(StoreError, match=f"supersede {new_id} instead"):
+        with pytest.raises(StoreError, match=rf"supersede {new_id} instead"):
             store.supersede(old_id, "likes water")
 
     def test_failed_insert_leaves_the_old_row_valid(self, db_path: Path) -> None:
@@ -167,9 +167,9 @@ class TestLifecycle:
         with SQLiteKnowledgeStore(db_path, embedder=embedder) as store:
             old_id = store.add_chunk("version one")
             embedder.fail = True
-            with pytest.raises(RuntimeError, match="embedding service unavailable"):
+            with pytest.raises(RuntimeError, match=r"embedding service unavailable"):
                 store.supersede(old_id, "version two")
-            with pytest.raises(ValidationError, match="^memory_kind"):
+            with pytest.raises(ValidationError, match=r"^memory_kind"):
                 store.supersede(old_id, "version two", memory_kind="nope")
             old = store.get(old_id)
             assert old is not None and old.invalidated_at is None and old.is_deliverable()
@@ -180,7 +180,7 @@ class TestLifecycle:
         store.conn.execute(
             "CREATE TRIGGER boom BEFORE UPDATE OF invalidated_at ON chunks BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
         )
-        with pytest.raises(apsw.ConstraintError, match="disk says no"):
+        with pytest.raises(apsw.ConstraintError, match=r"disk says no"):
             store.supersede(old_id, "version two")
         assert [c.content for c in store.list_chunks()] == ["version one"]
         old = store.get(old_id)
@@ -190,11 +190,11 @@ class TestLifecycle:
         a, b = store.add_chunk("a"), store.add_chunk("b")
         assert store.invalidate_chunk(a, reason="wrong").invalidation_reason == "wrong"
         assert store.invalidate_chunk(b, superseded_by=store.add_chunk("c")).superseded_by is not None
-        with pytest.raises(StoreError, match="already invalidated"):
+        with pytest.raises(StoreError, match=r"already invalidated"):
             store.invalidate_chunk(a)
-        with pytest.raises(ValidationError, match="^reason: use superseded_by"):
+        with pytest.raises(ValidationError, match=r"^reason: use superseded_by"):
             store.invalidate_chunk(store.add_chunk("d"), reason="superseded_by:1")
-        with pytest.raises(StoreError, match="no memory with id '77'"):
+        with pytest.raises(StoreError, match=r"no memory with id '77'"):
             store.invalidate_chunk(store.add_chunk("e"), superseded_by="77")
 
     def test_purge_never_deletes_a_superseded_row(self, store: SQLiteKnowledgeStore) -> None:
@@ -284,11 +284,11 @@ class TestFilters:
         )
 
     def test_invalid_filter_values(self, store: SQLiteKnowledgeStore) -> None:
-        with pytest.raises(ValidationError, match="^delivery_policy: "):
+        with pytest.raises(ValidationError, match=r"^delivery_policy: "):
             store.list_chunks(delivery_policy="sometimes")
-        with pytest.raises(ValidationError, match="^namespaces: expected a list"):
+        with pytest.raises(ValidationError, match=r"^namespaces: expected a list"):
             store.search("x", namespaces="project:a")
-        with pytest.raises(ValidationError, match="^k: "):
+        with pytest.raises(ValidationError, match=r"^k: "):
             store.search("x", k=0)
 
 
@@ -391,7 +391,7 @@ class TestSearch:
 
     def test_embedder_dimension_change_is_refused(self, db_path: Path) -> None:
         SQLiteKnowledgeStore(db_path, embedder=HashEmbedder(dimensions=16)).close()
-        with pytest.raises(StoreError, match="stored vectors have 16 dimensions .* produces 32"):
+        with pytest.raises(StoreError, match=r"stored vectors have 16 dimensions .* produces 32"):
             SQLiteKnowledgeStore(db_path, embedder=HashEmbedder(dimensions=32))
 
     def test_reindex_embeds_rows_written_without_an_embedder(self, db_path: Path) -> None:
@@ -430,18 +430,18 @@ class TestOpening:
             SQLiteKnowledgeStore(db_path)
 
     def test_create_false(self, tmp_path: Path) -> None:
-        with pytest.raises(StoreError, match="no memory store here"):
+        with pytest.raises(StoreError, match=r"no memory store here"):
             open_store(tmp_path / "absent.sqlite3", create=False)
 
     def test_directory(self, tmp_path: Path) -> None:
-        with pytest.raises(StoreError, match="is a directory"):
+        with pytest.raises(StoreError, match=r"is a directory"):
             open_store(tmp_path)
 
     def test_closed_store(self, db_path: Path) -> None:
         store = open_store(db_path)
         store.close()
         store.close()
-        with pytest.raises(StoreError, match="the store is closed"):
+        with pytest.raises(StoreError, match=r"the store is closed"):
             store.get("1")
 
     def test_default_db_path(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
