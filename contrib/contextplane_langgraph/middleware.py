@@ -1,0 +1,367 @@
+"""``ContextPlaneMiddleware``: project per turn, deliver per call, never persist (ADR D2).
+
+Lifecycle of one turn on a ``langchain.agents.create_agent`` graph:
+
+1. ``before_agent`` composes the projection once (``compose_projected_context``) and returns
+   it in the private, untracked channel ``contextplane_projection``
+   (``Annotated[..., UntrackedValue, PrivateStateAttr]``): never checkpointed, absent from
+   ``invoke`` results and ``get_state()``, and scoped to this run. Nothing turn-scoped lives
+   on the middleware instance, because one compiled graph serves every concurrent turn.
+2. ``before_model`` finds the channel empty only on a run that skipped ``before_agent``: a
+   resume (``Command(resume=...)``). It then recomposes once, querying with the turn's
+   newest operator input, which writes its own injection-log row.
+3. ``wrap_model_call`` / ``awrap_model_call`` strip context frames stored by v1 from the
+   model-visible list, place cache breakpoints on the stable prefix and the last history
+   block if caching is on, append the projection as the last message through
+   ``request.override(messages=...)``, and capture a prompt snapshot. No state update
+   carries the projection.
+
+What stream consumers see is documented in docs/runtime.md ("Streams and tracing");
+``without_projection`` removes the channel from a stream chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Annotated, Any, NotRequired
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ModelCallResult,
+    ModelRequest,
+    ModelResponse,
+    PrivateStateAttr,
+)
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langgraph.channels import UntrackedValue
+from langgraph.runtime import Runtime
+
+from contextplane.authority import StablePrefix, build_stable_prefix
+from contextplane.config import Config
+from contextplane.observability.snapshots import PrefixRef, PromptRecorder, StrippedFrame, TurnRecord
+from contextplane.plugins import PluginHost, get_host
+from contextplane.projection import ProjectedContext, compose_projected_context
+from contextplane.request import BuildContext
+from contextplane_langgraph.caching import place_breakpoints
+from contextplane_langgraph.frames import (
+    PROJECTION_MARKER,
+    frame_digest,
+    message_text,
+    strip_context_frames,
+    turn_position,
+)
+
+PROJECTION_KEY = "contextplane_projection"
+#: State keys that are agent machinery, not working state, so never handed to sections.
+_NOT_WORKING_STATE = frozenset({"messages", PROJECTION_KEY, "jump_to", "structured_response"})
+
+Flag = bool | Callable[[Mapping[str, Any], Any], bool]
+
+
+class ProjectionCarrier:
+    """One turn's projection on its way from ``before_agent`` to the model calls.
+
+    Its ``repr`` shows sizes and a hash, never the text, so a stream consumer that prints
+    chunks (``updates``, ``values``, ``debug``, ``astream_events``) does not print memory.
+    """
+
+    __slots__ = ("message", "projection", "query", "reason", "turn")
+
+    def __init__(
+        self,
+        projection: ProjectedContext,
+        message: HumanMessage | None,
+        query: str,
+        reason: str,
+        turn: TurnRecord | None,
+    ) -> None:
+        self.projection = projection
+        self.message = message
+        self.query = query
+        self.reason = reason
+        self.turn = turn
+
+    @property
+    def text(self) -> str:
+        return self.projection.text
+
+    def __repr__(self) -> str:
+        p = self.projection
+        digest = hashlib.sha256(p.text.encode()).hexdigest()[:12] if p.text else "-"
+        return (
+            f"<ProjectionCarrier session={p.session_id!r} turn={p.turn_index} reason={self.reason} "
+            f"chars={p.used_chars} sha256={digest}>"
+        )
+
+
+class ContextPlaneState(AgentState[Any]):
+    """The agent state plus the private, untracked projection channel."""
+
+    contextplane_projection: NotRequired[
+        Annotated[ProjectionCarrier | None, UntrackedValue, PrivateStateAttr]
+    ]
+
+
+def _flag(value: Flag, name: str, state: Mapping[str, Any], runtime: Any) -> bool:
+    if callable(value):
+        return bool(value(state, runtime))
+    ctx = getattr(runtime, "context", None)
+    if isinstance(ctx, Mapping) and name in ctx:
+        return bool(ctx[name])
+    if ctx is not None and not isinstance(ctx, Mapping) and hasattr(ctx, name):
+        return bool(getattr(ctx, name))
+    return bool(value)
+
+
+def without_projection(chunk: Any) -> Any:
+    """A copy of a stream chunk with the private projection channel removed, at any depth.
+
+    Works on ``values``, ``updates`` and ``debug`` chunks, on ``(mode, chunk)`` tuples from
+    multi-mode streams, and on ``astream_events`` event dicts. Messages are not copied.
+    """
+    if isinstance(chunk, dict):
+        return {k: without_projection(v) for k, v in chunk.items() if k != PROJECTION_KEY}
+    if isinstance(chunk, list):
+        return [without_projection(v) for v in chunk]
+    if isinstance(chunk, tuple) and not hasattr(chunk, "_fields"):
+        return tuple(without_projection(v) for v in chunk)
+    return chunk
+
+
+class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
+    """Projects contextplane's context into every model call of a LangChain v1 agent.
+
+    Args:
+        host: the plugin host with the context and prompt sections (default: ``get_host``).
+        config: configuration (default: the host's).
+        knowledge_store, skills_index: handed to ``compose_projected_context``.
+        stable_prefix: a ``StablePrefix``, ``True`` to build one from the host now (with
+            ``tools`` as the bound tool names), or ``None`` to leave the system message to
+            ``create_agent(system_prompt=...)``. The prefix is delivered as the system
+            message only when the agent has none of its own.
+        recorder: a ``PromptRecorder`` for snapshots and the trajectory, or ``None``.
+        incognito, goal_turn: a bool, or ``f(state, runtime) -> bool``; a bool is
+            overridden per run by ``runtime.context`` carrying the same key or attribute.
+        session_id: a fixed id, or ``f(runtime) -> str``; default the LangGraph thread id.
+        working_state: ``f(state, runtime) -> mapping`` handed to sections as ``state``;
+            default the agent state minus messages and agent machinery.
+        cache_control: breakpoints to place (e.g. ``{"type": "ephemeral"}``); a
+            ``cache_control`` found in ``request.model_settings`` (put there by an outer
+            ``AnthropicPromptCachingMiddleware``) is used and removed from the settings.
+    """
+
+    state_schema = ContextPlaneState
+
+    def __init__(
+        self,
+        *,
+        host: PluginHost | None = None,
+        config: Config | None = None,
+        knowledge_store: Any = None,
+        skills_index: Sequence[Any] | None = None,
+        stable_prefix: StablePrefix | bool | None = None,
+        tools: Sequence[str] = (),
+        recorder: PromptRecorder | None = None,
+        incognito: Flag = False,
+        goal_turn: Flag = False,
+        session_id: str | Callable[[Any], str] | None = None,
+        working_state: Callable[[Mapping[str, Any], Any], Mapping[str, Any]] | None = None,
+        budget_tokens: int | None = None,
+        context_window: int | None = None,
+        project: str | None = None,
+        cache_control: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.host = host if host is not None else get_host(config)
+        self.config = config if config is not None else self.host.config
+        self.knowledge_store = knowledge_store
+        self.skills_index = skills_index
+        if stable_prefix is True:
+            stable_prefix = build_stable_prefix(
+                self.host, BuildContext(config=self.config, tools=tuple(tools))
+            )
+        self.stable_prefix: StablePrefix | None = stable_prefix or None
+        # Built once: the prefix is process-lifetime (ADR D1), so is its message.
+        self._system_message = (
+            SystemMessage(content=self.stable_prefix.text) if self.stable_prefix is not None else None
+        )
+        self.recorder = recorder
+        self.incognito = incognito
+        self.goal_turn = goal_turn
+        self.session_id = session_id
+        self.working_state = working_state
+        self.budget_tokens = budget_tokens
+        self.context_window = context_window
+        self.project = project
+        self.cache_control = dict(cache_control) if cache_control else None
+        self._warned_system = False
+
+    # --- composition ---------------------------------------------------------------------
+
+    def _session(self, runtime: Any) -> str:
+        if callable(self.session_id):
+            return str(self.session_id(runtime))
+        if self.session_id is not None:
+            return self.session_id
+        info = getattr(runtime, "execution_info", None)
+        thread = getattr(info, "thread_id", None) if info is not None else None
+        return str(thread) if thread else ""
+
+    def _state_for_sections(self, state: Mapping[str, Any], runtime: Any) -> Mapping[str, Any]:
+        if self.working_state is not None:
+            return self.working_state(state, runtime)
+        return {k: v for k, v in state.items() if k not in _NOT_WORKING_STATE}
+
+    def compose(self, state: Mapping[str, Any], runtime: Any, *, reason: str) -> ProjectionCarrier:
+        """Compose this turn's projection from the agent state (the query is the newest
+        operator input) and record its trajectory entry."""
+        messages: list[BaseMessage] = list(state.get("messages") or ())
+        turn_index, _calls, query = turn_position(messages)
+        incognito = _flag(self.incognito, "incognito", state, runtime)
+        goal_turn = _flag(self.goal_turn, "goal_turn", state, runtime)
+        session_id = self._session(runtime)
+        projection = compose_projected_context(
+            query,
+            self.knowledge_store,
+            self.skills_index,
+            self._state_for_sections(state, runtime),
+            incognito=incognito,
+            goal_turn=goal_turn,
+            budget_tokens=self.budget_tokens,
+            record=True,
+            session_id=session_id,
+            turn_index=turn_index,
+            project=self.project,
+            context_window=self.context_window,
+            host=self.host,
+            config=self.config,
+            extra={"reason": reason},
+        )
+        message = None
+        if projection.text:
+            message = HumanMessage(
+                content=projection.text,
+                additional_kwargs={PROJECTION_MARKER: True},
+                id=f"contextplane-projection-{turn_index}",
+            )
+        turn = self.recorder.begin_turn(projection, query=query, reason=reason) if self.recorder else None
+        return ProjectionCarrier(projection, message, query, reason, turn)
+
+    def before_agent(self, state: ContextPlaneState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return {PROJECTION_KEY: self.compose(state, runtime, reason="turn")}
+
+    async def abefore_agent(self, state: ContextPlaneState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self.before_agent(state, runtime)
+
+    def before_model(self, state: ContextPlaneState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        if state.get(PROJECTION_KEY) is not None:
+            return None
+        # A resume (Command(resume=...)) does not re-run before_agent, and the untracked
+        # channel starts empty: recompose once for this run.
+        return {PROJECTION_KEY: self.compose(state, runtime, reason="resume")}
+
+    async def abefore_model(self, state: ContextPlaneState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self.before_model(state, runtime)
+
+    # --- delivery ------------------------------------------------------------------------
+
+    def _prepare(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        carrier = request.state.get(PROJECTION_KEY)
+        if not isinstance(carrier, ProjectionCarrier):
+            # Only reachable if the graph skipped both hooks (e.g. a hand-built graph).
+            carrier = self.compose(request.state, request.runtime, reason="model_call")
+
+        history, stripped = strip_context_frames(request.messages)
+
+        system = request.system_message
+        prefix: StablePrefix | str | None
+        if system is None and self._system_message is not None:
+            system = self._system_message
+            prefix = self.stable_prefix
+        else:
+            if system is not None and self._system_message is not None and not self._warned_system:
+                self._warned_system = True
+                warnings.warn(
+                    "ContextPlaneMiddleware was given a stable prefix, but the agent has its own "
+                    "system_prompt; the agent's system prompt is used. Pass the prefix to "
+                    "create_agent(system_prompt=prefix.text) or drop one of them.",
+                    stacklevel=2,
+                )
+            prefix = system.text if system is not None else None
+
+        settings = request.model_settings
+        cache_control = settings.get("cache_control") or self.cache_control
+        overrides: dict[str, Any] = {}
+        if cache_control:
+            system, history = place_breakpoints(system, history, cache_control)
+            if "cache_control" in settings:
+                overrides["model_settings"] = {k: v for k, v in settings.items() if k != "cache_control"}
+        if system is not request.system_message:
+            overrides["system_message"] = system
+
+        messages = [*history, carrier.message] if carrier.message is not None else history
+        if self.recorder is not None:
+            self._capture(request, carrier, prefix, history, stripped, system, messages)
+        return request.override(messages=messages, **overrides)
+
+    def _capture(
+        self,
+        request: ModelRequest[Any],
+        carrier: ProjectionCarrier,
+        prefix: StablePrefix | str | None,
+        history: Sequence[BaseMessage],
+        stripped: Sequence[BaseMessage],
+        system: SystemMessage | None,
+        messages: Sequence[BaseMessage],
+    ) -> None:
+        assert self.recorder is not None
+        projection = carrier.projection
+        incognito = projection.incognito
+        _turn, call_index, _q = turn_position(history)
+        prefix_ref: PrefixRef = self.recorder.register_prefix(
+            prefix, session_id=projection.session_id, incognito=incognito
+        )
+        frames = [StrippedFrame(*frame_digest(m)) for m in stripped]
+
+        def full_text() -> str:
+            parts = [f"[system]\n{system.text}"] if system is not None else []
+            parts.extend(f"[{m.type}]\n{message_text(m)}" for m in messages)
+            return "\n\n".join(parts)
+
+        self.recorder.capture(
+            session_id=projection.session_id,
+            turn_index=projection.turn_index,
+            call_index=call_index,
+            prefix=prefix_ref,
+            turn=carrier.turn,
+            stripped=frames,
+            history_messages=len(history),
+            history_chars=sum(len(c) if isinstance(c := m.content, str) else len(m.text) for m in history),
+            incognito=incognito,
+            mode=projection.mode.value,
+            full_text=full_text,
+        )
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelCallResult[Any]:
+        return handler(self._prepare(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelCallResult[Any]:
+        return await handler(self._prepare(request))
+
+
+__all__ = [
+    "PROJECTION_KEY",
+    "ContextPlaneMiddleware",
+    "ContextPlaneState",
+    "ProjectionCarrier",
+    "without_projection",
+]
