@@ -33,6 +33,7 @@ class RecordingChatModel(BaseChatModel):
 
     policy: Any = None  # Callable[[list[BaseMessage]], AIMessage]
     _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+    _kwargs: list[dict[str, Any]] = PrivateAttr(default_factory=list)
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
 
     @property
@@ -47,9 +48,15 @@ class RecordingChatModel(BaseChatModel):
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> RecordingChatModel:  # type: ignore[override]
         return self
 
-    def _reply(self, messages: list[BaseMessage]) -> ChatResult:
+    @property
+    def call_kwargs(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._kwargs)
+
+    def _reply(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> ChatResult:
         with self._lock:
             self._calls.append(list(messages))
+            self._kwargs.append(dict(kwargs))
         message = self.policy(list(messages)) if self.policy is not None else AIMessage("ok")
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -60,7 +67,7 @@ class RecordingChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        return self._reply(messages)
+        return self._reply(messages, kwargs)
 
     async def _agenerate(
         self,
@@ -69,4 +76,4 @@ class RecordingChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        return self._reply(messages)
+        return self._reply(messages, kwargs)
