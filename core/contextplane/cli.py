@@ -116,7 +116,9 @@ def preview_cmd(
     """Show the stable prefix's sections and the projected context for QUERY, with a budget table."""
     config, host = _load(config_path)
     prefix = build_stable_prefix(host, BuildContext(config=config, tools=tools), notify=False)
-    store = host.knowledge_store()
+    from contextplane.defaults import open_knowledge_store
+
+    store = open_knowledge_store(host)
     projection = compose_projected_context(
         query,
         store,
@@ -171,8 +173,13 @@ def _json_value(_inst: Any, _field: Any, value: Any) -> Any:
 
 
 @main.command("demo")
-@click.option("--dir", "directory", type=click.Path(file_okay=False), default=None,
-              help="Where to create the demo store (default: a new temporary directory).")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where to create the demo store (default: a new temporary directory).",
+)
 def demo_cmd(directory: str | None) -> None:
     """Seed a local SQLite store, run a scripted session and check the ADR's promises."""
     from contextplane.demo import run_demo
@@ -183,7 +190,9 @@ def demo_cmd(directory: str | None) -> None:
 
 
 @main.command("injections")
-@click.option("--db", "db", type=click.Path(dir_okay=False), default=None, help="Store file (default: store.path).")
+@click.option(
+    "--db", "db", type=click.Path(dir_okay=False), default=None, help="Store file (default: store.path)."
+)
 @click.option("--session", "session_id", default=None, help="Only this session.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file to use.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")

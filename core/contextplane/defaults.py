@@ -22,5 +22,11 @@ def open_knowledge_store(host: PluginHost, path: str | os.PathLike[str] | None =
     from contextplane.store import default_db_path, open_store
 
     cfg = host.config
-    target = path if path is not None else cfg.resolve_path(cfg.store.path) if cfg.store.path else default_db_path()
+    target = (
+        path
+        if path is not None
+        else cfg.resolve_path(cfg.store.path)
+        if cfg.store.path
+        else default_db_path()
+    )
     return open_store(target, embedder=host.embedder())

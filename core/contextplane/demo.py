@@ -33,20 +33,95 @@ You are Ferris, the operations agent for the Acme web platform team.
 You are careful with production, terse in chat and thorough in writing."""
 
 SKILL_TOPICS = [
-    "deploy", "rollback", "canary", "feature-flags", "incident", "postmortem", "oncall", "pager",
-    "dns", "tls-certs", "cdn-purge", "cache-warm", "db-migrate", "db-backup", "db-restore", "replica-lag",
-    "queue-drain", "cron-audit", "cost-report", "capacity", "load-test", "perf-profile", "log-search",
-    "trace-search", "alert-tune", "slo-report", "runbook-edit", "access-review", "secrets-rotate",
-    "vuln-scan", "dependency-bump", "release-notes", "changelog", "status-page", "customer-comms",
-    "ticket-triage", "sprint-report", "docs-publish", "api-diff", "schema-lint", "k8s-scale",
-    "k8s-logs", "node-drain", "image-build", "artifact-prune", "terraform-plan", "terraform-apply",
-    "vpn-check", "backup-verify", "email-bounce", "search-reindex", "sitemap", "seo-audit",
-    "a11y-audit", "uptime-check", "cert-expiry", "quota-check", "billing-sync", "gdpr-export",
-    "gdpr-delete", "audit-log", "mfa-reset", "sso-debug", "webhook-replay", "rate-limit",
-    "abuse-block", "bot-filter", "ab-test", "analytics-export", "metrics-backfill", "etl-rerun",
-    "data-quality", "pii-scan", "archive-logs", "cold-storage", "disaster-drill", "chaos-test",
-    "game-day", "handover", "standup-notes", "retro-notes", "hiring-loop", "interview-kit",
-    "onboarding", "offboarding", "laptop-setup", "license-audit", "vendor-review", "budget-plan",
+    "deploy",
+    "rollback",
+    "canary",
+    "feature-flags",
+    "incident",
+    "postmortem",
+    "oncall",
+    "pager",
+    "dns",
+    "tls-certs",
+    "cdn-purge",
+    "cache-warm",
+    "db-migrate",
+    "db-backup",
+    "db-restore",
+    "replica-lag",
+    "queue-drain",
+    "cron-audit",
+    "cost-report",
+    "capacity",
+    "load-test",
+    "perf-profile",
+    "log-search",
+    "trace-search",
+    "alert-tune",
+    "slo-report",
+    "runbook-edit",
+    "access-review",
+    "secrets-rotate",
+    "vuln-scan",
+    "dependency-bump",
+    "release-notes",
+    "changelog",
+    "status-page",
+    "customer-comms",
+    "ticket-triage",
+    "sprint-report",
+    "docs-publish",
+    "api-diff",
+    "schema-lint",
+    "k8s-scale",
+    "k8s-logs",
+    "node-drain",
+    "image-build",
+    "artifact-prune",
+    "terraform-plan",
+    "terraform-apply",
+    "vpn-check",
+    "backup-verify",
+    "email-bounce",
+    "search-reindex",
+    "sitemap",
+    "seo-audit",
+    "a11y-audit",
+    "uptime-check",
+    "cert-expiry",
+    "quota-check",
+    "billing-sync",
+    "gdpr-export",
+    "gdpr-delete",
+    "audit-log",
+    "mfa-reset",
+    "sso-debug",
+    "webhook-replay",
+    "rate-limit",
+    "abuse-block",
+    "bot-filter",
+    "ab-test",
+    "analytics-export",
+    "metrics-backfill",
+    "etl-rerun",
+    "data-quality",
+    "pii-scan",
+    "archive-logs",
+    "cold-storage",
+    "disaster-drill",
+    "chaos-test",
+    "game-day",
+    "handover",
+    "standup-notes",
+    "retro-notes",
+    "hiring-loop",
+    "interview-kit",
+    "onboarding",
+    "offboarding",
+    "laptop-setup",
+    "license-audit",
+    "vendor-review",
+    "budget-plan",
 ]
 
 
@@ -64,22 +139,41 @@ TURNS = [
     Turn(
         "1 native",
         "When is the website deploy window, and who approves a deploy?",
-        {"goal": "Ship the checkout redesign", "status": "in progress",
-         "plan": ["Freeze the feature branch", {"title": "Run the canary", "done": False}, "Deploy in the Tuesday window"],
-         "tasks": ["Ask Priya to approve the deploy", "Update the status page"]},
+        {
+            "goal": "Ship the checkout redesign",
+            "status": "in progress",
+            "plan": [
+                "Freeze the feature branch",
+                {"title": "Run the canary", "done": False},
+                "Deploy in the Tuesday window",
+            ],
+            "tasks": ["Ask Priya to approve the deploy", "Update the status page"],
+        },
     ),
     Turn(
         "2 native",
         "Which database migration tool did we settle on?",
-        {"goal": "Ship the checkout redesign", "status": "canary running",
-         "tasks": ["Check replica lag during the canary"], "watches": ["p95 checkout latency < 400 ms"]},
+        {
+            "goal": "Ship the checkout redesign",
+            "status": "canary running",
+            "tasks": ["Check replica lag during the canary"],
+            "watches": ["p95 checkout latency < 400 ms"],
+        },
     ),
-    Turn("3 incognito", "Draft a private note about my own salary negotiation.", {"goal": "Private note"}, incognito=True),
+    Turn(
+        "3 incognito",
+        "Draft a private note about my own salary negotiation.",
+        {"goal": "Private note"},
+        incognito=True,
+    ),
     Turn(
         "4 goal turn",
         "Continue the goal: finish the canary and deploy.",
-        {"goal": "Ship the checkout redesign", "status": "canary green",
-         "schedules": [{"title": "Deploy window", "when": "Tuesday 14:00 UTC"}]},
+        {
+            "goal": "Ship the checkout redesign",
+            "status": "canary green",
+            "schedules": [{"title": "Deploy window", "when": "Tuesday 14:00 UTC"}],
+        },
         goal_turn=True,
     ),
     Turn(
@@ -122,42 +216,102 @@ def seed(store: Any, summaries: Any) -> Seeded:
     proj = f"project:{PROJECT}"
     add = store.add_chunk
     # Operator facts and preferences (tier 3, confirmed); the "hot" ones are always-on.
-    add("The website deploy window is Tuesday 14:00-16:00 UTC; never deploy on Fridays.", domain="hot",
-        source_type="operator", memory_kind="standing", namespace=proj, subject="deploys")
-    add("Priya Raman approves production deploys for the website.", domain="fact", source_type="operator",
-        namespace=proj, subject="deploys")
-    add("The operator prefers short status updates with a link to the ticket.", domain="preferences",
-        source_type="operator")
+    add(
+        "The website deploy window is Tuesday 14:00-16:00 UTC; never deploy on Fridays.",
+        domain="hot",
+        source_type="operator",
+        memory_kind="standing",
+        namespace=proj,
+        subject="deploys",
+    )
+    add(
+        "Priya Raman approves production deploys for the website.",
+        domain="fact",
+        source_type="operator",
+        namespace=proj,
+        subject="deploys",
+    )
+    add(
+        "The operator prefers short status updates with a link to the ticket.",
+        domain="preferences",
+        source_type="operator",
+    )
     # Ingested reference documents (tier 1, pending review).
-    add("Runbook excerpt: a website deploy runs the canary for 30 minutes before the full rollout.",
-        source_type="ingest", memory_kind="reference", namespace=proj, source="runbook.md")
-    add("Vendor doc: the CDN purge API is rate-limited to 10 requests per minute.", source_type="ingest",
-        memory_kind="reference", source="cdn-vendor.pdf")
+    add(
+        "Runbook excerpt: a website deploy runs the canary for 30 minutes before the full rollout.",
+        source_type="ingest",
+        memory_kind="reference",
+        namespace=proj,
+        source="runbook.md",
+    )
+    add(
+        "Vendor doc: the CDN purge API is rate-limited to 10 requests per minute.",
+        source_type="ingest",
+        memory_kind="reference",
+        source="cdn-vendor.pdf",
+    )
     # Agent notes pending review (tier 2).
-    add("Deploys that skip the canary caused two incidents last quarter.", domain="finding",
-        source_type="extracted", namespace=proj)
-    add("Replica lag spikes during large migrations; watch it during the canary.", source_type="conversation",
-        memory_kind="note", namespace=proj)
+    add(
+        "Deploys that skip the canary caused two incidents last quarter.",
+        domain="finding",
+        source_type="extracted",
+        namespace=proj,
+    )
+    add(
+        "Replica lag spikes during large migrations; watch it during the canary.",
+        source_type="conversation",
+        memory_kind="note",
+        namespace=proj,
+    )
     # A superseded fact and its replacement.
-    old = add("The database migration tool is Flyway.", domain="fact", source_type="operator", namespace=proj,
-              subject="db-migration")
-    new = store.supersede(old, "The database migration tool is Alembic (we moved off Flyway in March).",
-                          source_type="operator", domain="fact", memory_kind="decision", namespace=proj,
-                          subject="db-migration")
+    old = add(
+        "The database migration tool is Flyway.",
+        domain="fact",
+        source_type="operator",
+        namespace=proj,
+        subject="db-migration",
+    )
+    new = store.supersede(
+        old,
+        "The database migration tool is Alembic (we moved off Flyway in March).",
+        source_type="operator",
+        domain="fact",
+        memory_kind="decision",
+        namespace=proj,
+        subject="db-migration",
+    )
     # An expired row and a rejected row.
-    expired = add("Temporary: the deploy window moved to Wednesday this week only.", source_type="operator",
-                  namespace=proj, expires_in_days=1)
+    expired = add(
+        "Temporary: the deploy window moved to Wednesday this week only.",
+        source_type="operator",
+        namespace=proj,
+        expires_in_days=1,
+    )
     store.set_expires_at(expired, now - dt.timedelta(hours=1))
-    rejected = add("The deploy window is any time on Friday evening.", source_type="extracted", namespace=proj)
+    rejected = add(
+        "The deploy window is any time on Friday evening.", source_type="extracted", namespace=proj
+    )
     store.set_review_state(rejected, "rejected")
     # Rows in another project's scope.
-    other = add("Payments API keys rotate every 30 days; the deploy window for payments is Monday.",
-                domain="fact", source_type="operator", namespace="project:payments")
-    other_hot = add("Payments standing rule: page the payments on-call before any deploy.", domain="hot",
-                    source_type="operator", namespace="project:payments")
+    other = add(
+        "Payments API keys rotate every 30 days; the deploy window for payments is Monday.",
+        domain="fact",
+        source_type="operator",
+        namespace="project:payments",
+    )
+    other_hot = add(
+        "Payments standing rule: page the payments on-call before any deploy.",
+        domain="hot",
+        source_type="operator",
+        namespace="project:payments",
+    )
     # An on-demand row: reachable by the memory tool only, never injected.
-    on_demand = add("The website deploy window runbook archive lives in the wiki (on demand only).",
-                    source_type="operator", delivery_policy="on_demand", namespace=proj)
+    on_demand = add(
+        "The website deploy window runbook archive lives in the wiki (on demand only).",
+        source_type="operator",
+        delivery_policy="on_demand",
+        namespace=proj,
+    )
     # Prior-session summaries, including the active session's own (which must never show).
     for i, (sid, topic, text) in enumerate(
         [
@@ -173,8 +327,12 @@ def seed(store: Any, summaries: Any) -> Seeded:
         summaries.add(sid, text, topic=topic, at=at)
     return Seeded(
         never_deliverable={
-            old: "superseded", expired: "expired", rejected: "rejected",
-            other: "other project", other_hot: "other project (always-on)", on_demand: "on_demand",
+            old: "superseded",
+            expired: "expired",
+            rejected: "rejected",
+            other: "other project",
+            other_hot: "other project (always-on)",
+            on_demand: "on_demand",
         },
         replacement_id=new,
     )
@@ -255,7 +413,9 @@ def run_demo(directory: str | Path | None = None, echo: Callable[[str], None] = 
 
     checks: list[tuple[str, bool, str]] = []
     over = [t.label for t, p in results if not p.within_budget]
-    checks.append(("projected context within budget on every turn", not over, f"over on: {over}" if over else ""))
+    checks.append(
+        ("projected context within budget on every turn", not over, f"over on: {over}" if over else "")
+    )
     leaked = sorted(
         f"{rid} ({why}) in turn {t.label}"
         for t, p in results
@@ -264,7 +424,9 @@ def run_demo(directory: str | Path | None = None, echo: Callable[[str], None] = 
         if (why := seeded.never_deliverable.get(rid))
     )
     texts = "\n".join(p.text for _, p in results)
-    leaked += [f"text of a {why} row" for rid, why in seeded.never_deliverable.items() if f"[{rid} |" in texts]
+    leaked += [
+        f"text of a {why} row" for rid, why in seeded.never_deliverable.items() if f"[{rid} |" in texts
+    ]
     if "MUST NOT APPEAR AS PRIOR" in texts:
         leaked.append("the active session's own summary")
     checks.append(("non-deliverable rows never delivered", not leaked, "; ".join(leaked)))
@@ -281,17 +443,28 @@ def run_demo(directory: str | Path | None = None, echo: Callable[[str], None] = 
     rows = log.rows(SESSION)[log_before:]
     logged_turns = [r.turn_index for r in rows]
     expected_turns = [i for i, (t, _) in enumerate(results, start=1) if not t.incognito]
-    checks.append(("incognito: no memory sections and no injection-log row", inc_ok and logged_turns == expected_turns,
-                   f"logged turns {logged_turns}, expected {expected_turns}"))
+    checks.append(
+        (
+            "incognito: no memory sections and no injection-log row",
+            inc_ok and logged_turns == expected_turns,
+            f"logged turns {logged_turns}, expected {expected_turns}",
+        )
+    )
     goal = [p for t, p in results if t.goal_turn]
-    goal_ok = all(p.section("prior_sessions") is not None and p.section("prior_sessions").suppressed == "goal_turn"  # type: ignore[union-attr]
-                  and "<prior_sessions>" not in p.text for p in goal)
+    goal_ok = all(
+        p.section("prior_sessions") is not None
+        and p.section("prior_sessions").suppressed == "goal_turn"  # type: ignore[union-attr]
+        and "<prior_sessions>" not in p.text
+        for p in goal
+    )
     checks.append(("goal turn: no prior-session digest", goal_ok, ""))
     logged_match = all(
         r.delivered == {k: list(v) for k, v in p.delivered_ids.items()}
         for r, (_, p) in zip(rows, [x for x in results if not x[0].incognito], strict=False)
     )
-    checks.append(("injection log ids equal the delivered ids", logged_match and len(rows) == len(expected_turns), ""))
+    checks.append(
+        ("injection log ids equal the delivered ids", logged_match and len(rows) == len(expected_turns), "")
+    )
     shed_turn = [p for t, p in results if t.context_window < 50_000]
     checks.append(("the small-model turn shed under pressure", all(p.overflow for p in shed_turn), ""))
 

@@ -87,6 +87,7 @@ class SectionPlan:
         "name",
         "overhead",
         "plugin",
+        "rendered",
         "rows",
         "rows_chars",
         "section",
@@ -122,6 +123,7 @@ class SectionPlan:
         self.overhead = overhead
         self.envelope_index = -1
         self.size = 0
+        self.rendered = ""
         self.resize()
 
     def marker(self) -> str:
@@ -150,7 +152,9 @@ class SectionPlan:
         return self.visible < len(self.rows) or (self.degraded is not None and any(self.degraded))
 
     def render(self) -> str:
+        """Render the section's part of its envelope (kept in ``rendered`` for hashing)."""
         if self.size == 0:
+            self.rendered = ""
             return ""
         parts = []
         sec = self.section
@@ -167,7 +171,8 @@ class SectionPlan:
         parts.append(self.marker())
         if sec.inner_tag:
             parts.append(f"</{sec.inner_tag}>\n")
-        return "".join(parts)
+        self.rendered = "".join(parts)
+        return self.rendered
 
 
 class Layout:

@@ -10,6 +10,7 @@ deterministic shedding, and the envelopes with escaping.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -44,6 +45,8 @@ class SectionReport:
     error: str | None = None
     #: Why ``draft`` was not called: "incognito", "goal_turn" or "not_selected".
     suppressed: str | None = None
+    #: sha256 of the section's rendered part of its envelope (what snapshots reference).
+    sha256: str | None = None
     meta: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen)
 
     @property
@@ -262,6 +265,7 @@ def compose_projected_context(
             offered=len(p.rows),
             truncated=p.truncated,
             meta=p.meta,
+            sha256=hashlib.sha256(p.rendered.encode()).hexdigest() if p.rendered else None,
         )
         for p in layout.plans
     ]

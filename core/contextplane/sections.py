@@ -108,11 +108,15 @@ class Row:
             raise ValueError(f"row {self.id!r}: text must be str, got {type(value).__name__}")
 
 
+def _row_tuple(value: Iterable[Row]) -> tuple[Row, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class Draft:
     """What a context section offers for one turn, before the budget is applied."""
 
-    rows: tuple[Row, ...] = attrs.field(converter=tuple, factory=tuple)
+    rows: tuple[Row, ...] = attrs.field(converter=_row_tuple, factory=tuple)
     #: Free-form facts about how the draft was made (e.g. a digest's fallback reason).
     meta: Mapping[str, Any] = attrs.field(factory=dict, eq=False, hash=False)
 

@@ -20,7 +20,9 @@ def draft(request: ProjectionRequest) -> Draft:
     store = request.knowledge_store
     if store is None:
         return Draft((), {"store": "none"})
-    chunks = store.list_chunks(deliverable=True, delivery_policy="always", namespaces=list(request.namespaces))
+    chunks = store.list_chunks(
+        deliverable=True, delivery_policy="always", namespaces=list(request.namespaces)
+    )
     floor = min_trust(request.config)
     kept = [c for c in chunks if c.trust_tier >= floor]
     # Operator rows first, then newest: the rank orders the section (it is never shed).

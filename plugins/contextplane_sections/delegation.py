@@ -24,7 +24,9 @@ def render(ctx: BuildContext) -> str:
     return "\n".join(lines)
 
 
-SECTION = PromptSection(NAME, render, authority=AUTHORITY, description="Visible subagents and when to delegate.")
+SECTION = PromptSection(
+    NAME, render, authority=AUTHORITY, description="Visible subagents and when to delegate."
+)
 
 
 @hookimpl

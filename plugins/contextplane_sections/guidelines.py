@@ -25,7 +25,9 @@ def render(ctx: BuildContext) -> str:
         try:
             parts.append(path.read_text(encoding="utf-8").strip())
         except OSError:
-            raise ConfigError(f"prompt.guidelines_path names {path}, which cannot be read: fix the path") from None
+            raise ConfigError(
+                f"prompt.guidelines_path names {path}, which cannot be read: fix the path"
+            ) from None
     if not parts:
         return ""
     return "Operator guidelines:\n" + "\n".join(parts)

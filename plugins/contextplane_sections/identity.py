@@ -20,7 +20,11 @@ AUTHORITY = 10
 def render(ctx: BuildContext) -> str:
     configured = ctx.config.prompt.soul_path
     if not configured:
-        warn_once(("identity", "unset"), "prompt.soul_path is not set, so the stable prefix has no identity section", PluginWarning)
+        warn_once(
+            ("identity", "unset"),
+            "prompt.soul_path is not set, so the stable prefix has no identity section",
+            PluginWarning,
+        )
         return ""
     path = ctx.config.resolve_path(configured)
     try:

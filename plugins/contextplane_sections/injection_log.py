@@ -91,7 +91,10 @@ class InjectionLog:
             )
 
     def rows(self, session_id: str | None = None, limit: int | None = None) -> list[InjectionRow]:
-        sql = "SELECT id, session_id, turn_index, at, mode, approx_tokens, used_chars, budget_chars, delivered FROM injection_log"
+        sql = (
+            "SELECT id, session_id, turn_index, at, mode, approx_tokens, used_chars, budget_chars, delivered "
+            "FROM injection_log"
+        )
         args: list[Any] = []
         if session_id is not None:
             sql += " WHERE session_id = ?"
@@ -102,7 +105,20 @@ class InjectionLog:
             args.append(limit)
         with self._lock:
             out = list(self._conn.execute(sql, args))
-        return [InjectionRow(*row[:8], json.loads(row[8])) for row in out]
+        return [
+            InjectionRow(
+                id=r[0],
+                session_id=r[1],
+                turn_index=r[2],
+                at=r[3],
+                mode=r[4],
+                approx_tokens=r[5],
+                used_chars=r[6],
+                budget_chars=r[7],
+                delivered=json.loads(r[8]),
+            )
+            for r in out
+        ]
 
     def close(self) -> None:
         self._conn.close()

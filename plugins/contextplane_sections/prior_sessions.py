@@ -69,7 +69,9 @@ def _newest(source: SessionSummaries, limit: int, exclude: str) -> list[SessionS
 def entry(summary: SessionSummary, rank: int) -> Row:
     topic = f" [{summary.topic}]" if summary.topic else ""
     text = f"session {summary.session_id} @ {summary.created_at} ({summary.kind}){topic}: {summary.summary}"
-    return Row(f"session:{summary.session_id}:{summary.id}", rank, text, meta={"session_id": summary.session_id})
+    return Row(
+        f"session:{summary.session_id}:{summary.id}", rank, text, meta={"session_id": summary.session_id}
+    )
 
 
 def draft(request: ProjectionRequest) -> Draft:
@@ -94,7 +96,8 @@ def draft(request: ProjectionRequest) -> Draft:
                 chosen = _newest(source, limit, exclude)
     else:
         chosen = _newest(source, limit, exclude)
-    return Draft([entry(s, i) for i, s in enumerate(chosen, start=1)], meta)
+    rows: list[Row] = [entry(s, i) for i, s in enumerate(chosen, start=1)]
+    return Draft(rows, meta)
 
 
 SECTION = ContextSection(

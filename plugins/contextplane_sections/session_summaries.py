@@ -73,16 +73,24 @@ class SessionSummaries:
     def close(self) -> None:
         self._conn.close()
 
-    def add(self, session_id: str, summary: str, *, topic: str = "", kind: str = "session", at: str | None = None) -> int:
+    def add(
+        self, session_id: str, summary: str, *, topic: str = "", kind: str = "session", at: str | None = None
+    ) -> int:
         """Store one summary; returns its id."""
-        for field, value in (("session_id", session_id), ("summary", summary), ("topic", topic), ("kind", kind)):
+        for field, value in (
+            ("session_id", session_id),
+            ("summary", summary),
+            ("topic", topic),
+            ("kind", kind),
+        ):
             if not isinstance(value, str):
                 raise ValidationError(f"{field}: expected text (str), got {type(value).__name__}")
         if not session_id.strip() or not summary.strip():
             raise ValidationError("session_id and summary must not be empty")
         with self._lock:
             self._conn.execute(
-                "INSERT INTO session_summaries(session_id, created_at, kind, topic, summary) VALUES (?,?,?,?,?)",
+                "INSERT INTO session_summaries(session_id, created_at, kind, topic, summary) "
+                "VALUES (?,?,?,?,?)",
                 (session_id, at or _now(), kind, topic, summary),
             )
             return int(self._conn.last_insert_rowid())

@@ -99,7 +99,9 @@ def as_skill(item: Any) -> Skill:
     name = getattr(item, "name", None)
     if isinstance(name, str):
         return Skill(name, str(getattr(item, "description", "")))
-    raise TypeError(f"cannot read a skill from {type(item).__name__}; pass Skill, a mapping or (name, description)")
+    raise TypeError(
+        f"cannot read a skill from {type(item).__name__}; pass Skill, a mapping or (name, description)"
+    )
 
 
 def skills_for(request: ProjectionRequest) -> Iterable[Skill]:
@@ -125,7 +127,9 @@ def make_section(config: Config) -> ContextSection:
     if isinstance(floor, bool) or not isinstance(floor, int) or floor < 0:
         from contextplane import ConfigError
 
-        raise ConfigError(f"invalid value for plugin.skills.floor: expected a whole number >= 0, got {floor!r}")
+        raise ConfigError(
+            f"invalid value for plugin.skills.floor: expected a whole number >= 0, got {floor!r}"
+        )
     return ContextSection(
         NAME,
         priority=PRIORITY,

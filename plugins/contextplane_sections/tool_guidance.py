@@ -18,7 +18,9 @@ AUTHORITY = 40
 def configured_guidance(ctx: BuildContext) -> Mapping[str, str]:
     guidance = ctx.config.plugin_settings(NAME).get("guidance", {})
     if not isinstance(guidance, Mapping) or not all(isinstance(v, str) for v in guidance.values()):
-        raise ConfigError("invalid value for plugin.tool_guidance.guidance: expected a table of tool name = text")
+        raise ConfigError(
+            "invalid value for plugin.tool_guidance.guidance: expected a table of tool name = text"
+        )
     return guidance
 
 
@@ -33,7 +35,9 @@ def render(ctx: BuildContext) -> str:
     return "\n".join(lines)
 
 
-SECTION = PromptSection(NAME, render, authority=AUTHORITY, description="Per-tool usage notes, bound tools only.")
+SECTION = PromptSection(
+    NAME, render, authority=AUTHORITY, description="Per-tool usage notes, bound tools only."
+)
 
 
 @hookimpl

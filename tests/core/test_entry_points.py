@@ -92,25 +92,20 @@ def test_strict_mode_turns_the_first_failure_into_an_error(site: Path) -> None:
 
 
 def test_ordering_by_before_after_from_an_installed_plugin(site: Path) -> None:
+    # The standard sections come from this repo's own entry points, the third-party section
+    # from the installed cp-good-plugin; nothing is registered by hand.
     code = """
-    from contextplane import PluginHost, PromptSection, build_stable_prefix, hookimpl, AUTHORITY_ORDER
-    class Std:
-        plugin_name = "std"
-        @hookimpl
-        def register_prompt_sections(self, register):
-            for i, n in enumerate(AUTHORITY_ORDER):
-                register(PromptSection(n, lambda c, n=n: n, authority=10 * (i + 1)))
+    from contextplane import PluginHost
+    from contextplane.authority import resolve_order
     host = PluginHost.from_entry_points()
-    host.register(Std())
-    print(",".join(build_stable_prefix(host).order))
+    print(",".join(r.section.name for r in resolve_order(host.prompt_sections())))
     """
     out = run(site, code)
     assert out.returncode == 0, out.stderr
     # house_rules says after=identity, before=tool_guidance; by the documented tie-break a
     # plugin section ranks below ready standard sections, so it lands as late as allowed.
-    assert (
-        out.stdout.strip()
-        == "identity,operating_model,delegation_roster,house_rules,tool_guidance,operator_guidelines"
+    assert out.stdout.strip() == (
+        "identity,operating_model,delegation_roster,house_rules,tool_guidance,operator_guidelines"
     )
 
 
@@ -146,6 +141,25 @@ def test_cli_preview_reports_a_missing_constraint_target_without_a_traceback(sit
     )
     assert out.returncode == 2
     assert out.stderr.startswith(
-        "error: plugin 'good': prompt section 'house_rules' declares after='identity', but no section of that name is registered; plugin 'good': prompt section 'house_rules' declares before='tool_guidance'"
+        "error: plugin 'good': prompt section 'house_rules' declares after='identity', but no section of that "
+        "name is registered; plugin 'good': prompt section 'house_rules' declares before='tool_guidance'"
     )
     assert "Traceback" not in out.stderr
+
+
+def test_cli_preview_shows_the_installed_plugin_beside_the_standard_sections(
+    site: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "SOUL.md").write_text("I am the test agent.")
+    (tmp_path / "contextplane.toml").write_text(
+        'prompt = { soul_path = "SOUL.md" }\nstore = { path = "memory.sqlite3" }\n'
+    )
+    code = "from contextplane.cli import main; main(['preview', 'hello', '--budget-tokens', '0', '--tool', 'deploy'])"
+    out = run(site, code, CONTEXTPLANE_CONFIG=str(tmp_path / "contextplane.toml"))
+    assert out.returncode == 0, out.stderr
+    table_lines = out.stdout.split("== projected context ==")[0]
+    names = [line.split()[0] for line in table_lines.splitlines()[3:] if line.strip()]
+    assert names == ["identity", "operating_model", "house_rules", "tool_guidance"]
+    assert "<open_tickets>\n- T-1 printer on fire\n- T-2 coffee empty\n</open_tickets>" in out.stdout
+    assert "open_tickets    good" in out.stdout
+    assert "! plugin 'broken_import' (distribution cp-broken-plugin) failed during import" in out.stdout

@@ -25,7 +25,9 @@ from .helpers import host_of
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "hooks.md"
 SPECS = {
-    name: fn for name, fn in inspect.getmembers(hookspecs, inspect.isfunction) if hasattr(fn, "contextplane_spec")
+    name: fn
+    for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
+    if hasattr(fn, "contextplane_spec")
 }
 
 
@@ -61,7 +63,15 @@ class Plugin:
 
     @hookimpl
     def register_context_sections(self, register):
-        register(ContextSection("notes", 30, Shed.DROP_ROWS, lambda req: [Row("n1", 1, f"about {req.query}")], Envelope("notes")))
+        register(
+            ContextSection(
+                "notes",
+                30,
+                Shed.DROP_ROWS,
+                lambda req: [Row("n1", 1, f"about {req.query}")],
+                Envelope("notes"),
+            )
+        )
 
     @hookimpl
     def knowledge_store(self, config):
@@ -139,7 +149,10 @@ def test_failing_observer_does_not_take_down_the_turn() -> None:
     host = host_of(Plugin(), BadObserver())
     p = compose_projected_context("x", host=host, budget_tokens=0)
     assert p.delivered_ids == {"notes": ("n1",)}
-    assert host.failures[-1].describe() == "plugin 'bad_observer' failed during observe_projection: OSError: disk full"
+    assert (
+        host.failures[-1].describe()
+        == "plugin 'bad_observer' failed during observe_projection: OSError: disk full"
+    )
 
 
 def test_unknown_hook_name_is_rejected_with_a_suggestion() -> None:
