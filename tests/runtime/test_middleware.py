@@ -6,14 +6,12 @@ import asyncio
 import re
 from typing import Any
 
-import pytest
+from contextplane_langgraph import PROJECTION_KEY, ProjectionCarrier, is_context_frame, without_projection
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.types import Command, interrupt
-
-from contextplane_langgraph import PROJECTION_KEY, ProjectionCarrier, is_context_frame, without_projection
 
 from .conftest import MARK, MEMTEXT, cfg, make_agent, projection_messages, saver_dump, tool_then_answer
 
@@ -146,9 +144,12 @@ def test_resume_after_interrupt_in_a_tool_recomposes_with_the_turns_input(
 
     agent.invoke(Command(resume="yes"), cfg("hitl"))
 
-    # Exactly one recomposition, for turn 1, queried with turn 1's operator input.
+    # One recomposition per resumed run, each queried with its own turn's operator input.
     resumed = [d for d in sections.of("working") if d.reason == "resume"]
-    assert [(d.session_id, d.turn_index, d.query) for d in resumed] == [("hitl", 1, "hitl:second")]
+    assert [(d.session_id, d.turn_index, d.query) for d in resumed] == [
+        ("hitl", 0, "hitl:first"),
+        ("hitl", 1, "hitl:second"),
+    ]
     assert injection_log.rows[log_before:] == [
         ("hitl", 1, {"working": ("ws-1", "ws-2"), "memory": ("mem-1",), "digest": ("digest-1",)})
     ]
@@ -189,7 +190,7 @@ def test_resume_through_human_in_the_loop_middleware(host, sections) -> None:
 
 
 def test_a_folded_steer_is_the_query_but_guard_notes_and_summaries_are_not(host, sections) -> None:
-    agent, model, _saver, _mw = make_agent(host, policy=lambda _m: AIMessage("ok"), tools=[])
+    agent, _model, _saver, _mw = make_agent(host, policy=lambda _m: AIMessage("ok"), tools=[])
     agent.invoke(
         {
             "messages": [
