@@ -1,0 +1,51 @@
+"""An MCP tool server exposing ``memory_recall`` and ``memory_ingest`` (the operator MCP tool
+bridge of the ADR's ACP row). It uses the ``mcp`` package (2.x: ``MCPServer``)::
+
+    server = build_mcp_server(open_store(path))
+    server.run("stdio")          # or attach in-process: mcp.Client(server)
+
+Incognito servers refuse writes with a tool error that says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from contextplane.errors import ContextPlaneError
+from contextplane.store.protocol import KnowledgeStore
+from contextplane_external.tools import bind_memory_tools
+
+
+def build_mcp_server(
+    store: KnowledgeStore,
+    *,
+    incognito: bool = False,
+    namespaces: Sequence[str] | None = None,
+    name: str = "contextplane-memory",
+) -> MCPServer[Any]:
+    """An ``MCPServer`` with the two memory tools bound to ``store``."""
+    recall, ingest = bind_memory_tools(store, incognito=incognito, namespaces=namespaces)
+    server: MCPServer[Any] = MCPServer(
+        name, instructions="Long-term memory: recall before answering, ingest what should be remembered."
+    )
+
+    @server.tool(name="memory_recall", description=recall.__doc__)
+    def memory_recall(query: str, k: int = 5, include_superseded: bool = False) -> dict[str, Any]:
+        try:
+            return {"results": recall(query, k, include_superseded)}
+        except ContextPlaneError as exc:
+            raise ToolError(str(exc)) from exc
+
+    @server.tool(name="memory_ingest", description=ingest.__doc__)
+    def memory_ingest(content: str, expires_in_days: int | None = None) -> dict[str, Any]:
+        try:
+            return ingest(content, expires_in_days)
+        except ContextPlaneError as exc:
+            # An anticipated refusal (incognito, a malformed value): the model reads why.
+            raise ToolError(str(exc)) from exc
+
+    return server

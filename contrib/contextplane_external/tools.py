@@ -1,0 +1,89 @@
+"""The memory tools an external runtime attaches: plain callables over the caller-facing API.
+
+``memory_recall`` and ``memory_ingest`` wrap ``contextplane.store.api`` and return JSON-ready
+values, so they can be handed to any tool-calling framework as they are, or served over MCP
+(``mcp_server``). Incognito refuses every write before the store is touched (ADR D6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from contextplane.errors import IncognitoWriteError
+from contextplane.store import api
+from contextplane.store.protocol import KnowledgeStore, SearchHit
+
+
+def hit_to_dict(hit: SearchHit) -> dict[str, Any]:
+    """A search hit as plain data: what a tool returns to the model."""
+    c = hit.chunk
+    return {
+        "id": c.id,
+        "content": c.content,
+        "rank": hit.rank,
+        "score": hit.score,
+        "memory_kind": c.memory_kind,
+        "namespace": c.namespace,
+        "trust_tier": int(c.trust_tier),
+        "review_state": c.review_state,
+        "superseded_by": c.superseded_by,
+        "expires_at": c.expires_at.isoformat() if c.expires_at else None,
+    }
+
+
+def memory_recall(
+    store: KnowledgeStore,
+    query: str,
+    k: int = 5,
+    *,
+    include_superseded: bool = False,
+    namespaces: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Deliverable memories relevant to ``query``, best first; superseded rows (the audit
+    trail) only with ``include_superseded=True``."""
+    hits = api.memory_recall(store, query, k, include_superseded=include_superseded, namespaces=namespaces)
+    return [hit_to_dict(h) for h in hits]
+
+
+def memory_ingest(
+    store: KnowledgeStore,
+    content: str,
+    *,
+    incognito: bool = False,
+    expires_in_days: int | None = None,
+    **attrs: Any,
+) -> dict[str, Any]:
+    """Write one memory; ``expires_in_days`` sets its expiry. Raises ``IncognitoWriteError`` in
+    incognito before touching the store."""
+    chunk_id = api.memory_ingest(
+        store, content, incognito=incognito, expires_in_days=expires_in_days, **attrs
+    )
+    return {"id": chunk_id}
+
+
+def bind_memory_tools(
+    store: KnowledgeStore,
+    *,
+    incognito: bool = False,
+    namespaces: Sequence[str] | None = None,
+    source_type: str = "external",
+) -> tuple[Callable[..., list[dict[str, Any]]], Callable[..., dict[str, Any]]]:
+    """``(memory_recall, memory_ingest)`` bound to one store and one session's rules, ready
+    to register as tools (each has a docstring and simple typed parameters)."""
+
+    def recall(query: str, k: int = 5, include_superseded: bool = False) -> list[dict[str, Any]]:
+        """Search long-term memory. Set include_superseded to see replaced (older) memories."""
+        return memory_recall(store, query, k, include_superseded=include_superseded, namespaces=namespaces)
+
+    def ingest(content: str, expires_in_days: int | None = None) -> dict[str, Any]:
+        """Save one memory. Set expires_in_days for something that stops being true."""
+        if incognito:
+            raise IncognitoWriteError(
+                "memory_ingest: this session is incognito, so nothing may be written to the memory store"
+            )
+        return memory_ingest(store, content, expires_in_days=expires_in_days, source_type=source_type)
+
+    recall.__name__ = "memory_recall"
+    ingest.__name__ = "memory_ingest"
+    return recall, ingest
