@@ -44,7 +44,8 @@ from contextplane.config import Config
 from contextplane.observability.snapshots import PrefixRef, PromptRecorder, StrippedFrame, TurnRecord
 from contextplane.plugins import PluginHost, get_host
 from contextplane.projection import ProjectedContext, compose_projected_context
-from contextplane.request import BuildContext
+from contextplane.request import BuildContext, Mode
+from contextplane.subagents import SubagentContract, build_subagent_prompt, compose_subagent_context
 from contextplane_langgraph.caching import place_breakpoints
 from contextplane_langgraph.frames import (
     PROJECTION_MARKER,
@@ -148,6 +149,8 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
         session_id: a fixed id, or ``f(runtime) -> str``; default the LangGraph thread id.
         working_state: ``f(state, runtime) -> mapping`` handed to sections as ``state``;
             default the agent state minus messages and agent machinery.
+        subagent: a ``SubagentContract``: the system message is its prompt verbatim, and the
+            projection holds only the sections it opted into (none by default).
         cache_control: breakpoints to place (e.g. ``{"type": "ephemeral"}``); a
             ``cache_control`` found in ``request.model_settings`` (put there by an outer
             ``AnthropicPromptCachingMiddleware``) is used and removed from the settings.
@@ -173,6 +176,7 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
         context_window: int | None = None,
         project: str | None = None,
         cache_control: Mapping[str, Any] | None = None,
+        subagent: SubagentContract | None = None,
     ) -> None:
         super().__init__()
         self.host = host if host is not None else get_host(config)
@@ -184,10 +188,17 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
                 self.host, BuildContext(config=self.config, tools=tuple(tools))
             )
         self.stable_prefix: StablePrefix | None = stable_prefix or None
+        self.subagent = subagent
         # Built once: the prefix is process-lifetime (ADR D1), so is its message.
-        self._system_message = (
-            SystemMessage(content=self.stable_prefix.text) if self.stable_prefix is not None else None
-        )
+        self._prefix: StablePrefix | str | None = self.stable_prefix
+        if subagent is not None:
+            if self.stable_prefix is not None:
+                raise ValueError(
+                    "a subagent's system prompt is its own prompt; do not also pass stable_prefix"
+                )
+            self._prefix = build_subagent_prompt(subagent)
+        text = self._prefix.text if isinstance(self._prefix, StablePrefix) else self._prefix
+        self._system_message = SystemMessage(content=text) if text else None
         self.recorder = recorder
         self.incognito = incognito
         self.goal_turn = goal_turn
@@ -223,6 +234,8 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
         incognito = _flag(self.incognito, "incognito", state, runtime)
         goal_turn = _flag(self.goal_turn, "goal_turn", state, runtime)
         session_id = self._session(runtime)
+        if self.subagent is not None:
+            return self._compose_subagent(state, runtime, query, session_id, turn_index, incognito, reason)
         projection = compose_projected_context(
             query,
             self.knowledge_store,
@@ -240,6 +253,48 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
             config=self.config,
             extra={"reason": reason},
         )
+        return self._carrier(projection, query, reason)
+
+    def _compose_subagent(
+        self,
+        state: Mapping[str, Any],
+        runtime: Any,
+        query: str,
+        session_id: str,
+        turn_index: int,
+        incognito: bool,
+        reason: str,
+    ) -> ProjectionCarrier:
+        assert self.subagent is not None
+        projection = compose_subagent_context(
+            self.subagent,
+            query,
+            host=self.host,
+            knowledge_store=self.knowledge_store,
+            skills_index=self.skills_index,
+            state=self._state_for_sections(state, runtime),
+            session_id=session_id,
+            turn_index=turn_index,
+            incognito=incognito,
+        )
+        if projection is None:
+            # The default contract: nothing is projected, nothing is composed or logged.
+            projection = ProjectedContext(
+                text="",
+                sections=(),
+                overflow=(),
+                budget_chars=None,
+                used_chars=0,
+                injection=None,
+                session_id=session_id,
+                turn_index=turn_index,
+                incognito=incognito,
+                mode=Mode.SUBAGENT,
+            )
+        return self._carrier(projection, query, reason)
+
+    def _carrier(self, projection: ProjectedContext, query: str, reason: str) -> ProjectionCarrier:
+        turn_index = projection.turn_index
         message = None
         if projection.text:
             message = HumanMessage(
@@ -280,7 +335,7 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
         prefix: StablePrefix | str | None
         if system is None and self._system_message is not None:
             system = self._system_message
-            prefix = self.stable_prefix
+            prefix = self._prefix
         else:
             if system is not None and self._system_message is not None and not self._warned_system:
                 self._warned_system = True
