@@ -321,6 +321,16 @@ class TestSearch:
         # fused scores are reciprocal-rank sums: at most 2 / (60 + 1)
         assert 0 < hits[0].score <= 2 / 61 + 1e-12
 
+    @pytest.mark.parametrize("hybrid", [False, True])
+    def test_filtered_out_candidates_do_not_hide_deliverable_rows(self, db_path: Path, hybrid: bool) -> None:
+        # 300 better-ranked but rejected rows exceed the over-fetched candidates (16 * k):
+        # the store must fall back to filtering before the cut, not return nothing.
+        with SQLiteKnowledgeStore(db_path, embedder=HashEmbedder() if hybrid else None) as store:
+            store.add_chunks([{"content": "apple apple", "review_state": "rejected"}] * 300)
+            wanted = store.add_chunk("an apple among many other quite different words here")
+            assert [h.chunk.id for h in store.search("apple", k=3)] == [wanted]
+            assert len(store.search("apple", k=3, deliverable=False)) == 3
+
     def test_hybrid_respects_filters(self, hybrid_store: SQLiteKnowledgeStore) -> None:
         a = hybrid_store.add_chunk("alpha secret plan", namespace="project:a")
         b = hybrid_store.add_chunk("beta secret plan", namespace="project:b")

@@ -39,6 +39,10 @@ PASSES: Final[tuple[str, ...]] = (TYPED_MEMORY_BACKFILL, REVIEW_STATE_BACKFILL)
 
 DEFAULT_BATCH_ROWS: Final[int] = 50_000
 
+#: FTS5 keeps pending index entries in memory up to this many bytes per write transaction
+#: (default 1 MiB). 16 MiB means fewer, larger segments on bulk loads: ~40k -> ~53k rows/s.
+FTS_HASHSIZE: Final[int] = 16 * 1024 * 1024
+
 #: What a version-1 store is: the ``chunks`` table before D4/D7, with a full-text index whose
 #: update trigger fires on *every* update. Kept here as the migration's documented input.
 V1_SCHEMA_SQL: Final[str] = """
@@ -342,6 +346,9 @@ def _ensure_fts(conn: apsw.Connection) -> None:
     for name, sql in _FTS_TRIGGERS.items():
         if triggers.get(name) != sql:
             conn.execute(sql)
+    current = conn.execute("SELECT v FROM chunks_fts_config WHERE k = 'hashsize'").fetchone()
+    if current is None or int(current[0]) != FTS_HASHSIZE:
+        conn.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('hashsize', ?)", (FTS_HASHSIZE,))
     if rebuild:
         conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
 

@@ -21,6 +21,7 @@ Centroids are trained by k-means on a sample when the vector count first reaches
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import random
@@ -108,6 +109,8 @@ ADD_FIELDS: Final[frozenset[str]] = frozenset(
         "expires_in_days",
     }
 )
+#: Everything ``_prepare`` stamps besides the content (the memoisation key for bulk rows).
+_ATTRIBUTE_FIELDS: Final[tuple[str, ...]] = tuple(sorted(ADD_FIELDS - {"content"}))
 #: What a superseding row inherits from the row it replaces unless given. Provenance and review
 #: state are *not* inherited: an agent superseding an operator row must not gain operator trust.
 INHERITED_ON_SUPERSEDE: Final[tuple[str, ...]] = (
@@ -124,6 +127,11 @@ _INSERT_SQL: Final[str] = (
     "INSERT INTO chunks(content, heading, source, subject, domain, source_type, namespace, epoch, "
     "created_at, updated_at, memory_kind, delivery_policy, review_state, expires_at) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_BULK_INSERT_SQL: Final[str] = (
+    "INSERT INTO chunks(content, heading, source, subject, domain, source_type, namespace, epoch, "
+    "created_at, updated_at, memory_kind, delivery_policy, review_state, expires_at) "
+    "SELECT " + ", ".join(f"j.value ->> {i}" for i in range(14)) + " FROM json_each(?) AS j ORDER BY j.key"
 )
 _VECTOR_TABLES_SQL: Final[str] = """
 CREATE TABLE IF NOT EXISTS chunks_vec (
@@ -408,7 +416,8 @@ class SQLiteKnowledgeStore:
         keywords. Rows are validated and embedded before the write lock is taken."""
         now = utc_now()
         now_text = format_timestamp(now)
-        prepared = [self._prepare(row, now, now_text, index) for index, row in enumerate(rows)]
+        cache: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        prepared = [self._prepare(row, now, now_text, index, cache) for index, row in enumerate(rows)]
         if not prepared:
             return []
         vectors = self._embed([p[0] for p in prepared]) if self._embedder is not None else None
@@ -429,7 +438,13 @@ class SQLiteKnowledgeStore:
                 "coalesce((SELECT max(id) FROM chunks), 0))",
             )
         )
-        conn.executemany(_INSERT_SQL, prepared)
+        payload = json.dumps(prepared, ensure_ascii=False) if len(prepared) > 1 else ""
+        if payload and "\\u0000" not in payload:
+            # One statement for the whole batch: FTS5 flushes its pending index at every statement
+            # boundary, so per-row statements (executemany) index about 3x slower.
+            conn.execute(_BULK_INSERT_SQL, (payload,))
+        else:  # one row, or text holding NUL (which JSON text cannot carry through ->> intact)
+            conn.executemany(_INSERT_SQL, prepared)
         last = int(conn.last_insert_rowid())
         if last - first + 1 != len(prepared):
             raise StoreError(
@@ -442,16 +457,38 @@ class SQLiteKnowledgeStore:
             )
         return ids
 
-    def _prepare(self, row: Mapping[str, Any], now: datetime, now_text: str, index: int) -> tuple[Any, ...]:
-        unknown = set(row) - ADD_FIELDS
-        if unknown:
+    def _prepare(
+        self,
+        row: Mapping[str, Any],
+        now: datetime,
+        now_text: str,
+        index: int,
+        cache: dict[tuple[Any, ...], tuple[Any, ...]] | None = None,
+    ) -> tuple[Any, ...]:
+        """Validate and stamp one row into insert order. ``cache`` memoises everything but the
+        content per distinct attribute tuple: bulk rows usually share their attributes, and the
+        stamps depend only on those attributes and ``now`` (fixed for the batch)."""
+        if not row.keys() <= ADD_FIELDS:
+            unknown = sorted(set(row) - ADD_FIELDS)
             raise ValidationError(
-                f"{sorted(unknown)[0]}: not a memory attribute (row {index}); "
-                f"known: {', '.join(sorted(ADD_FIELDS))}"
+                f"{unknown[0]}: not a memory attribute (row {index}); known: {', '.join(sorted(ADD_FIELDS))}"
             )
         if "content" not in row:
             raise ValidationError(f"content: missing (row {index})")
         content = validate_text(row["content"], "content", allow_empty=False)
+        key = tuple(row.get(name) for name in _ATTRIBUTE_FIELDS)
+        try:
+            tail = cache.get(key) if cache is not None else None
+        except TypeError:  # an unhashable value: validation below will name it
+            tail, cache = None, None
+        if tail is None:
+            tail = self._stamp_tail(row, now, now_text)
+            if cache is not None:
+                cache[key] = tail
+        return (content, *tail)
+
+    @staticmethod
+    def _stamp_tail(row: Mapping[str, Any], now: datetime, now_text: str) -> tuple[Any, ...]:
         domain = validate_text(row.get("domain", "general"), "domain")
         source_type = validate_text(row.get("source_type", ""), "source_type")
         stamp = creation_stamps(
@@ -465,7 +502,6 @@ class SQLiteKnowledgeStore:
             now=now,
         )
         return (
-            content,
             validate_text(row.get("heading", ""), "heading"),
             validate_text(row.get("source", ""), "source"),
             validate_text(row.get("subject", ""), "subject"),
@@ -717,7 +753,7 @@ class SQLiteKnowledgeStore:
         validate_text(query, "query")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
-        params: dict[str, Any] = {"k": k, "n": max(k * 4, 40)}
+        params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "nc": max(k * 16, 160)}
         clauses: list[str] = []
         self._scope_filter(namespaces, params, clauses)
         if deliverable:
@@ -729,63 +765,90 @@ class SQLiteKnowledgeStore:
             vector = self._embed([query])[0] if self._embedder is not None and query.strip() else None
             if expression is None and vector is None:
                 return []
-            if vector is None:
+            if vector is not None:
+                params["v"] = vector
+                params["probes"] = self._probes(conn)
+            if expression is not None:
                 params["q"] = expression
-                sql = (
-                    f"SELECT {_SELECT_COLUMNS}, -bm25(chunks_fts) AS score FROM chunks_fts "
-                    "JOIN chunks AS c ON c.id = chunks_fts.rowid "
-                    f"WHERE chunks_fts MATCH :q AND {where} ORDER BY bm25(chunks_fts), c.id LIMIT :k"
-                )
-            else:
-                sql = self._hybrid_sql(conn, expression, vector, where, params)
-            rows = conn.execute(sql, params).fetchall()
+            rows = conn.execute(self._search_sql(expression, vector, where, exact=False), params).fetchall()
+            if len(rows) < k and clauses:
+                # The filters may have starved the over-fetched candidates: redo with every
+                # candidate filtered before the cut (exact, slower on large stores).
+                rows = conn.execute(
+                    self._search_sql(expression, vector, where, exact=True), params
+                ).fetchall()
         return [
             SearchHit(chunk=_chunk_from_row(row), score=float(row[-1] or 0.0), rank=rank)
             for rank, row in enumerate(rows, start=1)
         ]
 
-    def _probes(self, conn: apsw.Connection) -> int:
-        if self._vector_probes is not None:
-            return max(1, self._vector_probes)
-        lists = int(migrate.meta_get(conn, "vector_index_lists") or 0)
-        return max(8, math.ceil(lists / 32))
+    @staticmethod
+    def _fts_leg(where: str, *, exact: bool, limit: str) -> str:
+        """Ids and BM25 scores (lower is better) of the best ``limit`` deliverable FTS matches.
+        Fast form: FTS5 picks the top ``:nc`` matches by itself, then only those are joined and
+        filtered. Exact form: every match is joined and filtered before the cut."""
+        if exact:
+            return (
+                "SELECT c.id AS id, bm25(chunks_fts) AS s FROM chunks_fts JOIN chunks AS c "
+                f"ON c.id = chunks_fts.rowid WHERE chunks_fts MATCH :q AND {where} "
+                f"ORDER BY s, id LIMIT {limit}"
+            )
+        return (
+            "SELECT t.id AS id, t.s AS s FROM (SELECT rowid AS id, rank AS s FROM chunks_fts "
+            "WHERE chunks_fts MATCH :q ORDER BY rank LIMIT :nc) AS t JOIN chunks AS c ON c.id = t.id "
+            f"WHERE {where} ORDER BY t.s, t.id LIMIT {limit}"
+        )
 
     @staticmethod
-    def _vector_ctes(where: str) -> list[str]:
+    def _vector_leg(where: str, *, exact: bool) -> list[str]:
         """CTEs ``qv``, ``probe`` and ``vec`` (id, r): the IVF vector leg, exact distances over the
-        nearest ``:probes`` lists plus list 0 (unassigned vectors), filtered by ``where``."""
+        nearest ``:probes`` lists plus list 0 (unassigned vectors). Fast form filters the best
+        ``:nc`` vectors; exact form filters every scanned vector."""
+        scan = (
+            "SELECT cv.chunk_id AS id, vec_distance_l2(cv.embedding, (SELECT v FROM qv)) AS d "
+            f"FROM probe JOIN chunks_vec AS cv ON cv.key BETWEEN (probe.list << {LIST_SHIFT}) "
+            f"AND (probe.list << {LIST_SHIFT}) + {_LIST_SPAN}"
+        )
+        if exact:
+            ranked = f"{scan} JOIN chunks AS c ON c.id = cv.chunk_id WHERE {where} ORDER BY d, id LIMIT :n"
+        elif where == "1":
+            ranked = f"{scan} ORDER BY d, id LIMIT :n"
+        else:
+            ranked = (
+                f"SELECT t.id AS id, t.d AS d FROM ({scan} ORDER BY d LIMIT :nc) AS t "
+                f"JOIN chunks AS c ON c.id = t.id WHERE {where} ORDER BY t.d, t.id LIMIT :n"
+            )
         return [
             "qv AS (SELECT vec_normalize(:v) AS v)",
             "probe AS (SELECT 0 AS list UNION ALL SELECT * FROM (SELECT list FROM _vec_centroids "
             "ORDER BY vec_distance_l2(centroid, (SELECT v FROM qv)) LIMIT :probes))",
-            "vec AS (SELECT id, row_number() OVER (ORDER BY d, id) AS r FROM ("
-            "SELECT cv.chunk_id AS id, vec_distance_l2(cv.embedding, (SELECT v FROM qv)) AS d "
-            f"FROM probe JOIN chunks_vec AS cv ON cv.key BETWEEN (probe.list << {LIST_SHIFT}) "
-            f"AND (probe.list << {LIST_SHIFT}) + {_LIST_SPAN} "
-            f"JOIN chunks AS c ON c.id = cv.chunk_id WHERE {where} ORDER BY d, id LIMIT :n))",
+            f"vec AS (SELECT id, row_number() OVER (ORDER BY d, id) AS r FROM ({ranked}))",
         ]
 
-    def _hybrid_sql(
-        self, conn: apsw.Connection, expression: str | None, vector: bytes, where: str, params: dict[str, Any]
-    ) -> str:
-        params["v"] = vector
-        params["probes"] = self._probes(conn)
-        legs = self._vector_ctes(where)
+    def _search_sql(self, expression: str | None, vector: bytes | None, where: str, *, exact: bool) -> str:
+        if vector is None:  # FTS-only
+            leg = self._fts_leg(where, exact=exact, limit=":k")
+            return (
+                f"SELECT {_SELECT_COLUMNS}, -f.s AS score FROM ({leg}) AS f "
+                "JOIN chunks AS c ON c.id = f.id ORDER BY f.s, f.id"
+            )
+        legs = self._vector_leg(where, exact=exact)
         union = "SELECT id, r FROM vec"
         if expression is not None:
-            params["q"] = expression
-            legs.append(
-                "fts AS (SELECT id, row_number() OVER (ORDER BY s, id) AS r FROM ("
-                "SELECT c.id AS id, bm25(chunks_fts) AS s FROM chunks_fts "
-                "JOIN chunks AS c ON c.id = chunks_fts.rowid "
-                f"WHERE chunks_fts MATCH :q AND {where} ORDER BY s, id LIMIT :n))"
-            )
+            fts = self._fts_leg(where, exact=exact, limit=":n")
+            legs.append(f"fts AS (SELECT id, row_number() OVER (ORDER BY s, id) AS r FROM ({fts}))")
             union += " UNION ALL SELECT id, r FROM fts"
         legs.append(f"fused AS (SELECT id, sum(1.0 / ({RRF_K} + r)) AS score FROM ({union}) GROUP BY id)")
         return (
             "WITH " + ", ".join(legs) + f" SELECT {_SELECT_COLUMNS}, fused.score FROM fused "
             "JOIN chunks AS c ON c.id = fused.id ORDER BY fused.score DESC, c.id LIMIT :k"
         )
+
+    def _probes(self, conn: apsw.Connection) -> int:
+        if self._vector_probes is not None:
+            return max(1, self._vector_probes)
+        lists = int(migrate.meta_get(conn, "vector_index_lists") or 0)
+        return max(8, math.ceil(lists / 32))
 
     def vector_neighbours(self, query: str, n: int = 10, *, probes: int | None = None) -> list[str]:
         """The vector leg alone, unfiltered: ids of the ``n`` rows nearest to ``query`` as the IVF
@@ -796,7 +859,7 @@ class SQLiteKnowledgeStore:
         with self._lock:
             conn = self.conn
             params = {"v": self._embed([query])[0], "n": n, "probes": probes or self._probes(conn)}
-            sql = "WITH " + ", ".join(self._vector_ctes("1")) + " SELECT id FROM vec ORDER BY r"
+            sql = "WITH " + ", ".join(self._vector_leg("1", exact=False)) + " SELECT id FROM vec ORDER BY r"
             return [str(r[0]) for r in conn.execute(sql, params)]
 
     # ------------------------------------------------------------------ vector index
