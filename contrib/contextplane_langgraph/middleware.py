@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -35,7 +35,7 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     PrivateStateAttr,
 )
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.channels import UntrackedValue
 from langgraph.runtime import Runtime
 
@@ -70,6 +70,11 @@ class ProjectionCarrier:
     """
 
     __slots__ = ("message", "projection", "query", "reason", "turn")
+    projection: ProjectedContext
+    message: HumanMessage | None
+    query: str
+    reason: str
+    turn: TurnRecord | None
 
     def __init__(
         self,
@@ -87,7 +92,7 @@ class ProjectionCarrier:
 
     @property
     def text(self) -> str:
-        return self.projection.text
+        return str(self.projection.text)
 
     def __repr__(self) -> str:
         p = self.projection
@@ -187,7 +192,9 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
             stable_prefix = build_stable_prefix(
                 self.host, BuildContext(config=self.config, tools=tuple(tools))
             )
-        self.stable_prefix: StablePrefix | None = stable_prefix or None
+        self.stable_prefix: StablePrefix | None = (
+            stable_prefix if isinstance(stable_prefix, StablePrefix) else None
+        )
         self.subagent = subagent
         # Built once: the prefix is process-lifetime (ADR D1), so is its message.
         self._prefix: StablePrefix | str | None = self.stable_prefix
@@ -360,7 +367,7 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
         messages = [*history, carrier.message] if carrier.message is not None else history
         if self.recorder is not None:
             self._capture(request, carrier, prefix, history, stripped, system, messages)
-        return request.override(messages=messages, **overrides)
+        return request.override(messages=cast("list[AnyMessage]", messages), **overrides)
 
     def _capture(
         self,

@@ -29,13 +29,17 @@ from contextplane.projection import ProjectedContext, compose_projected_context
 from contextplane.request import Mode
 
 
+def _names(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class SubagentContract:
     """What one subagent sees: its prompt verbatim, plus the sections it opted into."""
 
     name: str
     prompt: str = ""
-    sections: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    sections: tuple[str, ...] = attrs.field(default=(), converter=_names)
     budget_tokens: int | None = None
 
     @property

@@ -172,7 +172,7 @@ def _render(s: PromptSnapshot, prefix_text: str | None, projection_text: str | N
                         str(sec.chars),
                         _short(sec.sha256),
                         ", ".join(sec.ids) or "-",
-                    ]  # fmt: skip
+                    ]
                     for sec in s.sections
                 ],
             )

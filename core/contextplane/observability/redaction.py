@@ -8,6 +8,7 @@ secret cut in half by the bound cannot survive as a recognisable prefix.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 
@@ -65,7 +66,7 @@ class Redactor:
     def redact(self, text: str) -> str:
         for name, pattern in self.rules:
             if "sep" in pattern.groupindex:
-                text = pattern.sub(lambda m, n=name: _keep_key(m, n), text)
+                text = pattern.sub(functools.partial(_keep_key, name=name), text)
             else:
                 text = pattern.sub(f"[REDACTED:{name}]", text)
         return text

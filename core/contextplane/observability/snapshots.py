@@ -21,6 +21,7 @@ snapshot that way).
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 import hashlib
 import json
@@ -304,13 +305,16 @@ class SnapshotStore:
 
     def count(self, session_id: str | None = None) -> int:
         self.flush()
+        args: tuple[Any, ...] = ()
         if session_id is None:
-            sql, args = "SELECT count(*) FROM prompt_snapshots", ()
+            sql = "SELECT count(*) FROM prompt_snapshots"
         else:
             sql, args = "SELECT count(*) FROM prompt_snapshots WHERE session_id=?", (session_id,)
         return int(next(iter(self._conn.execute(sql, args)))[0])
 
-    def list(self, session_id: str | None = None, *, limit: int | None = None) -> list[PromptSnapshot]:
+    def list(
+        self, session_id: str | None = None, *, limit: int | None = None
+    ) -> builtins.list[PromptSnapshot]:
         """Snapshots in key order (session, turn, call); ``limit`` keeps the newest rows."""
         self.flush()
         where, args = ("WHERE session_id=?", [session_id]) if session_id is not None else ("", [])
@@ -328,7 +332,7 @@ class SnapshotStore:
             return _decode(row)
         return None
 
-    def sessions(self) -> list[tuple[str, int, float]]:
+    def sessions(self) -> builtins.list[tuple[str, int, float]]:
         """(session id, snapshot count, newest created_at) per session."""
         self.flush()
         sql = (
