@@ -6,9 +6,7 @@ functions a runtime calls, so what ``preview`` shows is what a model would see.
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -221,19 +219,14 @@ def injections_cmd(db: str | None, session_id: str | None, config_path: str | No
     )
 
 
-# Commands contributed by other modules of the package, added only when importable, so the
-# core command line keeps working while an optional part is broken or not installed.
-_OPTIONAL_COMMANDS: list[tuple[str, str]] = []
+def _add_commands() -> None:
+    # The store and observability command groups live beside the code they drive.
+    from contextplane.observability.cli import snapshots
+    from contextplane.store.cli import memory, migrate_command
+
+    main.add_command(memory)
+    main.add_command(migrate_command)
+    main.add_command(snapshots)
 
 
-def _add_optional_commands() -> None:
-    for module_name, attr in _OPTIONAL_COMMANDS:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            print(f"contextplane: {module_name} unavailable: {exc}", file=sys.stderr)
-            continue
-        main.add_command(getattr(module, attr))
-
-
-_add_optional_commands()
+_add_commands()
