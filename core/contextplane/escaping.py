@@ -27,8 +27,34 @@ _ANY = re.compile(r"[&<>\[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 _INSTRUCTION_TOKENS = re.compile(r"\[(/?)(INST|SYS|SYSTEM|ASSISTANT|USER)\]", re.IGNORECASE)
 
 
+#: Escaped forms of recently seen texts. Most rows recur turn after turn (the skills index,
+#: always-on memories, the digest within its TTL), so a bounded memo saves most of the work;
+#: it is cleared whole when full, which keeps it cheap and its memory bounded.
+_MEMO: dict[str, str] = {}
+MEMO_LIMIT = 8192
+
+
+def clear_escape_memo() -> None:
+    """Drop the memos (benchmarks measure the cold path with it)."""
+    _MEMO.clear()
+    from contextplane import fitting
+
+    fitting._MEASURED.clear()
+
+
 def escape_untrusted(text: str) -> str:
     """Return ``text`` safe to place inside any envelope (see the module docstring)."""
+    done = _MEMO.get(text)
+    if done is not None:
+        return done
+    escaped = _escape(text)
+    if len(_MEMO) >= MEMO_LIMIT:
+        _MEMO.clear()
+    _MEMO[text] = escaped
+    return escaped
+
+
+def _escape(text: str) -> str:
     # Every candidate row of every turn passes here, so the common case stays on str methods.
     if not _ANY.search(text):
         return text

@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from contextplane.escaping import escape_untrusted
+from contextplane.escaping import MEMO_LIMIT, escape_untrusted
 from contextplane.sections import ContextSection, Envelope, Row, Shed
 
 ROW_PREFIX = "- "
@@ -46,6 +46,21 @@ def _lines(escaped: str) -> str:
 def _line_len(escaped: str) -> int:
     # len(_lines(escaped)) without building it: prefix + newline, plus an indent per extra line.
     return len(escaped) + 3 + (2 * escaped.count("\n") if "\n" in escaped else 0)
+
+
+_MEASURED: dict[str, tuple[str, int]] = {}
+
+
+def escape_measured(text: str) -> tuple[str, int]:
+    """The escaped text and its rendered line length, memoised like ``escape_untrusted``."""
+    hit = _MEASURED.get(text)
+    if hit is None:
+        escaped = escape_untrusted(text)
+        hit = (escaped, _line_len(escaped))
+        if len(_MEASURED) >= MEMO_LIMIT:
+            _MEASURED.clear()
+        _MEASURED[text] = hit
+    return hit
 
 
 def format_row(text: str) -> str:
@@ -108,8 +123,9 @@ class SectionPlan:
         # Distinct ranks need no tie-break; otherwise trust tier, then id, decide.
         ordered.sort(key=_BY_RANK if len(ranks) == len(ordered) else _row_key)
         self.rows = ordered
-        self.escaped = [escape_untrusted(r.text) for r in ordered]
-        self.cur = [_line_len(e) for e in self.escaped]
+        measured = [escape_measured(r.text) for r in ordered]
+        self.escaped = [m[0] for m in measured]
+        self.cur = [m[1] for m in measured]
         self.short: list[str | None] | None = None
         self.degraded: list[bool] | None = None
         self.visible = len(ordered)
@@ -275,25 +291,34 @@ def _degrade(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedSte
     if count:
         steps.append(ShedStep(plan.name, "degrade_row", count, layout.changed(plan)))
     # 2. Drop to the floor behind a "+N more" marker. The marker can outweigh a tiny row, so
-    #    keep the smallest state seen and fall back to it if nothing fits.
-    start_total, start_visible = layout.total, plan.visible
-    best = (layout.total, plan.visible)
-    while layout.total > budget and plan.visible > plan.section.floor:
-        plan.visible -= 1
-        plan.rows_chars -= plan.cur[plan.visible]
-        plan.hidden += 1
-        layout.changed(plan)
-        if layout.total < best[0]:
-            best = (layout.total, plan.visible)
-    if layout.total > budget and plan.visible != best[1]:
-        while plan.visible < best[1]:
-            plan.rows_chars += plan.cur[plan.visible]
-            plan.visible += 1
-            plan.hidden -= 1
-        layout.changed(plan)
-    dropped = start_visible - plan.visible
-    if dropped:
-        steps.append(ShedStep(plan.name, "drop_to_floor", dropped, start_total - layout.total))
+    #    the smallest state seen is kept when nothing fits. Simulated on local counters (the
+    #    section never empties here: it keeps the marker), then applied once.
+    start_visible = plan.visible
+    floor = plan.section.floor
+    if layout.total <= budget or start_visible <= floor:
+        return
+    marker = plan.section.more_marker
+    v, hidden = start_visible, plan.hidden
+    marker_len = len(plan.marker())
+    total = layout.total
+    best_total, best_v = total, v
+    cur = plan.cur
+    while total > budget and v > floor:
+        v -= 1
+        hidden += 1
+        new_marker_len = len(marker.replace("{n}", str(hidden))) + 1
+        total += new_marker_len - marker_len - cur[v]
+        marker_len = new_marker_len
+        if total < best_total:
+            best_total, best_v = total, v
+    final_v = v if total <= budget else best_v
+    dropped = start_visible - final_v
+    if not dropped:
+        return
+    plan.rows_chars -= sum(cur[final_v:start_visible])
+    plan.hidden += dropped
+    plan.visible = final_v
+    steps.append(ShedStep(plan.name, "drop_to_floor", dropped, layout.changed(plan)))
 
 
 def _drop_section(layout: Layout, plan: SectionPlan, steps: list[ShedStep]) -> None:

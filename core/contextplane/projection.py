@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import operator
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -98,6 +99,9 @@ class ProjectedContext:
         return next((s for s in self.sections if s.name == name), None)
 
 
+_ROW_ID = operator.attrgetter("id")
+
+
 def _as_rows(result: Any, name: str) -> tuple[tuple[Row, ...], Mapping[str, Any]]:
     """Validate a provider's result; raise ValidationError describing garbage precisely."""
     if isinstance(result, Draft):
@@ -108,14 +112,14 @@ def _as_rows(result: Any, name: str) -> tuple[tuple[Row, ...], Mapping[str, Any]
         raise ValidationError(
             f"section {name!r} returned {type(result).__name__}; expected a Draft or an iterable of Row"
         )
-    if not all(type(row) is Row for row in rows):
+    if set(map(type, rows)) - {Row}:
         for i, row in enumerate(rows):
             if not isinstance(row, Row):
                 raise ValidationError(
                     f"section {name!r} returned {type(row).__name__} at position {i}; "
                     "expected contextplane.Row"
                 )
-    if len({row.id for row in rows}) != len(rows):
+    if len(set(map(_ROW_ID, rows))) != len(rows):
         seen: set[str] = set()
         for row in rows:
             if row.id in seen:
