@@ -165,11 +165,23 @@ def recorder(tmp_path: Any) -> Iterator[PromptRecorder]:
 SLOW_SECONDS = 0.05
 
 
+#: (topic, start, end) of every slow_lookup call: proof that concurrent turns overlapped.
+TOOL_SPANS: list[tuple[str, float, float]] = []
+
+
 @tool
 def slow_lookup(topic: str) -> str:
     """Look something up slowly (lets concurrent turns interleave between model calls)."""
+    start = time.perf_counter()
     time.sleep(SLOW_SECONDS)
+    TOOL_SPANS.append((topic, start, time.perf_counter()))
     return f"looked up {topic}"
+
+
+def overlapped(a: str, b: str) -> bool:
+    """True when some slow_lookup call for topic ``a`` ran while one for ``b`` was running."""
+    spans = list(TOOL_SPANS)
+    return any(sa < eb and sb < ea for ta, sa, ea in spans if ta == a for tb, sb, eb in spans if tb == b)
 
 
 def projection_messages(messages: list[BaseMessage]) -> list[BaseMessage]:
@@ -187,9 +199,9 @@ def tool_then_answer(
         if isinstance(last, ToolMessage):
             return AIMessage(f"answer after {last.content}")
         n = sum(1 for m in history if m.type == "ai")
-        return AIMessage(
-            "", tool_calls=[{"name": tool_name, "args": args or {"topic": "x"}, "id": f"call-{n}"}]
-        )
+        # By default the tool's topic is the thread name (the operator text before ":").
+        call_args = args or {"topic": str(last.content).split(":")[0]}
+        return AIMessage("", tool_calls=[{"name": tool_name, "args": call_args, "id": f"call-{n}"}])
 
     return policy
 

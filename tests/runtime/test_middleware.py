@@ -13,7 +13,17 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.types import Command, interrupt
 
-from .conftest import MARK, MEMTEXT, cfg, make_agent, projection_messages, saver_dump, tool_then_answer
+from .conftest import (
+    MARK,
+    MEMTEXT,
+    TOOL_SPANS,
+    cfg,
+    make_agent,
+    overlapped,
+    projection_messages,
+    saver_dump,
+    tool_then_answer,
+)
 
 MARKER_RE = re.compile(r"MARK\{([^|}]*)\|(\d+)\|([^}]*)\}")
 
@@ -42,8 +52,9 @@ def assert_each_call_sees_only_its_own_turn(model: Any) -> None:
 # --- concurrency --------------------------------------------------------------------------
 
 
-def test_concurrent_sync_turns_stay_separate(host, sections) -> None:
-    agent, model, saver, _mw = make_agent(host)
+def test_concurrent_sync_turns_stay_separate(host, sections, recorder) -> None:
+    TOOL_SPANS.clear()
+    agent, model, saver, _mw = make_agent(host, recorder=recorder)
 
     async def main() -> None:
         await asyncio.gather(
@@ -60,6 +71,7 @@ def test_concurrent_sync_turns_stay_separate(host, sections) -> None:
         )
 
     asyncio.run(main())
+    assert overlapped("alpha", "beta"), "the two threads' turns did not run concurrently"
     # 2 threads x 2 turns x (tool call + answer) model calls, each with its own projection.
     assert len(model.calls) == 8
     assert_each_call_sees_only_its_own_turn(model)
@@ -76,9 +88,13 @@ def test_concurrent_sync_turns_stay_separate(host, sections) -> None:
         ("beta", 0, "turn"),
         ("beta", 1, "turn"),
     ]
+    assert sorted(s.key for s in recorder.store.list()) == [
+        (t, turn, call) for t in ("alpha", "beta") for turn in (0, 1) for call in (0, 1)
+    ]
 
 
 def test_concurrent_async_turns_stay_separate(host, sections, recorder) -> None:
+    TOOL_SPANS.clear()
     agent, model, saver, _mw = make_agent(host, recorder=recorder)
 
     async def main() -> list[dict[str, Any]]:
@@ -90,6 +106,7 @@ def test_concurrent_async_turns_stay_separate(host, sections, recorder) -> None:
         )
 
     results = asyncio.run(main())
+    assert overlapped("a1", "a2") and overlapped("a2", "a3")
     assert all(PROJECTION_KEY not in r for r in results)
     assert all(MARK not in repr(r) for r in results)
     assert len(model.calls) == 6
