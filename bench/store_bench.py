@@ -23,7 +23,6 @@ import os
 import platform
 import shutil
 import statistics
-import struct
 import sys
 import tempfile
 import time
@@ -36,10 +35,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from store_data import build_v1_store, clustered_vectors, gaussian_vectors, text_corpus, text_queries  # noqa: E402
+from store_data import build_v1_store, clustered_vectors, gaussian_vectors, text_corpus, text_queries
 
-from contextplane.store import SQLiteKnowledgeStore  # noqa: E402
-from contextplane.store.fts_query import to_match_expression  # noqa: E402
+from contextplane.store import SQLiteKnowledgeStore
+from contextplane.store.fts_query import to_match_expression
 
 DIMS = 384
 RESULTS: list[dict[str, Any]] = []
@@ -227,7 +226,9 @@ def build_vector_store(
     return store, ingest_s, train_s
 
 
-def vector_leg(label: str, store: SQLiteKnowledgeStore, data: np.ndarray, qvecs: np.ndarray, work: Path) -> None:
+def vector_leg(
+    label: str, store: SQLiteKnowledgeStore, data: np.ndarray, qvecs: np.ndarray, work: Path
+) -> None:
     conn = store.conn
     probes = store._probes(conn)
     lists = conn.execute("SELECT count(*) FROM _vec_centroids").fetchone()[0]
@@ -244,9 +245,13 @@ def vector_leg(label: str, store: SQLiteKnowledgeStore, data: np.ndarray, qvecs:
 
     # brute force: sqlite-vec vec0 float KNN over the same vectors (its own table)
     bf = connect_vec(work / f"bf-{label}.sqlite3")
-    bf.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS bf USING vec0(embedding float[{DIMS}] distance_metric=cosine)")
+    bf.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS bf USING vec0(embedding float[{DIMS}] distance_metric=cosine)"
+    )
     bf.execute("BEGIN")
-    bf.executemany("INSERT INTO bf(rowid, embedding) VALUES (?, ?)", ((i + 1, blob(v)) for i, v in enumerate(data)))
+    bf.executemany(
+        "INSERT INTO bf(rowid, embedding) VALUES (?, ?)", ((i + 1, blob(v)) for i, v in enumerate(data))
+    )
     bf.execute("COMMIT")
     bf_t, bf_r = [], []
     for i, qb in enumerate(qblobs[: max(10, len(qblobs) // 4)]):
@@ -309,7 +314,9 @@ def bench_hybrid(work: Path, rows: int, queries: int) -> None:
     data, qvecs = clustered_vectors(rows, queries)
     qtexts = text_queries(queries)
     qkeys = [f"{q} ~{i}" for i, q in enumerate(qtexts)]  # unique keys; FTS ignores the suffix word
-    store, ingest_s, train_s = build_vector_store(work / "hybrid.sqlite3", "clustered", corpus, data, qkeys, qvecs)
+    store, ingest_s, train_s = build_vector_store(
+        work / "hybrid.sqlite3", "clustered", corpus, data, qkeys, qvecs
+    )
     record("ingest with vectors [clustered]", rows_per_s=round(rows / ingest_s), index_train_s=train_s)
     conn = store.conn
     probes = store._probes(conn)
@@ -337,7 +344,9 @@ def bench_hybrid(work: Path, rows: int, queries: int) -> None:
     gdata, gq = gaussian_vectors(rows, queries)
     gtexts = [f"g{i}" for i in range(rows)]
     gkeys = [f"gq{i}" for i in range(queries)]
-    gstore, ingest_s, train_s = build_vector_store(work / "gauss.sqlite3", "gaussian", gtexts, gdata, gkeys, gq)
+    gstore, ingest_s, train_s = build_vector_store(
+        work / "gauss.sqlite3", "gaussian", gtexts, gdata, gkeys, gq
+    )
     record("ingest with vectors [gaussian]", rows_per_s=round(rows / ingest_s), index_train_s=train_s)
     vector_leg("gaussian", gstore, gdata, gq, work)
     gstore.close()
@@ -415,10 +424,14 @@ def bench_migration(work: Path, rows: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="20k rows and a 200k-row migration")
     parser.add_argument("--only", choices=["fts", "hybrid", "migration"], default=None)
-    parser.add_argument("--workdir", type=Path, default=None, help="Where to put the databases (default: temp)")
+    parser.add_argument(
+        "--workdir", type=Path, default=None, help="Where to put the databases (default: temp)"
+    )
     args = parser.parse_args()
     rows = 20_000 if args.quick else 100_000
     migration_rows = 200_000 if args.quick else 1_000_000

@@ -57,7 +57,9 @@ def text_queries(count: int, seed: int = 2) -> list[str]:
     return [" ".join(words[qrng.integers(20, 2000, qrng.integers(2, 4))]) for _ in range(count)]
 
 
-def clustered_vectors(rows: int, queries: int, dims: int = 384, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
+def clustered_vectors(
+    rows: int, queries: int, dims: int = 384, seed: int = 3
+) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(CLUSTERS, dims)).astype(np.float32)
     scales = rng.uniform(0.05, 1.0, size=(CLUSTERS, dims)).astype(np.float32)
@@ -70,7 +72,9 @@ def clustered_vectors(rows: int, queries: int, dims: int = 384, seed: int = 3) -
     return draw(rows), draw(queries)
 
 
-def gaussian_vectors(rows: int, queries: int, dims: int = 384, seed: int = 4) -> tuple[np.ndarray, np.ndarray]:
+def gaussian_vectors(
+    rows: int, queries: int, dims: int = 384, seed: int = 4
+) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
 
     def draw(n: int) -> np.ndarray:
@@ -80,8 +84,28 @@ def gaussian_vectors(rows: int, queries: int, dims: int = 384, seed: int = 4) ->
     return draw(rows), draw(queries)
 
 
-V1_DOMAINS = ["hot", "preferences", "general", "general", "finding", "fact", "conversation", "loop-lessons", "notes"]
-V1_SOURCES = ["operator", "manual", "extracted", "harvest", "conversation", "chat", "ingest", "", "background_report"]
+V1_DOMAINS = [
+    "hot",
+    "preferences",
+    "general",
+    "general",
+    "finding",
+    "fact",
+    "conversation",
+    "loop-lessons",
+    "notes",
+]
+V1_SOURCES = [
+    "operator",
+    "manual",
+    "extracted",
+    "harvest",
+    "conversation",
+    "chat",
+    "ingest",
+    "",
+    "background_report",
+]
 
 
 def build_v1_store(path: Path, rows: int, seed: int = 5) -> None:

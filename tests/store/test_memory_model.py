@@ -40,7 +40,7 @@ NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
         ("", 1, "external"),
         ("something-new", 1, "external"),
         (None, 1, "external"),
-        ("  Operator ", 3, "operator"),
+        ("  Operator ", 1, "external"),  # exact match only: an unlisted spelling is unknown
     ],
 )
 def test_trust_tier_table(source_type: str | None, tier: int, label: str) -> None:

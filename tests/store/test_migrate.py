@@ -39,7 +39,7 @@ EXPECTED_TABLE = {
     ("hot", ""): ("standing", "always"),
     ("preferences", "chat"): ("profile", None),
     ("general", "conversation"): ("note", None),
-    ("general", "Conversation"): ("note", None),
+    ("general", "Conversation"): ("reference", None),  # provenance is matched exactly
     ("general", "ingest"): ("reference", None),
     ("general", ""): ("reference", None),
     ("general", "operator"): ("reference", None),
@@ -196,6 +196,21 @@ def test_v1_fts_trigger_is_replaced_and_fts_keeps_working(tmp_path: Path) -> Non
         assert [h.chunk.id for h in store.search("fox")] == ["1"]
         store.conn.execute("UPDATE chunks SET content = 'a lazy dog' WHERE id = 1")
         assert store.search("fox") == [] and [h.chunk.id for h in store.search("dog")] == ["1"]
+
+
+def test_v1_fts_index_is_kept_not_rebuilt(tmp_path: Path) -> None:
+    # Rebuilding a 1M-row FTS index would dominate the migration; an equivalent v1 definition
+    # (whitespace aside) is kept. Proof: a row v1 never indexed stays unindexed.
+    path = tmp_path / "v1.sqlite3"
+    make_v1_store(
+        path,
+        [("indexed row", "general", "")],
+        extra_sql="DROP TRIGGER chunks_ai; INSERT INTO chunks(content, created_at, updated_at) "
+        "VALUES ('never indexed', '2025-01-01T00:00:00.000000Z', '2025-01-01T00:00:00.000000Z');",
+    )
+    with SQLiteKnowledgeStore(path) as store:
+        assert [h.chunk.id for h in store.search("indexed")] == ["1"]
+        assert store.search("never") == []
 
 
 def test_v1_without_fts_gets_one_built(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from typing import Final, Literal
 TrustTier = Literal[1, 2, 3]
 TrustLabel = Literal["operator", "agent", "external"]
 
-#: Provenance -> trust tier. Keys are normalised (stripped, lower-case) source types.
+#: Provenance -> trust tier, matched exactly (see ``normalize_source_type``).
 #: Anything absent from this table, including the empty string, is tier 1.
 SOURCE_TYPE_TIERS: Final[Mapping[str, TrustTier]] = MappingProxyType(
     {
@@ -40,8 +40,12 @@ TRUST_LABELS: Final[Mapping[int, TrustLabel]] = MappingProxyType({3: "operator",
 
 
 def normalize_source_type(source_type: str | None) -> str:
-    """The lookup key for a source type: stripped and lower-cased, ``None`` read as empty."""
-    return (source_type or "").strip().lower()
+    """The lookup key for a source type: the value itself, ``None`` read as empty.
+
+    Matching is exact on purpose: ``" Operator"`` is not a spelling of ``operator`` but an
+    unknown provenance, and unknown provenance gets the least trust (D7 amendment). It also
+    keeps the SQL backfill, which compares the stored text, identical to this function."""
+    return source_type or ""
 
 
 def trust_tier(source_type: str | None) -> TrustTier:

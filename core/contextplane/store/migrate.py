@@ -154,7 +154,9 @@ def _sql_literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-_SOURCE_KEY: Final[str] = "lower(trim(source_type))"
+#: Provenance is matched exactly, as ``trust.trust_tier`` does: an unlisted spelling is unknown
+#: provenance and gets the least trust.
+_SOURCE_KEY: Final[str] = "source_type"
 
 
 def _rule_condition(rule: DomainRule) -> str:
@@ -167,11 +169,21 @@ def _rule_condition(rule: DomainRule) -> str:
 
 
 def _case_over_rules(value_of: Callable[[DomainRule], str | None]) -> str:
+    """A searched CASE with the table's first-match semantics. Rules after the last one with a
+    non-NULL value are left to the implicit ``ELSE NULL``; the catch-all becomes ``ELSE``.
+    (Per-row expression cost is most of a 1M-row backfill, so the CASE is kept minimal.)"""
+    rules = list(LEGACY_DOMAIN_TABLE)
+    while rules and value_of(rules[-1]) is None:
+        rules.pop()
     whens = []
-    for rule in LEGACY_DOMAIN_TABLE:
+    for rule in rules:
         value = value_of(rule)
-        whens.append(f"WHEN {_rule_condition(rule)} THEN {'NULL' if value is None else _sql_literal(value)}")
-    return "CASE " + " ".join(whens) + " END"
+        literal = "NULL" if value is None else _sql_literal(value)
+        if rule.domain is None and rule.source_type is None:
+            whens.append(f"ELSE {literal}")
+            break
+        whens.append(f"WHEN {_rule_condition(rule)} THEN {literal}")
+    return "CASE " + " ".join(whens) + " END" if whens else "NULL"
 
 
 #: SQL generated from the D4 table in ``memory/stamps.py`` and the tier table in ``memory/trust.py``.
@@ -182,12 +194,16 @@ RULE_LABEL_CASE_SQL: Final[str] = _case_over_rules(lambda r: r.label)
 
 def _review_case_sql() -> str:
     default_state = initial_review_state(UNKNOWN_SOURCE_TIER)
+    by_state: dict[str, list[str]] = {}
+    for source, tier in sorted(SOURCE_TYPE_TIERS.items()):
+        state = initial_review_state(tier)
+        if state != default_state:
+            by_state.setdefault(state, []).append(_sql_literal(source))
     whens = [
-        f"WHEN {_sql_literal(source)} THEN {_sql_literal(initial_review_state(tier))}"
-        for source, tier in sorted(SOURCE_TYPE_TIERS.items())
-        if initial_review_state(tier) != default_state
+        f"WHEN {_SOURCE_KEY} IN ({', '.join(sources)}) THEN {_sql_literal(s)}"
+        for s, sources in by_state.items()
     ]
-    return f"CASE {_SOURCE_KEY} {' '.join(whens)} ELSE {_sql_literal(default_state)} END"
+    return f"CASE {' '.join(whens)} ELSE {_sql_literal(default_state)} END"
 
 
 REVIEW_CASE_SQL: Final[str] = _review_case_sql()
@@ -330,7 +346,7 @@ def _ensure_fts(conn: apsw.Connection) -> None:
     the triggers exactly ours, dropping any legacy trigger that fires on metadata updates."""
     existing = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()
     rebuild = False
-    if existing is None or " ".join(str(existing[0]).split()) != " ".join(_FTS_SQL.split()):
+    if existing is None or "".join(str(existing[0]).split()) != "".join(_FTS_SQL.split()):
         if existing is not None:
             conn.execute("DROP TABLE chunks_fts")
         conn.execute(_FTS_SQL)
