@@ -147,7 +147,8 @@ def _render(s: PromptSnapshot, prefix_text: str | None, projection_text: str | N
         out.append("(none)")
     out += [
         "",
-        f"== session history  {s.history_messages} messages, {s.history_chars} chars (in the checkpoint)",
+        f"== session history  {s.history_messages} messages, {s.history_chars} chars "
+        "(checkpointed messages the model saw, frames excluded)",
     ]
     if s.stripped:
         out += ["", "== context frames stripped from the checkpoint view"]
