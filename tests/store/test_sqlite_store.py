@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import apsw
 import attrs
@@ -377,6 +378,26 @@ class TestSearch:
                 assert len(exact) == 10
                 agree += len(set(exact) & set(approx))
             assert agree / (10 * len(queries)) >= 0.9
+
+    def test_training_does_not_block_other_writers(self, db_path: Path) -> None:
+        embedder = HashEmbedder(dimensions=16)
+        with SQLiteKnowledgeStore(db_path, embedder=embedder, vector_index_min_rows=10**9) as store:
+            store.add_chunks([{"content": f"word{i % 17} other{i % 5}"} for i in range(300)])
+            written: list[str] = []
+            real_step = store._kmeans_step
+
+            def step_and_write(*args: Any) -> list[bytes]:
+                if not written:  # another writer commits while training reads its snapshot
+                    with SQLiteKnowledgeStore(db_path, embedder=embedder, busy_timeout_ms=200) as other:
+                        written.append(other.add_chunk("written during training"))
+                return real_step(*args)
+
+            store._kmeans_step = step_and_write  # type: ignore[method-assign]
+            assert store.train_vector_index() > 1
+            row = store.conn.execute(
+                "SELECT key >> 40 FROM chunks_vec WHERE chunk_id = ?", (int(written[0]),)
+            )
+            assert row.fetchone()[0] > 0  # assigned to a trained list in the swap
 
     def test_sqlite_vec_failure_warns_once_and_fts_still_works(self, db_path: Path) -> None:
         with warnings.catch_warnings(record=True) as caught:

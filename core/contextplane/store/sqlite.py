@@ -880,55 +880,76 @@ class SQLiteKnowledgeStore:
                 self.train_vector_index()
 
     def train_vector_index(self, *, iterations: int = 4, seed: int | None = 0) -> int:
-        """(Re)train the IVF centroids by k-means on a sample and reassign every vector. Returns
-        the number of lists. Runs in one write transaction, so searches never see a half-built
-        index; at 100k vectors it takes seconds (see the benchmark)."""
+        """(Re)train the IVF centroids by k-means on a sample and reassign every vector; return the
+        number of lists. The slow part (k-means, then the nearest centroid of every vector) runs
+        in a read snapshot, so other writers are not blocked; only the swap of centroids and keys
+        takes the write lock, and vectors added meanwhile are assigned inside it. Searches never
+        see a half-built index. At 100k x 384 the whole run takes tens of seconds (see bench/)."""
         if self._embedder is None:
             raise StoreError(f"{self.path}: no embedder configured, so there is no vector index to train")
         rng = random.Random(seed)
         with self._lock:
             conn = self.conn
-            count = self._vector_count(conn)
-            if count == 0:
-                return 0
-            lists = max(1, min(4096, round(math.sqrt(count))))
-            sample_size = min(count, lists * 32)
-            sample = [
-                bytes(r[0])
-                for r in conn.execute(
-                    "SELECT embedding FROM chunks_vec WHERE chunk_id IN "
-                    "(SELECT chunk_id FROM chunks_vec ORDER BY random() LIMIT ?)",
-                    (sample_size,),
-                )
-            ]
-            rng.shuffle(sample)
-            centroids = sample[:lists]
-            lists = len(centroids)
-            for _ in range(iterations):
-                centroids = self._kmeans_step(conn, sample, centroids)
+            conn.execute("BEGIN")  # a read snapshot: WAL lets writers commit meanwhile
+            try:
+                ids = [int(r[0]) for r in conn.execute("SELECT chunk_id FROM chunks_vec ORDER BY chunk_id")]
+                if not ids:
+                    return 0
+                lists = max(1, min(4096, round(math.sqrt(len(ids)))))
+                chosen = sorted(rng.sample(ids, min(len(ids), lists * 32)))
+                sample = [
+                    bytes(r[0])
+                    for r in conn.execute(
+                        "SELECT embedding FROM chunks_vec WHERE chunk_id IN (SELECT value FROM json_each(?))",
+                        (json.dumps(chosen),),
+                    )
+                ]
+                rng.shuffle(sample)
+                centroids = sample[:lists]
+                for _ in range(iterations):
+                    centroids = self._kmeans_step(conn, sample, centroids)
+                self._load_training_centroids(conn, centroids, first_list=1)
+                assignment = conn.execute(
+                    "SELECT (SELECT list FROM temp._vec_train "
+                    "ORDER BY vec_distance_l2(centroid, cv.embedding) LIMIT 1), cv.chunk_id "
+                    "FROM chunks_vec AS cv"
+                ).fetchall()
+            finally:
+                conn.execute("COMMIT")
             with write_transaction(conn):
                 conn.execute("DELETE FROM _vec_centroids")
-                conn.executemany(
-                    "INSERT INTO _vec_centroids(list, centroid) VALUES (?, vec_normalize(?))",
-                    ((i + 1, c) for i, c in enumerate(centroids)),
-                )
                 conn.execute(
+                    "INSERT INTO _vec_centroids(list, centroid) SELECT list, centroid FROM temp._vec_train"
+                )
+                conn.executemany(
+                    f"UPDATE chunks_vec SET key = (? << {LIST_SHIFT}) | chunk_id WHERE chunk_id = ?",
+                    assignment,
+                )
+                conn.execute(  # vectors written by others while we trained
                     f"UPDATE chunks_vec SET key = ({_NEAREST_LIST_SQL.format(v='chunks_vec.embedding')} "
-                    f"<< {LIST_SHIFT}) | chunk_id"
+                    f"<< {LIST_SHIFT}) | chunk_id WHERE chunk_id > ?",
+                    (ids[-1],),
                 )
                 conn.execute(
                     "INSERT OR REPLACE INTO _kb_meta(key, value) VALUES ('vector_index_trained_on', ?), "
                     "('vector_index_lists', ?)",
-                    (str(count), str(lists)),
+                    (str(len(ids)), str(len(centroids))),
                 )
-            return lists
+            return len(centroids)
+
+    @staticmethod
+    def _load_training_centroids(conn: apsw.Connection, centroids: list[bytes], first_list: int) -> None:
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS _vec_train (list INTEGER PRIMARY KEY, centroid BLOB)")
+        conn.execute("DELETE FROM temp._vec_train")
+        conn.executemany(
+            "INSERT INTO temp._vec_train VALUES (?, vec_normalize(?))",
+            ((first_list + i, c) for i, c in enumerate(centroids)),
+        )
 
     @staticmethod
     def _kmeans_step(conn: apsw.Connection, sample: list[bytes], centroids: list[bytes]) -> list[bytes]:
         """One Lloyd iteration: assign with sqlite-vec distances, average in Python."""
-        conn.execute("CREATE TEMP TABLE IF NOT EXISTS _vec_train (list INTEGER PRIMARY KEY, centroid BLOB)")
-        conn.execute("DELETE FROM temp._vec_train")
-        conn.executemany("INSERT INTO temp._vec_train VALUES (?, vec_normalize(?))", enumerate(centroids))
+        SQLiteKnowledgeStore._load_training_centroids(conn, centroids, first_list=0)
         dims = len(centroids[0]) // 4
         sums = [array("d", bytes(8 * dims)) for _ in centroids]
         counts = [0] * len(centroids)
