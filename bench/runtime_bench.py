@@ -201,7 +201,7 @@ def headline(turns: list[int]) -> tuple[list[str], bool]:
             if is_context_frame(m)
         )
         lines.append(
-            f"InMemorySaver after 20 turns, {label}: {found} projected rows in saver storage, {state_chars:,} frame chars in get_state()"
+            f"InMemorySaver after 20 turns, {label}: {found} occurrences of projected text in saver storage, {state_chars:,} frame chars in get_state()"
         )
         if label == "v2":
             ok &= found == 0 and state_chars == 0

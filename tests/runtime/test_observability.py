@@ -64,6 +64,18 @@ def test_trajectory_is_append_only_and_skips_a_torn_final_line(tmp_path: Path) -
     assert path.name == "s_2f1.jsonl"
 
 
+def test_trajectory_keeps_a_bounded_number_of_files_open(tmp_path: Path) -> None:
+    w = TrajectoryWriter(tmp_path)
+    w.MAX_OPEN = 2
+    for round_ in range(2):
+        for s in ("a", "b", "c", "d"):
+            w.append(s, "note", {"n": round_})
+    assert sum(f.handle is not None for f in w._files.values()) <= 2
+    w.close()
+    for s in ("a", "b", "c", "d"):
+        assert [(e.ref, e.data["n"]) for e in w.read(s).entries] == [("1", 0), ("2", 1)]
+
+
 # --- redaction ----------------------------------------------------------------------------
 
 

@@ -598,6 +598,8 @@ class PromptRecorder:
 
     def close(self) -> None:
         self.store.close()
+        if self.trajectory is not None:
+            self.trajectory.close()
 
 
 def snapshot_time(value: float) -> str:

@@ -21,7 +21,7 @@ import re
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import attrs
 
@@ -84,12 +84,13 @@ def read_trajectory(path: str | os.PathLike[str]) -> TrajectoryRead:
 
 
 class _SessionFile:
-    __slots__ = ("lock", "path", "seq")
+    __slots__ = ("handle", "lock", "path", "seq")
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.lock = threading.Lock()
         self.seq = 0
+        self.handle: BinaryIO | None = None
         if path.exists():
             data = path.read_bytes()
             if data and not data.endswith(b"\n"):
@@ -102,10 +103,13 @@ class _SessionFile:
 class TrajectoryWriter:
     """Appends entries to ``<directory>/<session>.jsonl``; thread-safe within one process."""
 
+    MAX_OPEN = 64
+
     def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = False) -> None:
         self.directory = Path(directory)
         self.fsync = fsync
         self._files: dict[str, _SessionFile] = {}
+        self._open_order: list[_SessionFile] = []
         self._lock = threading.Lock()
 
     def path_for(self, session_id: str) -> Path:
@@ -131,14 +135,48 @@ class TrajectoryWriter:
                 **data,
             }
             line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
-            # One write of the whole line: a crash leaves at most this line torn.
-            with f.path.open("ab") as fh:
-                fh.write(line.encode("utf-8"))
-                if self.fsync:
-                    fh.flush()
-                    os.fsync(fh.fileno())
+            fh = f.handle
+            if fh is None:
+                fh = f.handle = self._open(f)
+            # One write of the whole line, flushed at once: a crash leaves at most this line torn.
+            fh.write(line.encode("utf-8"))
+            fh.flush()
+            if self.fsync:
+                os.fsync(fh.fileno())
             f.seq = seq
             return str(seq)
+
+    def _open(self, f: _SessionFile) -> BinaryIO:
+        # Handles stay open between entries (an open per entry costs more than the write);
+        # at most MAX_OPEN sessions keep one, the least recently opened is closed first.
+        with self._lock:
+            keep: list[_SessionFile] = []
+            excess = len(self._open_order) + 1 - self.MAX_OPEN
+            for old in self._open_order:
+                # Never wait for another session's lock here (it may be waiting for ours):
+                # a session busy writing keeps its handle until a later eviction.
+                if excess > 0 and old is not f and old.lock.acquire(blocking=False):
+                    try:
+                        if old.handle is not None:
+                            old.handle.close()
+                            old.handle = None
+                    finally:
+                        old.lock.release()
+                    excess -= 1
+                else:
+                    keep.append(old)
+            keep.append(f)
+            self._open_order = keep
+        return f.path.open("ab")
+
+    def close(self) -> None:
+        """Close every open session file (entries are already on disk)."""
+        with self._lock:
+            for f in self._open_order:
+                if f.handle is not None:
+                    f.handle.close()
+                    f.handle = None
+            self._open_order.clear()
 
     def read(self, session_id: str) -> TrajectoryRead:
         return read_trajectory(self.path_for(session_id))
