@@ -1,0 +1,133 @@
+"""The conformance kit: pytest base classes a plugin or store author subclasses in one line.
+
+    from contextplane.testing import ContextSectionConformance
+
+    class TestMyPlugin(ContextSectionConformance):
+        @pytest.fixture
+        def plugin(self): ...
+
+Every check carries a requirement id (``CTX-SHED-ORDER``) in its test id and failure message;
+docs/conformance.md is the reference. The kit's pytest plugin (``contextplane.testing.
+pytest_plugin``, registered through the ``pytest11`` entry point) adds a ``conformance``
+marker and names the requirement in every failure report.
+
+Why the names are loaded lazily: the pytest plugin imports this package in *every* pytest run
+of an environment where contextplane is installed. Loading the check modules only when a test
+asks for them keeps that cheap, and means they are imported after pytest's assertion-rewrite
+hook is in place, so their ``assert`` statements are rewritten (registered below).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+_CHECK_MODULES = (
+    "contextplane.testing._base",
+    "contextplane.testing.sections",
+    "contextplane.testing.stores",
+)
+pytest.register_assert_rewrite(*_CHECK_MODULES)
+
+if TYPE_CHECKING:
+    from contextplane.testing._base import ConformanceBase, KitUsageError
+    from contextplane.testing.inputs import PAYLOAD_MARKER, SectionInput, hostile_payload
+    from contextplane.testing.requirements import (
+        REQUIREMENTS,
+        STORE_CAPABILITIES,
+        ConformanceFailure,
+        Requirement,
+        requirement,
+        requirements_of,
+    )
+    from contextplane.testing.sections import (
+        ContextSectionChecks,
+        ContextSectionConformance,
+        PromptSectionChecks,
+        PromptSectionConformance,
+        SectionPluginConformance,
+        SpyStore,
+    )
+    from contextplane.testing.stores import (
+        D4_TABLE,
+        HOSTILE_QUERIES,
+        KnowledgeStoreConformance,
+        LegacyRow,
+        StoreDeliveryChecks,
+        StoreLifecycleChecks,
+        StoreMigrationChecks,
+        StoreRobustnessChecks,
+        StoreScopeChecks,
+        StoreWriteChecks,
+    )
+
+_WHERE: dict[str, str] = {
+    "ConformanceBase": "_base",
+    "KitUsageError": "_base",
+    "PAYLOAD_MARKER": "inputs",
+    "SectionInput": "inputs",
+    "hostile_payload": "inputs",
+    "REQUIREMENTS": "requirements",
+    "STORE_CAPABILITIES": "requirements",
+    "ConformanceFailure": "requirements",
+    "Requirement": "requirements",
+    "requirement": "requirements",
+    "requirements_of": "requirements",
+    "ContextSectionChecks": "sections",
+    "ContextSectionConformance": "sections",
+    "PromptSectionChecks": "sections",
+    "PromptSectionConformance": "sections",
+    "SectionPluginConformance": "sections",
+    "SpyStore": "sections",
+    "D4_TABLE": "stores",
+    "HOSTILE_QUERIES": "stores",
+    "KnowledgeStoreConformance": "stores",
+    "LegacyRow": "stores",
+    "StoreDeliveryChecks": "stores",
+    "StoreLifecycleChecks": "stores",
+    "StoreMigrationChecks": "stores",
+    "StoreRobustnessChecks": "stores",
+    "StoreScopeChecks": "stores",
+    "StoreWriteChecks": "stores",
+}
+
+__all__ = [
+    "D4_TABLE",
+    "HOSTILE_QUERIES",
+    "PAYLOAD_MARKER",
+    "REQUIREMENTS",
+    "STORE_CAPABILITIES",
+    "ConformanceBase",
+    "ConformanceFailure",
+    "ContextSectionChecks",
+    "ContextSectionConformance",
+    "KitUsageError",
+    "KnowledgeStoreConformance",
+    "LegacyRow",
+    "PromptSectionChecks",
+    "PromptSectionConformance",
+    "Requirement",
+    "SectionInput",
+    "SectionPluginConformance",
+    "SpyStore",
+    "StoreDeliveryChecks",
+    "StoreLifecycleChecks",
+    "StoreMigrationChecks",
+    "StoreRobustnessChecks",
+    "StoreScopeChecks",
+    "StoreWriteChecks",
+    "hostile_payload",
+    "requirement",
+    "requirements_of",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'contextplane.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"contextplane.testing.{module}"), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,56 @@
+"""The conformance kit's pytest plugin, loaded through the ``pytest11`` entry point.
+
+The kit works without it (requirement ids reach the test ids through the base classes); the
+plugin adds what only a plugin can:
+
+* the ``conformance(id)`` marker on every kit check, so ``-m conformance`` selects the kit;
+* a "contextplane conformance" section in every failed check's report naming the requirement
+  and its sentence, even when the failure is an exception raised inside the plugin under test;
+* assertion rewriting for the kit's helper modules (``contextplane.testing`` registers them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+import pytest
+
+import contextplane.testing  # noqa: F401  (registers the check modules for assertion rewriting)
+from contextplane.testing.requirements import Requirement
+
+
+def _requirement(item: pytest.Item) -> Requirement | None:
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    found = callspec.params.get("requirement")
+    return found if isinstance(found, Requirement) else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "conformance(id): a contextplane conformance-kit check of the requirement `id`"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        req = _requirement(item)
+        if req is not None:
+            item.add_marker(pytest.mark.conformance(req.id))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    req = _requirement(item)
+    if req is not None and report.failed:
+        report.sections.append(
+            (
+                "contextplane conformance",
+                f"requirement {req.id}: {req.sentence}\nreference: docs/conformance.md#{req.id.lower()}",
+            )
+        )
+    return report

@@ -1,0 +1,289 @@
+"""Every requirement the conformance kit checks: a stable id and the one contract sentence.
+
+Why ids: a failure has to tell a plugin or store author *which* promise they broke, in words
+they can look up (docs/conformance.md lists the same table), and ``pytest -k CTX-SHED-ORDER``
+has to select exactly that check. Ids never change meaning once published; a new rule gets a
+new id. The sentence is the contract as the ADR states it, not a description of the test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final, Literal, NoReturn
+
+import attrs
+
+Kind = Literal["prompt", "context", "store"]
+
+
+class ConformanceFailure(AssertionError):
+    """A requirement was not met. The message starts with the id, then the sentence, then detail.
+
+    An ``AssertionError`` subclass so pytest reports it as a failure (not an error) and a
+    strict xfail for a known gap catches it like any failed assertion.
+    """
+
+
+@attrs.frozen
+class Requirement:
+    """One checkable promise: the id used in test ids, the sentence, and what it needs."""
+
+    id: str
+    kind: Kind
+    sentence: str
+    #: The optional capability this requirement needs; without it the check is skipped.
+    capability: str | None = None
+
+    def message(self, detail: str) -> str:
+        """The failure text: id, sentence, then what the kit saw."""
+        return f"[{self.id}] {self.sentence}\n  {detail}"
+
+    def fail(self, detail: str) -> NoReturn:
+        """Fail the running check, naming this requirement."""
+        raise ConformanceFailure(self.message(detail))
+
+    def check(self, condition: object, detail: str) -> None:
+        """Fail with ``detail`` unless ``condition`` holds."""
+        if not condition:
+            self.fail(detail)
+
+    def __str__(self) -> str:
+        return self.id
+
+
+_ALL: tuple[Requirement, ...] = (
+    # --- prompt sections (stable prefix, ADR D3) -------------------------------------------
+    Requirement(
+        "PROMPT-RENDERS",
+        "prompt",
+        "render(BuildContext) returns text (str) for the documented build context, without raising.",
+    ),
+    Requirement(
+        "PROMPT-UNIQUE-NAME",
+        "prompt",
+        "A prompt section's name is unique: no standard section, no companion plugin and no other "
+        "section of the same plugin registers it.",
+    ),
+    Requirement(
+        "PROMPT-VALID-REFS",
+        "prompt",
+        "Every before/after name refers to a registered section (a standard one or a companion's), "
+        "never to the section itself, and the constraints resolve without a cycle.",
+    ),
+    Requirement(
+        "PROMPT-POSITION",
+        "prompt",
+        "In the composed stable prefix the section comes after every section it names in `after` and "
+        "before every section it names in `before`.",
+    ),
+    Requirement(
+        "PROMPT-DETERMINISTIC",
+        "prompt",
+        "Equal build contexts render equal text, in the same host and in a fresh one.",
+    ),
+    Requirement(
+        "PROMPT-NO-STATE-LEAK",
+        "prompt",
+        "Rendering for one build context leaves the text rendered for another build context unchanged.",
+    ),
+    Requirement(
+        "PROMPT-MAX-CHARS",
+        "prompt",
+        "The rendered text stays within the declared size (max_chars) for the documented build context.",
+        capability="max_chars",
+    ),
+    # --- context sections (projected context, ADR D6) --------------------------------------
+    Requirement(
+        "CTX-DRAFT-VALID",
+        "context",
+        "draft(request) returns a Draft or an iterable of Row for the documented input, without "
+        "raising and within context.provider_timeout_ms.",
+    ),
+    Requirement(
+        "CTX-UNIQUE-NAME",
+        "context",
+        "A context section's name is unique: no standard section, no companion plugin and no other "
+        "section of the same plugin registers it.",
+    ),
+    Requirement(
+        "CTX-ENVELOPE-CONSISTENT",
+        "context",
+        "A section that shares an envelope tag with another section (a standard one included) declares "
+        "the identical Envelope, so it composes beside every standard section.",
+    ),
+    Requirement(
+        "CTX-ROW-IDS-RANKS",
+        "context",
+        "Every row carries a non-empty id, unique within its draft, and a finite numeric rank "
+        "(1 = most important, shed last).",
+    ),
+    Requirement(
+        "CTX-DETERMINISTIC",
+        "context",
+        "Equal requests give equal drafts (ids, ranks, text, short forms, order) and equal composed "
+        "text, in the same host and in a fresh one.",
+    ),
+    Requirement(
+        "CTX-SHED-ORDER",
+        "context",
+        "Under a shrinking budget the section gives up space as its declared shed behaviour says, least "
+        "important first: rows the draft lists later (higher rank) go before rows it lists earlier, "
+        "DEGRADE shortens rows before dropping any and keeps its floor, DROP_SECTION goes whole, NEVER "
+        "keeps every row; whatever can be shed is shed until the projection fits.",
+    ),
+    Requirement(
+        "CTX-MEMORY-FLAG",
+        "context",
+        "A section that reads the knowledge store declares carries_memory=True, so an incognito turn "
+        "never calls it; a section that declares it delivers nothing under incognito.",
+    ),
+    Requirement(
+        "CTX-NO-BREAKOUT",
+        "context",
+        "Text from the section's data can never close or forge an envelope, smuggle a chat-template "
+        "token, or start a line with a role marker: every tag in the composed text is one the layout "
+        "put there.",
+    ),
+    Requirement(
+        "CTX-SESSION-ISOLATION",
+        "context",
+        "A draft depends only on its own request: composing session A, then session B, then A again "
+        "gives A the same rows both times and B the same rows as in a fresh host.",
+    ),
+    Requirement(
+        "CTX-MAX-CHARS",
+        "context",
+        "With the documented input the section renders within its declared size (ContextSection.max_chars).",
+        capability="max_chars",
+    ),
+    # --- knowledge stores (ADR D4, D6, D7) -------------------------------------------------
+    Requirement(
+        "STORE-PROTOCOL",
+        "store",
+        "The store implements every method of contextplane.store.KnowledgeStore.",
+    ),
+    Requirement(
+        "STORE-STAMP-CREATION",
+        "store",
+        "Every write stamps provenance (source_type), kind, delivery policy, scope (namespace), review "
+        "state and aware UTC creation times; explicit values win, otherwise kind and delivery policy "
+        "come from the D4 domain table.",
+    ),
+    Requirement(
+        "STORE-REVIEW-TIER",
+        "store",
+        "A new row's review state is derived from its trust tier: operator rows (tier 3) start "
+        "confirmed; agent (tier 2), external (tier 1) and unknown or empty source types start pending.",
+    ),
+    Requirement(
+        "STORE-DELIVERABLE-REJECTED",
+        "store",
+        "A rejected row is never deliverable (list_chunks(deliverable=True) and search() exclude it), "
+        "and the store still returns it by id.",
+    ),
+    Requirement(
+        "STORE-DELIVERABLE-EXPIRED",
+        "store",
+        "A row whose expires_at is at or before `now` is not deliverable, and the store retains it "
+        "(get returns it).",
+    ),
+    Requirement(
+        "STORE-DELIVERABLE-SUPERSEDED",
+        "store",
+        "A superseded row is excluded from delivery, and search(include_superseded=True) still finds it "
+        "for audit.",
+    ),
+    Requirement(
+        "STORE-DELIVERABLE-INVALIDATED",
+        "store",
+        "A row invalidated for a reason other than supersession is excluded from delivery, even with "
+        "include_superseded=True.",
+    ),
+    Requirement(
+        "STORE-SUPERSEDE-ORDER",
+        "store",
+        "supersede writes the newer row before it invalidates the older one: if the newer row cannot be "
+        "written the older row is unchanged and still deliverable; if it can, the older row is kept "
+        "(never deleted) with its id and content.",
+    ),
+    Requirement(
+        "STORE-SUPERSEDE-CHAIN",
+        "store",
+        "A superseded row records invalidated_at and invalidation_reason 'superseded_by:<id of its "
+        "successor>', so a chain A -> B -> C is followed id by id to the one deliverable row.",
+    ),
+    Requirement(
+        "STORE-EXPIRY",
+        "store",
+        "expires_in_days sets expires_at that many days after the write, expires_at is kept as an aware "
+        "UTC time, and set_expires_at moves or clears it.",
+    ),
+    Requirement(
+        "STORE-SCOPE-ISOLATION",
+        "store",
+        "namespaces is an allow-list of scopes: a row is returned only when its namespace is listed, "
+        "[] matches nothing and None applies no scope filter, for list_chunks and search alike.",
+    ),
+    Requirement(
+        "STORE-POLICY-FILTER",
+        "store",
+        "delivery_policy='retrieved' also matches rows with no delivery policy (NULL means retrieved); "
+        "'always' and 'on_demand' match only rows stamped with them.",
+    ),
+    Requirement(
+        "STORE-BACKFILL-TABLE",
+        "store",
+        "Rows written before D4 get memory_kind and delivery_policy from the D4 table and a review "
+        "state from their trust tier on first open, and the domain column is kept.",
+        capability="migration",
+    ),
+    Requirement(
+        "STORE-SEARCH-HOSTILE",
+        "store",
+        "search never raises on hostile query text (full-text syntax, quotes, operators, control "
+        "characters, empty or very long input); it returns a list of hits.",
+    ),
+    Requirement(
+        "STORE-CONCURRENT-WRITES",
+        "store",
+        "Concurrent writes from several threads lose nothing: every returned id is distinct and every "
+        "row is readable afterwards.",
+        capability="concurrent_writes",
+    ),
+    Requirement(
+        "STORE-ROUND-TRIP",
+        "store",
+        "Every attribute written is read back unchanged: content (any Unicode), domain, source_type, "
+        "memory_kind, delivery_policy, review_state, namespace, heading, source, subject, epoch and "
+        "expires_at.",
+    ),
+    Requirement(
+        "STORE-GET-UNKNOWN",
+        "store",
+        "get returns None for an id that names no row, malformed ids included, and never raises.",
+    ),
+)
+
+#: Every requirement by id, in documentation order.
+REQUIREMENTS: Final[Mapping[str, Requirement]] = MappingProxyType({r.id: r for r in _ALL})
+
+#: Capabilities a store may declare; the kit skips the checks of an undeclared one.
+STORE_CAPABILITIES: Final[frozenset[str]] = frozenset({"migration", "concurrent_writes"})
+
+
+def requirement(req_id: str) -> Requirement:
+    """The requirement with this id; a typo raises naming the nearest id."""
+    try:
+        return REQUIREMENTS[req_id]
+    except KeyError:
+        import difflib
+
+        near = difflib.get_close_matches(req_id, list(REQUIREMENTS), n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise KeyError(f"no conformance requirement {req_id!r}{hint}") from None
+
+
+def requirements_of(kind: Kind) -> tuple[Requirement, ...]:
+    """The requirements of one kind, in documentation order."""
+    return tuple(r for r in _ALL if r.kind == kind)

@@ -1,0 +1,623 @@
+"""Conformance checks for knowledge stores: the D4 attributes, the D6 deliverable filter and the
+D7 write lifecycle, plus search safety, concurrency and round-trips.
+
+The expected values are written out here from the ADR's tables rather than imported from
+``contextplane.memory``: the kit states the contract, so a store that shares a bug with the
+reference implementation's helpers still fails. Every check talks to the store only through
+the ``KnowledgeStore`` protocol.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar
+
+import pytest
+
+from contextplane.memory.model import MemoryChunk
+from contextplane.store.protocol import KnowledgeStore
+from contextplane.testing._base import ConformanceBase, KitUsageError, checks, required_fixture
+from contextplane.testing.requirements import STORE_CAPABILITIES, Requirement
+
+#: A pre-D4 row: (content, domain, source_type), as the version-1 schema stored it.
+LegacyRow = tuple[str, str, str]
+
+#: ADR D4's migration table, as (domain, source_type) -> (memory_kind, delivery policy) where a
+#: policy of None means NULL, i.e. "retrieved".
+D4_TABLE: tuple[tuple[str, str, str, str | None], ...] = (
+    ("hot", "", "standing", "always"),
+    ("preferences", "", "profile", None),
+    ("general", "conversation", "note", None),
+    ("general", "ingest", "reference", None),
+    ("finding", "", "fact", None),
+    ("fact", "", "fact", None),
+    ("conversation", "", "note", None),
+    ("some_custom_domain", "", "legacy", None),
+)
+
+#: D7 with its amendment: source type -> the review state a new row starts in.
+REVIEW_BY_SOURCE: tuple[tuple[str, str], ...] = (
+    ("operator", "confirmed"),
+    ("extracted", "pending"),
+    ("harvest", "pending"),
+    ("conversation", "pending"),
+    ("ingest", "pending"),
+    ("background_report", "pending"),
+    ("", "pending"),
+    ("an-unknown-writer", "pending"),
+)
+
+#: Query text that has broken full-text engines: syntax, quoting, operators, control characters.
+HOSTILE_QUERIES: tuple[str, ...] = (
+    "",
+    " ",
+    '"',
+    '""',
+    "'",
+    "unbalanced (paren",
+    "a) OR (b",
+    "((((",
+    "AND",
+    "OR NOT",
+    "NEAR(a b, 3)",
+    "*",
+    "kiwi*",
+    "^kiwi",
+    "content:kiwi",
+    "heading : x",
+    "-kiwi",
+    "+kiwi",
+    "kiwi AND OR NOT",
+    "; DROP TABLE chunks; --",
+    "' OR 1=1 --",
+    "%_%",
+    "\\",
+    "{}[]<>",
+    "NULL",
+    "\x00",
+    "kiwi\x00alpha",
+    "\u2028\u2029\r\n\t",
+    "\u200f\u202e kiwi",
+    "🥝🥝🥝",
+    "ﬁ ǅ İ ß",
+    "kiwi " * 2000,
+    "x" * 20_000,
+)
+
+_SLACK = timedelta(seconds=5)
+
+
+def _aware_utc(value: datetime | None) -> bool:
+    return value is not None and value.tzinfo is not None and value.utcoffset() == timedelta(0)
+
+
+class _StoreBase(ConformanceBase):
+    """Fixtures every store supplies, and the capability declaration."""
+
+    #: Optional capabilities this store has (see ``STORE_CAPABILITIES``); undeclared ones skip.
+    capabilities: ClassVar[frozenset[str]] = frozenset({"concurrent_writes"})
+
+    @pytest.fixture
+    def store(self) -> KnowledgeStore:
+        """Return (or yield, then close) a new, empty store implementing
+        ``contextplane.store.KnowledgeStore``, private to one test."""
+        raise required_fixture(self, "store", _StoreBase.store.__doc__)
+
+    @pytest.fixture
+    def legacy_store(self) -> Callable[[Sequence[LegacyRow]], KnowledgeStore]:
+        """Required when ``capabilities`` has "migration". Return a function that takes pre-D4 rows
+        ``(content, domain, source_type)``, writes them the way your previous schema stored them
+        (no kind, delivery policy or review state) and returns your store opened on them, so the
+        backfill has run. Close the stores it opened after the test."""
+        raise required_fixture(self, "legacy_store", _StoreBase.legacy_store.__doc__)
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        unknown = set(type(self).capabilities) - STORE_CAPABILITIES
+        if unknown:
+            raise KitUsageError(
+                f"{type(self).__name__}.capabilities names {sorted(unknown)}; known capabilities: "
+                f"{sorted(STORE_CAPABILITIES)}"
+            )
+        super().pytest_generate_tests(metafunc)
+
+    def _require(self, req: Requirement) -> None:
+        if req.capability is not None:
+            self.require_capability(
+                req,
+                req.capability in type(self).capabilities,
+                f'add "{req.capability}" to {type(self).__name__}.capabilities',
+            )
+
+
+def _get(store: KnowledgeStore, chunk_id: str, req: Requirement) -> MemoryChunk:
+    chunk = store.get(chunk_id)
+    if chunk is None:
+        req.fail(f"get({chunk_id!r}) returned None for a row the store wrote")
+    return chunk
+
+
+def _ids(chunks: Sequence[MemoryChunk]) -> set[str]:
+    return {c.id for c in chunks}
+
+
+def _hit_ids(store: KnowledgeStore, query: str, **kw: Any) -> set[str]:
+    return {h.chunk.id for h in store.search(query, 50, **kw)}
+
+
+class StoreWriteChecks(_StoreBase):
+    """D7 step 1 and 2: what a write stamps, and the review state it starts in."""
+
+    @checks("STORE-PROTOCOL")
+    def test_store_protocol(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        missing = [
+            name
+            for name in (
+                "add_chunk",
+                "add_chunks",
+                "get",
+                "list_chunks",
+                "search",
+                "set_review_state",
+                "set_expires_at",
+                "invalidate_chunk",
+                "supersede",
+                "purge",
+                "close",
+                "__enter__",
+                "__exit__",
+            )
+            if not callable(getattr(store, name, None))
+        ]
+        requirement.check(not missing, f"{type(store).__name__} lacks {', '.join(missing)}")
+        requirement.check(
+            isinstance(store, KnowledgeStore), f"{type(store).__name__} is not a KnowledgeStore"
+        )
+
+    @checks("STORE-STAMP-CREATION")
+    def test_store_stamp_creation(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        before = datetime.now(UTC)
+        for domain, source_type, kind, policy in D4_TABLE:
+            cid = store.add_chunk(f"kiwi {domain}", domain, source_type, namespace="project:kit")
+            chunk = _get(store, cid, requirement)
+            where = f"add_chunk(domain={domain!r}, source_type={source_type!r})"
+            requirement.check(
+                chunk.memory_kind == kind, f"{where} stamped memory_kind {chunk.memory_kind!r}, not {kind!r}"
+            )
+            requirement.check(
+                chunk.effective_delivery_policy == (policy or "retrieved"),
+                f"{where} stamped delivery_policy {chunk.delivery_policy!r}, "
+                f"not {policy or 'NULL/retrieved'!r}",
+            )
+            requirement.check(chunk.domain == domain, f"{where} stored domain {chunk.domain!r}")
+            requirement.check(
+                chunk.source_type == source_type, f"{where} stored source_type {chunk.source_type!r}"
+            )
+            requirement.check(
+                chunk.namespace == "project:kit", f"{where} stored namespace {chunk.namespace!r}"
+            )
+            requirement.check(
+                chunk.review_state in ("pending", "confirmed"),
+                f"{where} stamped review_state {chunk.review_state!r}",
+            )
+            requirement.check(
+                _aware_utc(chunk.created_at) and _aware_utc(chunk.updated_at),
+                f"{where}: created_at {chunk.created_at!r} / updated_at {chunk.updated_at!r} "
+                "are not aware UTC",
+            )
+            requirement.check(
+                before - _SLACK <= chunk.created_at <= datetime.now(UTC) + _SLACK,
+                f"{where}: created_at {chunk.created_at.isoformat()} is not the time of the write",
+            )
+        cid = store.add_chunk(
+            "kiwi explicit", "hot", "operator", memory_kind="decision", delivery_policy="on_demand"
+        )
+        chunk = _get(store, cid, requirement)
+        requirement.check(
+            (chunk.memory_kind, chunk.delivery_policy) == ("decision", "on_demand"),
+            "explicit memory_kind='decision', delivery_policy='on_demand' were stored as "
+            f"{chunk.memory_kind!r}, {chunk.delivery_policy!r}: explicit values must win over the domain",
+        )
+
+    @checks("STORE-REVIEW-TIER")
+    def test_store_review_tier(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        for source_type, state in REVIEW_BY_SOURCE:
+            chunk = _get(store, store.add_chunk("kiwi review", "general", source_type), requirement)
+            requirement.check(
+                chunk.review_state == state,
+                f"a write with source_type={source_type!r} (trust tier {chunk.trust_tier}) starts "
+                f"{chunk.review_state!r}, not {state!r}",
+            )
+        chunk = _get(
+            store, store.add_chunk("kiwi", "general", "extracted", review_state="confirmed"), requirement
+        )
+        requirement.check(
+            chunk.review_state == "confirmed",
+            f"an explicit review_state='confirmed' was stored as {chunk.review_state!r}",
+        )
+
+
+class StoreDeliveryChecks(_StoreBase):
+    """D6's deliverable filter: rejected, expired and invalidated rows are never delivered."""
+
+    @checks("STORE-DELIVERABLE-REJECTED")
+    def test_store_deliverable_rejected(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        keep = store.add_chunk("kiwi keep", "general", "operator")
+        gone = store.add_chunk("kiwi reject", "general", "extracted")
+        store.set_review_state(gone, "rejected")
+        requirement.check(
+            _ids(store.list_chunks(deliverable=True)) == {keep},
+            f"list_chunks(deliverable=True) returned {_ids(store.list_chunks(deliverable=True))}; "
+            f"rejected row {gone!r} must be excluded",
+        )
+        requirement.check(gone not in _hit_ids(store, "kiwi"), f"search() returned rejected row {gone!r}")
+        requirement.check(
+            gone not in _hit_ids(store, "kiwi", include_superseded=True),
+            f"search(include_superseded=True) returned rejected row {gone!r}",
+        )
+        requirement.check(
+            _get(store, gone, requirement).review_state == "rejected",
+            "the rejected row lost its review state",
+        )
+        requirement.check(
+            gone in _ids(store.list_chunks()), "list_chunks() without a filter lost the rejected row"
+        )
+
+    @checks("STORE-DELIVERABLE-EXPIRED")
+    def test_store_deliverable_expired(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        now = datetime.now(UTC)
+        past = store.add_chunk("kiwi past", "general", "operator", expires_at=now - timedelta(hours=1))
+        future = store.add_chunk("kiwi future", "general", "operator", expires_at=now + timedelta(days=30))
+        plain = store.add_chunk("kiwi plain", "general", "operator")
+        listed = _ids(store.list_chunks(deliverable=True))
+        requirement.check(
+            listed == {future, plain},
+            f"list_chunks(deliverable=True) returned {sorted(listed)}; expected {sorted({future, plain})} "
+            f"(row {past!r} expired an hour ago)",
+        )
+        hits = _hit_ids(store, "kiwi")
+        requirement.check(past not in hits, f"search() returned expired row {past!r}")
+        later = now + timedelta(days=31)
+        requirement.check(
+            _ids(store.list_chunks(deliverable=True, now=later)) == {plain},
+            f"list_chunks(deliverable=True, now=<in 31 days>) must drop row {future!r}, which expires then",
+        )
+        requirement.check(
+            future not in _hit_ids(store, "kiwi", now=later),
+            f"search(now=<in 31 days>) returned row {future!r}, expired by then",
+        )
+        requirement.check(
+            _get(store, past, requirement).content == "kiwi past", "the expired row was not retained"
+        )
+
+    @checks("STORE-DELIVERABLE-SUPERSEDED")
+    def test_store_deliverable_superseded(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        old = store.add_chunk("kiwi version one", "fact", "operator")
+        new = store.supersede(old, "kiwi version two")
+        listed = _ids(store.list_chunks(deliverable=True))
+        requirement.check(old not in listed, f"list_chunks(deliverable=True) returned superseded row {old!r}")
+        requirement.check(new in listed, f"list_chunks(deliverable=True) lost the superseding row {new!r}")
+        requirement.check(old not in _hit_ids(store, "kiwi"), f"search() returned superseded row {old!r}")
+        audit = _hit_ids(store, "kiwi", include_superseded=True)
+        requirement.check(
+            {old, new} <= audit,
+            f"search(include_superseded=True) returned {sorted(audit)}; it must find the superseded row "
+            f"{old!r} and its successor {new!r}",
+        )
+
+    @checks("STORE-DELIVERABLE-INVALIDATED")
+    def test_store_deliverable_invalidated(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        bad = store.add_chunk("kiwi wrong fact", "fact", "operator")
+        ok = store.add_chunk("kiwi right fact", "fact", "operator")
+        store.invalidate_chunk(bad, reason="found to be wrong")
+        requirement.check(
+            _ids(store.list_chunks(deliverable=True)) == {ok},
+            f"list_chunks(deliverable=True) must exclude invalidated row {bad!r}",
+        )
+        requirement.check(bad not in _hit_ids(store, "kiwi"), f"search() returned invalidated row {bad!r}")
+        requirement.check(
+            bad not in _hit_ids(store, "kiwi", include_superseded=True),
+            f"search(include_superseded=True) returned row {bad!r}, invalidated for another reason",
+        )
+        chunk = _get(store, bad, requirement)
+        requirement.check(
+            chunk.invalidated_at is not None and chunk.invalidation_reason == "found to be wrong",
+            f"the invalidated row reads back as {chunk.invalidated_at!r}, {chunk.invalidation_reason!r}",
+        )
+
+    @checks("STORE-POLICY-FILTER")
+    def test_store_policy_filter(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        always = store.add_chunk("kiwi always", "general", "operator", delivery_policy="always")
+        demand = store.add_chunk("kiwi demand", "general", "operator", delivery_policy="on_demand")
+        explicit = store.add_chunk("kiwi retrieved", "general", "operator", delivery_policy="retrieved")
+        null = store.add_chunk("kiwi default", "general", "operator")
+        for policy, expected in (
+            ("retrieved", {explicit, null}),
+            ("always", {always}),
+            ("on_demand", {demand}),
+        ):
+            got = _ids(store.list_chunks(delivery_policy=policy))
+            requirement.check(
+                got == expected,
+                f"list_chunks(delivery_policy={policy!r}) returned {sorted(got)}, "
+                f"expected {sorted(expected)}",
+            )
+
+
+class StoreLifecycleChecks(_StoreBase):
+    """D7 steps 3 and 4: supersession (insert, then invalidate; never delete) and expiry."""
+
+    @checks("STORE-SUPERSEDE-ORDER")
+    def test_store_supersede_order(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        old = store.add_chunk("kiwi standing rule", "hot", "operator")
+        try:
+            store.supersede(old, "kiwi replacement", memory_kind="not-a-kind")
+        except Exception:
+            pass
+        else:
+            requirement.fail(
+                "supersede(..., memory_kind='not-a-kind') succeeded; an invalid kind must be refused"
+            )
+        chunk = _get(store, old, requirement)
+        requirement.check(
+            chunk.invalidated_at is None and old in _ids(store.list_chunks(deliverable=True)),
+            f"a supersede whose new row could not be written left the old row {old!r} invalidated "
+            f"({chunk.invalidation_reason!r}); write the new row first",
+        )
+        new = store.supersede(old, "kiwi replacement")
+        kept = store.get(old)
+        requirement.check(
+            kept is not None, f"supersede deleted the old row {old!r}; it must be kept for audit"
+        )
+        assert kept is not None
+        requirement.check(
+            kept.content == "kiwi standing rule" and kept.id == old,
+            f"the superseded row changed: {kept.id!r} {kept.content!r}",
+        )
+        requirement.check(new != old, "supersede returned the old id")
+        fresh = _get(store, new, requirement)
+        requirement.check(
+            fresh.created_at >= chunk.created_at, "the superseding row is older than the row it replaces"
+        )
+
+    @checks("STORE-SUPERSEDE-CHAIN")
+    def test_store_supersede_chain(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        a = store.add_chunk("kiwi first", "fact", "operator")
+        b = store.supersede(a, "kiwi second")
+        c = store.supersede(b, "kiwi third")
+        for older, newer in ((a, b), (b, c)):
+            chunk = store.get(older)
+            requirement.check(chunk is not None, f"superseded row {older!r} is gone; it must stay readable")
+            assert chunk is not None
+            requirement.check(
+                chunk.invalidated_at is not None and chunk.invalidation_reason == f"superseded_by:{newer}",
+                f"row {older!r} reads invalidated_at={chunk.invalidated_at!r}, "
+                f"invalidation_reason={chunk.invalidation_reason!r}; expected 'superseded_by:{newer}'",
+            )
+        walk, cur = [a], store.get(a)
+        while cur is not None and cur.superseded_by is not None and len(walk) < 10:
+            walk.append(cur.superseded_by)
+            cur = store.get(cur.superseded_by)
+        requirement.check(
+            walk == [a, b, c], f"following superseded_by from {a!r} visits {walk}, not {[a, b, c]}"
+        )
+        requirement.check(
+            _ids(store.list_chunks(deliverable=True)) == {c},
+            f"only the chain's last row {c!r} must be deliverable; "
+            f"got {_ids(store.list_chunks(deliverable=True))}",
+        )
+
+    @checks("STORE-EXPIRY")
+    def test_store_expiry(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        before = datetime.now(UTC)
+        week = _get(
+            store, store.add_chunk("kiwi week", "general", "operator", expires_in_days=7), requirement
+        )
+        requirement.check(
+            _aware_utc(week.expires_at),
+            f"expires_in_days=7 stored expires_at={week.expires_at!r}, not aware UTC",
+        )
+        assert week.expires_at is not None
+        requirement.check(
+            before + timedelta(days=7) - _SLACK
+            <= week.expires_at
+            <= datetime.now(UTC) + timedelta(days=7) + _SLACK,
+            f"expires_in_days=7 stored expires_at={week.expires_at.isoformat()}, not 7 days after the write",
+        )
+        given = _get(
+            store,
+            store.add_chunk("kiwi given", "general", "operator", expires_at="2031-01-01T12:00:00+02:00"),
+            requirement,
+        )
+        requirement.check(
+            given.expires_at == datetime(2031, 1, 1, 10, 0, tzinfo=UTC) and _aware_utc(given.expires_at),
+            f"expires_at='2031-01-01T12:00:00+02:00' reads back as {given.expires_at!r}",
+        )
+        moved = store.set_expires_at(given.id, datetime(2032, 6, 1, tzinfo=UTC))
+        requirement.check(
+            moved.expires_at == datetime(2032, 6, 1, tzinfo=UTC),
+            f"set_expires_at returned expires_at={moved.expires_at!r}",
+        )
+        cleared = store.set_expires_at(given.id, None)
+        requirement.check(
+            cleared.expires_at is None and _get(store, given.id, requirement).expires_at is None,
+            f"set_expires_at(id, None) left expires_at={cleared.expires_at!r}",
+        )
+
+
+class StoreScopeChecks(_StoreBase):
+    """D4 scope: namespaces are an allow-list, for listing and searching alike."""
+
+    @checks("STORE-SCOPE-ISOLATION")
+    def test_store_scope_isolation(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        ids = {
+            ns: store.add_chunk(f"kiwi scoped {ns or 'global'}", "general", "operator", namespace=ns)
+            for ns in ("", "project:a", "project:b", "session:s1")
+        }
+        for allowed in ([""], ["", "project:a"], ["project:b", "session:s1"], [], None):
+            expected = set(ids.values()) if allowed is None else {ids[n] for n in allowed}
+            listed = _ids(store.list_chunks(namespaces=allowed))
+            requirement.check(
+                listed == expected,
+                f"list_chunks(namespaces={allowed!r}) returned {sorted(listed)}, expected {sorted(expected)}",
+            )
+            found = _hit_ids(store, "kiwi scoped", namespaces=allowed)
+            requirement.check(
+                found == expected,
+                f"search('kiwi scoped', namespaces={allowed!r}) returned {sorted(found)}, "
+                f"expected {sorted(expected)}",
+            )
+
+
+class StoreMigrationChecks(_StoreBase):
+    """The D4 backfill (and the D7 review-state backfill) for stores with an earlier schema."""
+
+    @checks("STORE-BACKFILL-TABLE")
+    def test_store_backfill_table(self, request: pytest.FixtureRequest, requirement: Requirement) -> None:
+        self._require(requirement)
+        legacy_store: Callable[[Sequence[LegacyRow]], KnowledgeStore] = request.getfixturevalue(
+            "legacy_store"
+        )
+        rows = [(f"legacy {i} {domain}", domain, source) for i, (domain, source, _, _) in enumerate(D4_TABLE)]
+        rows.append(("legacy operator hot", "hot", "operator"))
+        expected = {
+            content: (kind, policy)
+            for (content, _, _), (_, _, kind, policy) in zip(rows, D4_TABLE, strict=False)
+        }
+        expected["legacy operator hot"] = ("standing", "always")
+        store = legacy_store(rows)
+        by_content = {c.content: c for c in store.list_chunks()}
+        requirement.check(
+            set(by_content) == {r[0] for r in rows},
+            f"after the backfill the store holds {sorted(by_content)}; every legacy row must survive",
+        )
+        for content, domain, source in rows:
+            chunk = by_content[content]
+            kind, policy = expected[content]
+            where = f"legacy row (domain={domain!r}, source_type={source!r})"
+            requirement.check(
+                chunk.memory_kind == kind,
+                f"{where} was backfilled to memory_kind {chunk.memory_kind!r}, not {kind!r}",
+            )
+            requirement.check(
+                chunk.effective_delivery_policy == (policy or "retrieved"),
+                f"{where} was backfilled to delivery_policy {chunk.delivery_policy!r}, "
+                f"not {policy or 'NULL'!r}",
+            )
+            state = "confirmed" if source == "operator" else "pending"
+            requirement.check(
+                chunk.review_state == state,
+                f"{where} was backfilled to review_state {chunk.review_state!r}, not {state!r}",
+            )
+            requirement.check(chunk.domain == domain, f"{where} lost its domain (now {chunk.domain!r})")
+
+
+class StoreRobustnessChecks(_StoreBase):
+    """What no caller can break: hostile search text, concurrent writers, every attribute."""
+
+    @checks("STORE-SEARCH-HOSTILE")
+    def test_store_search_hostile(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        store.add_chunk("kiwi alpha", "general", "operator")
+        store.add_chunk('quote " paren ( star * caret ^', "general", "operator", namespace="project:a")
+        for query in HOSTILE_QUERIES:
+            for kw in ({}, {"namespaces": ["", "project:a"]}, {"include_superseded": True}):
+                try:
+                    hits = store.search(query, 5, **kw)
+                except Exception as exc:
+                    requirement.fail(f"search({query[:60]!r}, {kw}) raised {type(exc).__name__}: {exc}")
+                requirement.check(
+                    isinstance(hits, list),
+                    f"search({query[:60]!r}) returned {type(hits).__name__}, not a list",
+                )
+
+    @checks("STORE-CONCURRENT-WRITES")
+    def test_store_concurrent_writes(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        self._require(requirement)
+        threads, per_thread = 8, 25
+        results: list[list[str]] = [[] for _ in range(threads)]
+        errors: list[BaseException] = []
+        start = threading.Barrier(threads)
+
+        def write(n: int) -> None:
+            try:
+                start.wait()
+                for i in range(per_thread):
+                    if i % 5 == 4:
+                        results[n].extend(
+                            store.add_chunks([{"content": f"kiwi bulk t{n} i{i} {j}"} for j in range(2)])
+                        )
+                    else:
+                        results[n].append(store.add_chunk(f"kiwi t{n} i{i}", "general", "operator"))
+            except BaseException as exc:
+                errors.append(exc)
+
+        workers = [threading.Thread(target=write, args=(n,)) for n in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(60)
+        requirement.check(not errors, f"concurrent writers raised: {errors[:3]}")
+        ids = [i for r in results for i in r]
+        per = per_thread + per_thread // 5
+        requirement.check(len(ids) == threads * per, f"{len(ids)} ids came back for {threads * per} writes")
+        requirement.check(len(set(ids)) == len(ids), f"{len(ids) - len(set(ids))} ids were handed out twice")
+        stored = _ids(store.list_chunks())
+        lost = set(ids) - stored
+        requirement.check(
+            not lost, f"{len(lost)} written rows are missing afterwards, e.g. {sorted(lost)[:5]}"
+        )
+
+    @checks("STORE-ROUND-TRIP")
+    def test_store_round_trip(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        content = "Ünïcödé 🥝 multi\nline\ttext with 'quotes', \"doubles\", NUL\x00 and \u2028 separators"
+        expires = datetime(2030, 5, 17, 8, 30, 15, tzinfo=UTC)
+        written: dict[str, Any] = {
+            "domain": "decisions/2026",
+            "source_type": "harvest",
+            "memory_kind": "decision",
+            "delivery_policy": "on_demand",
+            "review_state": "confirmed",
+            "namespace": "project:round-trip",
+            "heading": "Heading — with dash",
+            "source": "https://example.invalid/doc?id=1&x=2",
+            "subject": "subject ∑",
+            "epoch": "era-7",
+            "expires_at": expires,
+        }
+        cid = store.add_chunk(content, **written)
+        chunk = _get(store, cid, requirement)
+        requirement.check(chunk.content == content, f"content read back as {chunk.content!r}")
+        for name, value in written.items():
+            got = getattr(chunk, name)
+            requirement.check(got == value, f"{name} was written as {value!r} and read back as {got!r}")
+        bulk = store.add_chunks([{"content": content, **written}])
+        requirement.check(len(bulk) == 1, f"add_chunks of one row returned {len(bulk)} ids")
+        again = _get(store, bulk[0], requirement)
+        for name, value in written.items():
+            got = getattr(again, name)
+            requirement.check(
+                got == value, f"add_chunks: {name} was written as {value!r} and read back as {got!r}"
+            )
+
+    @checks("STORE-GET-UNKNOWN")
+    def test_store_get_unknown(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        store.add_chunk("kiwi", "general", "operator")
+        for bogus in ("999999999", "not-an-id", "", " 1 x", "-1", "1; DROP TABLE chunks"):
+            try:
+                got = store.get(bogus)
+            except Exception as exc:
+                requirement.fail(f"get({bogus!r}) raised {type(exc).__name__}: {exc}")
+            requirement.check(got is None, f"get({bogus!r}) returned {got!r}")
+
+
+class KnowledgeStoreConformance(
+    StoreWriteChecks,
+    StoreDeliveryChecks,
+    StoreLifecycleChecks,
+    StoreScopeChecks,
+    StoreMigrationChecks,
+    StoreRobustnessChecks,
+):
+    """Every store check. Subclass it, define ``store`` (and ``legacy_store`` with the
+    "migration" capability), and list ``known_gaps`` you accept for now."""

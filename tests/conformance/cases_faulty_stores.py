@@ -1,0 +1,21 @@
+"""Deliberately faulty stores under the store kit (run by test_store_kit.py in a child pytest;
+the file name keeps the main run from collecting it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextplane.testing import KnowledgeStoreConformance
+from tests.conformance.memstores import DeletesOnSupersedeStore, IgnoresExpiryStore
+
+
+class TestIgnoresExpiry(KnowledgeStoreConformance):
+    @pytest.fixture
+    def store(self) -> IgnoresExpiryStore:
+        return IgnoresExpiryStore()
+
+
+class TestDeletesOnSupersede(KnowledgeStoreConformance):
+    @pytest.fixture
+    def store(self) -> DeletesOnSupersedeStore:
+        return DeletesOnSupersedeStore()

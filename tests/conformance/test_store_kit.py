@@ -1,0 +1,85 @@
+"""The store kit on real stores (it must pass) and on faulty ones (it must fail, by id).
+
+``TestSQLiteStore`` is how our embedded store runs the kit: one class, its fixtures, the
+capabilities it declares. ``TestInMemoryStore`` runs the same kit on a second, independent
+implementation, so a pass means "meets the contract", not "is SQLite".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import apsw
+import pytest
+
+from contextplane.store import SQLiteKnowledgeStore
+from contextplane.store.migrate import V1_SCHEMA_SQL
+from contextplane.testing import KnowledgeStoreConformance, LegacyRow, requirements_of
+from tests.conformance.helpers import run_pytest
+from tests.conformance.memstores import InMemoryKnowledgeStore
+
+HERE = Path(__file__).resolve().parent
+
+
+class TestSQLiteStore(KnowledgeStoreConformance):
+    capabilities = frozenset({"migration", "concurrent_writes"})
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[SQLiteKnowledgeStore]:
+        with SQLiteKnowledgeStore(tmp_path / "memory.sqlite3") as store:
+            yield store
+
+    @pytest.fixture
+    def legacy_store(self, tmp_path: Path) -> Iterator[Callable[[Sequence[LegacyRow]], SQLiteKnowledgeStore]]:
+        opened: list[SQLiteKnowledgeStore] = []
+
+        def make(rows: Sequence[LegacyRow]) -> SQLiteKnowledgeStore:
+            path = tmp_path / f"legacy-{len(opened)}.sqlite3"
+            conn = apsw.Connection(str(path))
+            conn.execute(V1_SCHEMA_SQL)
+            conn.executemany(
+                "INSERT INTO chunks(content, domain, source_type, created_at, updated_at) "
+                "VALUES (?, ?, ?, '2025-01-01T00:00:00.000000Z', '2025-01-01T00:00:00.000000Z')",
+                list(rows),
+            )
+            conn.close()
+            opened.append(SQLiteKnowledgeStore(path))
+            return opened[-1]
+
+        yield make
+        for store in opened:
+            store.close()
+
+
+class TestInMemoryStore(KnowledgeStoreConformance):
+    @pytest.fixture
+    def store(self) -> InMemoryKnowledgeStore:
+        return InMemoryKnowledgeStore()
+
+
+def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
+    run = run_pytest([HERE / "cases_faulty_stores.py"], tmp_path)
+    assert run.outcomes, run.stdout + run.stderr
+    every = {r.id for r in requirements_of("store")}
+    expiry = run.by_class("TestIgnoresExpiry")
+    supersede = run.by_class("TestDeletesOnSupersede")
+    assert set(expiry) == set(supersede) == every  # the whole kit ran on both
+    assert run.failing("TestIgnoresExpiry") == {"STORE-DELIVERABLE-EXPIRED"}
+    assert run.failing("TestDeletesOnSupersede") == {
+        "STORE-DELIVERABLE-SUPERSEDED",
+        "STORE-SUPERSEDE-ORDER",
+        "STORE-SUPERSEDE-CHAIN",
+    }
+    # The failure names the id and the contract sentence, then what the kit saw.
+    message = expiry["STORE-DELIVERABLE-EXPIRED"].message
+    assert message.startswith(
+        "contextplane.testing.requirements.ConformanceFailure: [STORE-DELIVERABLE-EXPIRED] A row whose "
+        "expires_at is at or before `now` is not deliverable"
+    ), message
+    assert "expired an hour ago" in message
+    assert "supersede deleted the old row" in supersede["STORE-SUPERSEDE-ORDER"].message
+    # Undeclared capabilities skip, naming the capability.
+    assert expiry["STORE-BACKFILL-TABLE"].outcome == "skipped"
+    assert "capability 'migration' not declared" in expiry["STORE-BACKFILL-TABLE"].message
+    assert "requirement STORE-DELIVERABLE-EXPIRED: A row whose expires_at" in run.stdout  # plugin section
