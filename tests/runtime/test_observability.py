@@ -62,6 +62,8 @@ def test_trajectory_is_append_only_and_skips_a_torn_final_line(tmp_path: Path) -
     assert [(e.ref, e.data["text"]) for e in read.entries] == [("1", "one"), ("2", "two"), ("3", "three")]
     assert (read.skipped, read.torn_tail) == (1, False)
     assert path.name == "s_2f1.jsonl"
+    w.close()
+    w2.close()
 
 
 def test_trajectory_keeps_a_bounded_number_of_files_open(tmp_path: Path) -> None:
