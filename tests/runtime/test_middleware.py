@@ -261,7 +261,7 @@ def test_incognito_turn_has_no_memory_anywhere_in_streams(host, sections, inject
         agent.stream(
             {"messages": [HumanMessage("inc:secret question")]},
             cfg("inc"),
-            stream_mode=["values", "updates", "debug"],
+            stream_mode=["values", "updates", "debug", "tasks", "checkpoints", "messages"],
         )
     )
 
