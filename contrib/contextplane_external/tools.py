@@ -11,7 +11,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from contextplane.errors import IncognitoWriteError
-from contextplane.store import api
+from contextplane.store.api import memory_ingest as _store_ingest
+from contextplane.store.api import memory_recall as _store_recall
 from contextplane.store.protocol import KnowledgeStore, SearchHit
 
 
@@ -42,7 +43,7 @@ def memory_recall(
 ) -> list[dict[str, Any]]:
     """Deliverable memories relevant to ``query``, best first; superseded rows (the audit
     trail) only with ``include_superseded=True``."""
-    hits = api.memory_recall(store, query, k, include_superseded=include_superseded, namespaces=namespaces)
+    hits = _store_recall(store, query, k, include_superseded=include_superseded, namespaces=namespaces)
     return [hit_to_dict(h) for h in hits]
 
 
@@ -56,9 +57,7 @@ def memory_ingest(
 ) -> dict[str, Any]:
     """Write one memory; ``expires_in_days`` sets its expiry. Raises ``IncognitoWriteError`` in
     incognito before touching the store."""
-    chunk_id = api.memory_ingest(
-        store, content, incognito=incognito, expires_in_days=expires_in_days, **attrs
-    )
+    chunk_id = _store_ingest(store, content, incognito=incognito, expires_in_days=expires_in_days, **attrs)
     return {"id": chunk_id}
 
 
