@@ -283,3 +283,8 @@ def test_cli_list_and_show(tmp_path: Path, host, recorder) -> None:
     assert "no snapshot for session 'cli' turn 0 call 7; calls recorded for that turn: 0, 1" in missing.output
     nodb = runner.invoke(snapshots, ["list", "--db", str(tmp_path / "none.sqlite3")])
     assert nodb.exit_code == 1 and "no telemetry database at" in nodb.output
+    # The same group is reachable from the contextplane command.
+    from contextplane.cli import main
+
+    via_main = runner.invoke(main, ["snapshots", "list", "--session", "cli", "--db", db])
+    assert via_main.exit_code == 0 and via_main.output == listed.output
