@@ -2,9 +2,10 @@
 
 Anthropic-style providers cache everything up to a block marked ``cache_control``.
 ``langchain_anthropic``'s ``AnthropicPromptCachingMiddleware`` asks for caching by putting
-``cache_control`` in ``request.model_settings``; ``ChatAnthropic`` then marks the *last*
-block of the *last* message. With the projection appended last, that would make the
-volatile frame the cached tail: a cache write every turn, never a read.
+``cache_control`` in ``request.model_settings``; ``ChatAnthropic`` then puts the breakpoint
+at the end of the prompt (older releases mark the last block of the last message; 1.7 sends a
+top-level ``cache_control``). With the projection appended last, that would make the volatile
+frame the cached tail: a cache write every turn, never a read.
 
 So when a request carries ``cache_control`` (or the middleware was given one), the
 middleware removes it from ``model_settings`` and places explicit breakpoints itself: on the
