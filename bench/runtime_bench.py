@@ -36,7 +36,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from contextplane_langgraph import ContextPlaneMiddleware, is_context_frame
 from langchain.agents import create_agent
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
@@ -55,6 +54,7 @@ from contextplane import (
 )
 from contextplane.config import structure
 from contextplane.observability import PromptRecorder, SnapshotStore, TrajectoryWriter
+from contextplane_langgraph import ContextPlaneMiddleware, is_context_frame
 
 WINDOW_TOKENS = 200_000  # budget: 8% of the window = 16,000 tokens = 64,000 chars
 MARK = "PROJECTED-CONTEXT"

@@ -14,7 +14,6 @@ from typing import Any
 
 import attrs
 import pytest
-from contextplane_langgraph import ContextPlaneMiddleware, is_context_frame
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
@@ -32,6 +31,7 @@ from contextplane import (
 )
 from contextplane.config import structure
 from contextplane.observability import PromptRecorder, SnapshotStore, TrajectoryWriter
+from contextplane_langgraph import ContextPlaneMiddleware, is_context_frame
 
 from .fakes import RecordingChatModel
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from contextplane_langgraph import ContextPlaneMiddleware
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
+
+from contextplane_langgraph import ContextPlaneMiddleware
 
 from .conftest import cfg
 

@@ -7,14 +7,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from contextplane_external import ContextAssembler, bind_memory_tools, memory_ingest, memory_recall
-from contextplane_external.mcp_server import build_mcp_server
 from langchain_core.messages import AIMessage, HumanMessage
 from mcp import Client
 
 from contextplane import ContextSection, IncognitoWriteError, Row, Shed, hookimpl, plugin_host_with
 from contextplane.config import structure
 from contextplane.store import open_store
+from contextplane_external import ContextAssembler, bind_memory_tools, memory_ingest, memory_recall
+from contextplane_external.mcp_server import build_mcp_server
 
 from .conftest import MEMORY, InjectionLog, MarkerSections, cfg, make_agent
 

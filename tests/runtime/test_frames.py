@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from contextplane_langgraph import is_context_frame, is_operator_input, strip_context_frames, turn_position
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from contextplane_langgraph import is_context_frame, is_operator_input, strip_context_frames, turn_position
 
 
 def test_frames_are_detected_by_marker_only() -> None:

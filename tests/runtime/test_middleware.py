@@ -6,12 +6,13 @@ import asyncio
 import re
 from typing import Any
 
-from contextplane_langgraph import PROJECTION_KEY, ProjectionCarrier, is_context_frame, without_projection
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.types import Command, interrupt
+
+from contextplane_langgraph import PROJECTION_KEY, ProjectionCarrier, is_context_frame, without_projection
 
 from .conftest import (
     MARK,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from contextplane_langgraph import is_context_frame
 from langchain_core.messages import AIMessage, HumanMessage
 
 from contextplane import ConfigError
@@ -15,6 +14,7 @@ from contextplane.subagents import (
     compose_subagent_context,
     subagent_contract,
 )
+from contextplane_langgraph import is_context_frame
 
 from .conftest import MARK, MEMTEXT, cfg, make_agent
 
