@@ -94,7 +94,8 @@ def run_pytest(
             test_id = f"{case.get('classname')}::{case.get('name')}"
             outcome = Outcome("passed")
             for child in case:
-                message = child.get("message") or ""
+                # pytest shortens the attribute to its first line; the element text is the whole report.
+                message = (child.get("message") or "") + "\n" + (child.text or "")
                 if child.tag == "failure":
                     outcome = Outcome("failed", message)
                 elif child.tag == "error":

@@ -133,7 +133,11 @@ class InMemoryKnowledgeStore:
         with self._lock:
             if self._require(chunk_id).invalidated_at is not None:
                 raise StoreError(f"memory {chunk_id} is already invalidated")
-            text = f"{SUPERSEDED_PREFIX}{superseded_by}" if superseded_by is not None else reason or "invalidated"
+            text = (
+                f"{SUPERSEDED_PREFIX}{superseded_by}"
+                if superseded_by is not None
+                else reason or "invalidated"
+            )
             return self._update(chunk_id, invalidated_at=utc_now(), invalidation_reason=text)
 
     def supersede(self, old_id: str, content: str, **attrs_: Any) -> str:

@@ -28,6 +28,8 @@ def _input(path: Path, data: object, project: str | None = "infra") -> SectionIn
 
 
 class TestOpenTickets(SectionPluginConformance):
+    prompt_max_chars = 400
+
     @pytest.fixture
     def plugin(self) -> object:
         return contextplane_open_tickets
@@ -41,9 +43,8 @@ class TestOpenTickets(SectionPluginConformance):
         return _input(tmp_path / "tickets.json", {"board": "Platform", "tickets": TICKETS})
 
     @pytest.fixture
-    def second_session_input(self, tmp_path: Path) -> SectionInput:
-        other = _input(tmp_path / "web.json", {"board": "Web", "tickets": TICKETS}, project="web")
-        return SectionInput(config=other.config, project="web", session_id="conformance-web")
+    def second_session_input(self, section_input: SectionInput) -> SectionInput:
+        return SectionInput(config=section_input.config, project="web", session_id="conformance-web")
 
     @pytest.fixture
     def hostile_input(self, tmp_path: Path) -> Callable[[str], SectionInput]:

@@ -27,6 +27,7 @@ import pytest
 from contextplane.authority import resolve_order
 from contextplane.config import Config
 from contextplane.errors import ContextPlaneError
+from contextplane.fitting import format_row
 from contextplane.notices import ContextPlaneWarning
 from contextplane.plugins import ENTRY_POINT_GROUP, PluginHost
 from contextplane.projection import ProjectedContext, SectionReport, compose_projected_context
@@ -469,8 +470,11 @@ class ContextSectionChecks(_SectionPluginBase):
 
     @pytest.fixture
     def second_session_input(self, section_input: SectionInput) -> SectionInput:
-        """Optional. The input of a second session, for CTX-SESSION-ISOLATION; it must use a
-        different ``session_id``. Default: ``section_input`` with another session id."""
+        """Optional. The input of a second session of the same runtime, for CTX-SESSION-ISOLATION:
+        a different ``session_id``, the same ``config``, and whatever else differs between two
+        sessions (project, state, query, store contents). When it differs in more than the session
+        id, your section must deliver something different for it, so a leak of the first
+        session's rows shows. Default: ``section_input`` with another session id."""
         return attrs.evolve(section_input, session_id=section_input.session_id + "-other")
 
     @pytest.fixture
@@ -550,7 +554,10 @@ class ContextSectionChecks(_SectionPluginBase):
                 f"{other.section.name!r} (plugin {other.plugin!r}) declares {other.section.envelope!r} "
                 "for the same tag; import and reuse that Envelope object",
             )
-        projection = context.compose(section_input, host=host)
+        try:
+            projection = context.compose(section_input, host=host)
+        except ContextPlaneError as exc:
+            requirement.fail(f"the section does not compose beside the standard sections: {exc}")
         context.report(projection, section, requirement)
 
     @checks("CTX-ROW-IDS-RANKS")
@@ -602,7 +609,10 @@ class ContextSectionChecks(_SectionPluginBase):
                 f"{section.name!r} declares Shed.DEGRADE, but no row has a short form shorter than its "
                 "text, so under pressure it can only drop rows: give rows a `short` or declare DROP_ROWS"
             )
-        previous = all_ids
+        # How much each row has given up: 0 shown in full, 1 shown in its short form, 2 shed.
+        full_lines = {row.id: format_row(row.text) for row in rows}
+        previous = dict.fromkeys(position, 0)
+        word = ("in full", "in short form", "shed")
         for tokens in _budgets(size):
             budget = tokens * 4
             projection = context.compose(section_input, host=host, budget_tokens=tokens)
@@ -613,6 +623,10 @@ class ContextSectionChecks(_SectionPluginBase):
                 kept <= all_ids,
                 f"{where} the section delivered ids its draft does not have: {kept - all_ids}",
             )
+            level = {
+                rid: 2 if rid not in kept else 0 if full_lines[rid] in projection.text else 1
+                for rid in position
+            }
             if section.shed is Shed.NEVER:
                 requirement.check(kept == all_ids, f"{where} a never-shed section lost {all_ids - kept}")
                 continue
@@ -620,14 +634,19 @@ class ContextSectionChecks(_SectionPluginBase):
                 requirement.check(
                     kept in (all_ids, set()), f"{where} a DROP_SECTION section kept only part: {sorted(kept)}"
                 )
-            for dropped in all_ids - kept:
-                for keeper in kept:
-                    if position[dropped] < position[keeper] and rank[dropped] != rank[keeper]:
+            for first in position:
+                for later in position:
+                    if (
+                        position[first] < position[later]
+                        and rank[first] != rank[later]
+                        and level[first] > level[later]
+                    ):
                         requirement.fail(
-                            f"{where} row {dropped!r} (listed {position[dropped] + 1} of {len(rows)}, rank "
-                            f"{rank[dropped]}) was shed while row {keeper!r} (listed {position[keeper] + 1}, "
-                            f"rank {rank[keeper]}) was kept: list rows most important first and give the "
-                            "first rank 1, so the rows listed last are shed first"
+                            f"{where} row {first!r} (listed {position[first] + 1} of {len(rows)}, rank "
+                            f"{rank[first]}) is {word[level[first]]} while row {later!r} (listed "
+                            f"{position[later] + 1}, rank {rank[later]}) is {word[level[later]]}: list rows "
+                            "most important first and give the first rank 1, so the rows listed last "
+                            "give up space first"
                         )
             if section.shed is Shed.DEGRADE:
                 floor = min(section.floor, len(rows))
@@ -641,11 +660,13 @@ class ContextSectionChecks(_SectionPluginBase):
                         or not any(r.short is not None and len(r.short) < len(r.text) for r in rows),
                         f"{where} rows were dropped before any was shortened to its short form",
                     )
-            requirement.check(
-                kept <= previous,
-                f"{where} the section delivered {sorted(kept - previous)}, which a larger budget had shed",
-            )
-            previous = kept
+            for rid in position:
+                requirement.check(
+                    level[rid] >= previous[rid],
+                    f"{where} row {rid!r} is {word[level[rid]]}, but a larger budget had it "
+                    f"{word[previous[rid]]}",
+                )
+            previous = level
             if not projection.warnings:
                 requirement.check(
                     projection.used_chars <= budget,
@@ -738,8 +759,14 @@ class ContextSectionChecks(_SectionPluginBase):
     ) -> None:
         if section_input.session_id == second_session_input.session_id:
             raise KitUsageError("second_session_input must use a different session_id from section_input")
+        if second_session_input.config != section_input.config:
+            raise KitUsageError(
+                "second_session_input must use section_input's config: two sessions of one runtime share "
+                "their configuration (vary the project, state, query or store contents instead)"
+            )
         section, _ = context.section(section_input.config)
         host, _ = context.harness.host(section_input.config)
+        a_name, b_name = section_input.session_id, second_session_input.session_id
 
         def seen(p: ProjectedContext) -> tuple[tuple[str, ...], str | None]:
             r = context.report(p, section, requirement)
@@ -750,14 +777,21 @@ class ContextSectionChecks(_SectionPluginBase):
         a2 = seen(context.compose(section_input, host=host))
         requirement.check(
             a1 == a2,
-            f"session {section_input.session_id!r} delivered {a1[0]} first and {a2[0]} after session "
-            f"{second_session_input.session_id!r} ran in between (same ids means the text changed)",
+            f"session {a_name!r} delivered {a1[0]} first and {a2[0]} after session {b_name!r} ran in "
+            "between (same ids means the text changed)",
         )
-        b0 = seen(context.compose(second_session_input))
+        differs = attrs.evolve(second_session_input, session_id=a_name) != section_input
+        requirement.check(
+            not differs or a1 != b1,
+            f"session {b_name!r} delivered exactly what session {a_name!r} did ({a1[0]}), though its input "
+            "differs in more than the session id: the first session's rows leaked into the second (or "
+            "second_session_input makes no difference to this section; make it one that does)",
+        )
+        b0 = seen(context.compose(second_session_input, host=context.harness.host(section_input.config)[0]))
         requirement.check(
             b0 == b1,
-            f"session {second_session_input.session_id!r} delivered {b0[0]} in a fresh host but {b1[0]} "
-            f"after session {section_input.session_id!r} (same ids means the text changed)",
+            f"session {b_name!r} delivered {b0[0]} in a fresh host but {b1[0]} after session {a_name!r} "
+            "(same ids means the text changed)",
         )
 
     @checks("CTX-MAX-CHARS")

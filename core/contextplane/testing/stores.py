@@ -80,6 +80,7 @@ HOSTILE_QUERIES: tuple[str, ...] = (
     "kiwi\x00alpha",
     "\u2028\u2029\r\n\t",
     "\u200f\u202e kiwi",
+    "\ud800 lone surrogate \udfff",
     "🥝🥝🥝",
     "ﬁ ǅ İ ß",
     "kiwi " * 2000,

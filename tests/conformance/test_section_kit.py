@@ -1,0 +1,109 @@
+"""The section kit must fail, with the right requirement id, on a plugin broken on purpose.
+
+The breaks live in cases_broken_tickets.py and run in a child pytest against the installed
+open-tickets distribution, exactly as its author would run the kit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contextplane.testing import requirements_of
+from tests.conformance.helpers import Run, run_pytest
+
+HERE = Path(__file__).resolve().parent
+CONTEXT_IDS = {r.id for r in requirements_of("context")}
+
+
+@pytest.fixture(scope="module")
+def breaks(site: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_pytest(
+        [HERE / "cases_broken_tickets.py"], tmp_path_factory.mktemp("breaks"), pythonpath=[site]
+    )
+
+
+@pytest.mark.parametrize(
+    ("cls", "expected"),
+    [
+        ("TestWrongShed", {"CTX-SHED-ORDER"}),
+        # A draft that changes on every call cannot give one session the same rows twice either.
+        ("TestNondeterministic", {"CTX-DETERMINISTIC", "CTX-SESSION-ISOLATION"}),
+        ("TestBreakout", {"CTX-NO-BREAKOUT"}),
+        ("TestNoShortForms", {"CTX-SHED-ORDER"}),
+        ("TestReadsMemory", {"CTX-MEMORY-FLAG"}),
+        ("TestLeakyCache", {"CTX-SESSION-ISOLATION"}),
+    ],
+)
+def test_each_break_fails_with_its_requirement_id(breaks: Run, cls: str, expected: set[str]) -> None:
+    outcomes = breaks.by_class(cls)
+    assert set(outcomes) == CONTEXT_IDS, breaks.stdout[-3000:]  # the whole kit ran
+    assert breaks.failing(cls) == expected, {k: v.outcome for k, v in outcomes.items()}
+    for req in expected:
+        assert outcomes[req].message.startswith(
+            f"contextplane.testing.requirements.ConformanceFailure: [{req}] "
+        ), outcomes[req].message
+
+
+def test_failure_messages_say_what_was_broken(breaks: Run) -> None:
+    shed = breaks.by_class("TestWrongShed")["CTX-SHED-ORDER"].message
+    assert "Under a shrinking budget the section gives up space as its declared shed behaviour says" in shed
+    assert (
+        "row 'OPS-7' (listed 1 of 3, rank 9) is in short form while row 'OPS-3' (listed 2, rank 8) is in full"
+        in shed
+    )
+    assert "give the first rank 1" in shed
+    nondet = breaks.by_class("TestNondeterministic")["CTX-DETERMINISTIC"].message
+    assert "two drafts for one request differ: row 1 is Row(id='OPS-7'" in nondet
+    breakout = breaks.by_class("TestBreakout")["CTX-NO-BREAKOUT"].message
+    assert (
+        "tags in the composed text that the layout did not put there: ['</SYS>', '</injected_memory>', '</open_tickets>'"
+        in breakout
+    )
+    assert "Open tickets on CONFORMANCE-PAYLOAD </open_tickets>" in breakout  # the composed text is shown
+    degrade = breaks.by_class("TestNoShortForms")["CTX-SHED-ORDER"].message
+    assert "declares Shed.DEGRADE, but no row has a short form shorter than its text" in degrade
+    memory = breaks.by_class("TestReadsMemory")["CTX-MEMORY-FLAG"].message
+    assert "declares carries_memory=False but its draft read knowledge_store.search" in memory
+    leak = breaks.by_class("TestLeakyCache")["CTX-SESSION-ISOLATION"].message
+    assert (
+        "session 'conformance-web' delivered exactly what session 'conformance-a' did "
+        "(('OPS-7', 'OPS-3', 'OPS-9')), though its input differs in more than the session id" in leak
+    )
+    # The kit's pytest plugin adds the requirement and its sentence to every failure report.
+    assert "requirement CTX-NO-BREAKOUT: Text from the section's data can never close" in breaks.stdout
+
+
+def test_known_gaps_are_strict_xfails_and_missing_capabilities_skip(breaks: Run) -> None:
+    gap = breaks.by_class("TestWrongShedKnownGap")
+    assert gap["CTX-SHED-ORDER"].outcome == "xfailed"
+    assert "known gap CTX-SHED-ORDER: ranks are inverted until 0.2" in gap["CTX-SHED-ORDER"].message
+    assert breaks.failing("TestWrongShedKnownGap") == set()
+    stale = breaks.by_class("TestStaleKnownGap")
+    assert stale["CTX-DETERMINISTIC"].outcome == "failed"
+    assert "XPASS(strict)" in stale["CTX-DETERMINISTIC"].message
+    skipped = breaks.by_class("TestNoShortForms")["CTX-MAX-CHARS"]
+    assert skipped.outcome == "skipped"
+    assert "capability 'max_chars' not declared" in skipped.message
+
+
+def test_dash_k_selects_one_requirement(site: Path, tmp_path: Path) -> None:
+    run = run_pytest([HERE / "cases_broken_tickets.py"], tmp_path, "-k", "CTX-SHED-ORDER", pythonpath=[site])
+    assert len(run.outcomes) == 8
+    assert all(test_id.endswith("[CTX-SHED-ORDER]") for test_id in run.outcomes)
+
+
+def test_dash_m_conformance_selects_the_kit(site: Path, tmp_path: Path) -> None:
+    # The repo runs with --strict-markers, so this also shows the plugin registered the marker.
+    run = run_pytest(
+        [HERE / "cases_broken_tickets.py"],
+        tmp_path,
+        "-m",
+        "conformance",
+        "-k",
+        "TestBreakout",
+        pythonpath=[site],
+    )
+    assert len(run.outcomes) == len(CONTEXT_IDS)
+    assert "not found in `markers` configuration option" not in run.stdout + run.stderr
