@@ -6,6 +6,8 @@
   centres ~ N(0, I); each cluster gets its own per-dimension standard deviation drawn from
   U(0.05, 1.0) (anisotropic: some directions tight, some loose); a point is centre + scaled noise;
   every vector is L2-normalised. Queries come from the same mixture but are not data points.
+- ``clustered_vectors(clusters=1024, spread=0.5)``: the same with 1,024 clusters whose centres
+  are half as far apart, so neighbouring clusters overlap: a harder case for IVF.
 - ``gaussian_vectors``: i.i.d. N(0, I), normalised: no structure at all, the worst case for any
   partitioned (IVF) or quantised index, and unlike real embeddings.
 - ``build_v1_store``: a version-1 store (the migration's input) with the D4 domains and sources.
@@ -58,14 +60,16 @@ def text_queries(count: int, seed: int = 2) -> list[str]:
 
 
 def clustered_vectors(
-    rows: int, queries: int, dims: int = 384, seed: int = 3
+    rows: int, queries: int, dims: int = 384, seed: int = 3, clusters: int = CLUSTERS, spread: float = 1.0
 ) -> tuple[np.ndarray, np.ndarray]:
+    """Gaussian mixture (see module docstring). ``spread`` scales the centres: below 1 the clusters
+    overlap more, which is harder for a partitioned index."""
     rng = np.random.default_rng(seed)
-    centres = rng.normal(size=(CLUSTERS, dims)).astype(np.float32)
-    scales = rng.uniform(0.05, 1.0, size=(CLUSTERS, dims)).astype(np.float32)
+    centres = rng.normal(size=(clusters, dims)).astype(np.float32) * spread
+    scales = rng.uniform(0.05, 1.0, size=(clusters, dims)).astype(np.float32)
 
     def draw(n: int) -> np.ndarray:
-        labels = rng.integers(0, CLUSTERS, n)
+        labels = rng.integers(0, clusters, n)
         points = centres[labels] + rng.normal(size=(n, dims)).astype(np.float32) * scales[labels]
         return points / np.linalg.norm(points, axis=1, keepdims=True)
 

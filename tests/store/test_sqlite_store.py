@@ -324,7 +324,7 @@ class TestSearch:
 
     @pytest.mark.parametrize("hybrid", [False, True])
     def test_filtered_out_candidates_do_not_hide_deliverable_rows(self, db_path: Path, hybrid: bool) -> None:
-        # 300 better-ranked but rejected rows exceed the over-fetched candidates (16 * k):
+        # 300 better-ranked but rejected rows exceed the over-fetched candidates (8 * k):
         # the store must fall back to filtering before the cut, not return nothing.
         with SQLiteKnowledgeStore(db_path, embedder=HashEmbedder() if hybrid else None) as store:
             store.add_chunks([{"content": "apple apple", "review_state": "rejected"}] * 300)

@@ -753,7 +753,7 @@ class SQLiteKnowledgeStore:
         validate_text(query, "query")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
-        params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "nc": max(k * 16, 160)}
+        params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "nc": max(k * 8, 80)}
         clauses: list[str] = []
         self._scope_filter(namespaces, params, clauses)
         if deliverable:
@@ -794,8 +794,8 @@ class SQLiteKnowledgeStore:
                 f"ORDER BY s, id LIMIT {limit}"
             )
         return (
-            "SELECT t.id AS id, t.s AS s FROM (SELECT rowid AS id, rank AS s FROM chunks_fts "
-            "WHERE chunks_fts MATCH :q ORDER BY rank LIMIT :nc) AS t JOIN chunks AS c ON c.id = t.id "
+            "SELECT t.id AS id, t.s AS s FROM (SELECT rowid AS id, bm25(chunks_fts) AS s FROM chunks_fts "
+            "WHERE chunks_fts MATCH :q ORDER BY s LIMIT :nc) AS t JOIN chunks AS c ON c.id = t.id "
             f"WHERE {where} ORDER BY t.s, t.id LIMIT {limit}"
         )
 
@@ -826,11 +826,17 @@ class SQLiteKnowledgeStore:
         ]
 
     def _search_sql(self, expression: str | None, vector: bytes | None, where: str, *, exact: bool) -> str:
-        if vector is None:  # FTS-only
-            leg = self._fts_leg(where, exact=exact, limit=":k")
+        if vector is None:  # FTS-only: one join, the rows come straight from the filtering join
+            if exact:
+                return (
+                    f"SELECT {_SELECT_COLUMNS}, -bm25(chunks_fts) AS score FROM chunks_fts JOIN chunks AS c "
+                    f"ON c.id = chunks_fts.rowid WHERE chunks_fts MATCH :q AND {where} "
+                    "ORDER BY bm25(chunks_fts), c.id LIMIT :k"
+                )
             return (
-                f"SELECT {_SELECT_COLUMNS}, -f.s AS score FROM ({leg}) AS f "
-                "JOIN chunks AS c ON c.id = f.id ORDER BY f.s, f.id"
+                f"SELECT {_SELECT_COLUMNS}, -t.s AS score FROM (SELECT rowid AS id, bm25(chunks_fts) AS s "
+                "FROM chunks_fts WHERE chunks_fts MATCH :q ORDER BY s LIMIT :nc) AS t "
+                f"JOIN chunks AS c ON c.id = t.id WHERE {where} ORDER BY t.s, t.id LIMIT :k"
             )
         legs = self._vector_leg(where, exact=exact)
         union = "SELECT id, r FROM vec"
