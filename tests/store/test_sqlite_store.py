@@ -425,6 +425,13 @@ class TestSearch:
         with pytest.raises(StoreError, match=r"stored vectors have 16 dimensions .* produces 32"):
             SQLiteKnowledgeStore(db_path, embedder=HashEmbedder(dimensions=32))
 
+    def test_purge_removes_vectors_of_deleted_rows(self, hybrid_store: SQLiteKnowledgeStore) -> None:
+        gone = hybrid_store.add_chunk("stale vector row", expires_at=NOW - timedelta(days=1))
+        kept = hybrid_store.add_chunk("fresh vector row")
+        assert hybrid_store.purge(now=NOW) == 1
+        remaining = [r[0] for r in hybrid_store.conn.execute("SELECT chunk_id FROM chunks_vec")]
+        assert remaining == [int(kept)] and int(gone) not in remaining
+
     def test_reindex_embeds_rows_written_without_an_embedder(self, db_path: Path) -> None:
         with SQLiteKnowledgeStore(db_path) as plain:
             plain.add_chunk("written before vectors")

@@ -607,20 +607,20 @@ class SQLiteKnowledgeStore:
         Scope, domain, kind, delivery policy, heading, subject and epoch are inherited unless
         given; provenance and review state are not (they describe the new write)."""
         with self._lock:
-            conn = self.conn
-            old = self._require(conn, old_id)
-            if old.invalidated_at is not None:
-                hint = f"supersede {old.superseded_by} instead" if old.superseded_by else "it is not valid"
-                raise StoreError(f"{self.path}: memory {old_id} is already invalidated; {hint}")
-            row: dict[str, Any] = {name: getattr(old, name) for name in INHERITED_ON_SUPERSEDE}
-            row.update(attrs)
-            row["content"] = content
-            now = utc_now()
-            prepared = [self._prepare(row, now, format_timestamp(now), 0)]
-            vectors = self._embed([prepared[0][0]]) if self._embedder is not None else None
-            with write_transaction(conn):
-                new_id = str(self._insert(conn, prepared, vectors)[0])
-                self._invalidate(conn, old.id, superseded_by=new_id, reason=None)
+            old = self._require(self.conn, old_id)
+        if old.invalidated_at is not None:
+            hint = f"supersede {old.superseded_by} instead" if old.superseded_by else "it is not valid"
+            raise StoreError(f"{self.path}: memory {old_id} is already invalidated; {hint}")
+        row: dict[str, Any] = {name: getattr(old, name) for name in INHERITED_ON_SUPERSEDE}
+        row.update(attrs)
+        row["content"] = content
+        now = utc_now()
+        prepared = [self._prepare(row, now, format_timestamp(now), 0)]  # validate before embedding
+        vectors = self._embed([prepared[0][0]]) if self._embedder is not None else None
+        with self._writing() as conn:
+            new_id = str(self._insert(conn, prepared, vectors)[0])
+            # raises (rolling the insert back) if someone invalidated the old row meanwhile
+            self._invalidate(conn, old.id, superseded_by=new_id, reason=None)
         self._maybe_train()
         return new_id
 
@@ -760,9 +760,10 @@ class SQLiteKnowledgeStore:
             self._deliverable_filter(include_superseded, now, params, clauses)
         where = " AND ".join(clauses) or "1"
         expression = to_match_expression(query)
+        # embed before taking the lock: a slow embedder must not stall other threads' reads
+        vector = self._embed([query])[0] if self._embedder is not None and query.strip() else None
         with self._lock:
             conn = self.conn
-            vector = self._embed([query])[0] if self._embedder is not None and query.strip() else None
             if expression is None and vector is None:
                 return []
             if vector is not None:
