@@ -20,8 +20,17 @@ import attrs
 import contextplane_open_tickets as tickets
 import pytest
 
-from contextplane import Config, ContextSection, Draft, ProjectionRequest, Row, hookimpl
-from contextplane.testing import ContextSectionConformance, SectionInput
+from contextplane import (
+    BuildContext,
+    Config,
+    ContextSection,
+    Draft,
+    ProjectionRequest,
+    PromptSection,
+    Row,
+    hookimpl,
+)
+from contextplane.testing import ContextSectionConformance, PromptSectionConformance, SectionInput
 
 TICKETS = [
     {"key": "OPS-7", "title": "Disk alarm on db-2", "priority": 1, "project": "infra"},
@@ -201,3 +210,23 @@ class TestStaleKnownGap(Fixtures):
     @pytest.fixture
     def plugin(self) -> object:
         return tickets
+
+
+class TestPromptTypo(PromptSectionConformance):
+    """A prompt section whose ``after`` misspells a standard section's name."""
+
+    @pytest.fixture
+    def plugin(self) -> object:
+        return PromptTypo()
+
+    @pytest.fixture
+    def build_context(self) -> BuildContext:
+        return BuildContext(config=Config())
+
+
+class PromptTypo:
+    plugin_name = "open_tickets_prompt_typo"
+
+    @hookimpl
+    def register_prompt_sections(self, register: Callable[[PromptSection], None]) -> None:
+        register(attrs.evolve(tickets.ETIQUETTE_SECTION, after=("tool_guidence",)))

@@ -107,3 +107,30 @@ def test_dash_m_conformance_selects_the_kit(site: Path, tmp_path: Path) -> None:
     )
     assert len(run.outcomes) == len(CONTEXT_IDS)
     assert "not found in `markers` configuration option" not in run.stdout + run.stderr
+
+
+def test_usage_errors_say_what_to_do(site: Path, tmp_path: Path) -> None:
+    run = run_pytest(
+        [HERE / "cases_usage_errors.py"], tmp_path, "--continue-on-collection-errors", pythonpath=[site]
+    )
+    out = run.stdout
+    assert (
+        "TestMisspelledGap.known_gaps names 'CTX-SHED-ORDR', which is not a requirement id; "
+        "did you mean 'CTX-SHED-ORDER'?" in out
+    )
+    assert "TestUnknownCapability.capabilities names ['time_travel']; known capabilities:" in out
+    missing = run.by_class("TestMissingFixtures")
+    assert set(missing) == CONTEXT_IDS and all(o.outcome == "error" for o in missing.values())
+    assert (
+        "TestMissingFixtures must define the fixture 'section_input' (a method decorated with "
+        "@pytest.fixture in the class): Return a ``contextplane.testing.SectionInput`` under which"
+    ) in missing["CTX-SHED-ORDER"].message
+
+
+def test_prompt_kit_fails_on_a_misspelled_constraint(breaks: Run) -> None:
+    assert breaks.failing("TestPromptTypo") == {"PROMPT-VALID-REFS", "PROMPT-POSITION"}
+    message = breaks.by_class("TestPromptTypo")["PROMPT-VALID-REFS"].message
+    assert (
+        "'ticket_etiquette' declares after='tool_guidence', but no section of that name is registered"
+        in message
+    )

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from contextplane.testing.stores import (
         D4_TABLE,
         HOSTILE_QUERIES,
+        REVIEW_BY_SOURCE,
         KnowledgeStoreConformance,
         LegacyRow,
         StoreDeliveryChecks,
@@ -85,6 +86,7 @@ _WHERE: dict[str, str] = {
     "HOSTILE_QUERIES": "stores",
     "KnowledgeStoreConformance": "stores",
     "LegacyRow": "stores",
+    "REVIEW_BY_SOURCE": "stores",
     "StoreDeliveryChecks": "stores",
     "StoreLifecycleChecks": "stores",
     "StoreMigrationChecks": "stores",
@@ -98,6 +100,7 @@ __all__ = [
     "HOSTILE_QUERIES",
     "PAYLOAD_MARKER",
     "REQUIREMENTS",
+    "REVIEW_BY_SOURCE",
     "STORE_CAPABILITIES",
     "ConformanceBase",
     "ConformanceFailure",

@@ -1,0 +1,64 @@
+"""docs/conformance.md is the kit's reference: it must agree with the kit, id by id.
+
+Like the hook reference test: a requirement that is undocumented, documented with another
+sentence, or documented but gone, fails the suite; so does an undocumented fixture or
+capability, or a public kit name that does not import.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+import contextplane.testing as kit
+from contextplane.testing import REQUIREMENTS, STORE_CAPABILITIES
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
+TEXT = DOC.read_text(encoding="utf-8")
+HEADINGS = re.findall(r"^#### ([A-Z]+(?:-[A-Z]+)+)$", TEXT, re.M)
+
+
+def test_every_requirement_is_documented_once_with_its_sentence() -> None:
+    assert sorted(HEADINGS) == sorted(REQUIREMENTS), "headings and REQUIREMENTS differ"
+    assert len(HEADINGS) == len(set(HEADINGS))
+    for req in REQUIREMENTS.values():
+        after = TEXT.split(f"#### {req.id}\n", 1)[1].lstrip("\n")
+        assert after.startswith(req.sentence + "\n"), f"{req.id}: the doc's sentence differs from the kit's"
+
+
+def test_requirements_are_documented_in_kit_order() -> None:
+    assert list(REQUIREMENTS) == HEADINGS
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [kit.PromptSectionConformance, kit.ContextSectionConformance, kit.KnowledgeStoreConformance],
+)
+def test_every_fixture_of_the_kit_is_documented(cls: type) -> None:
+    fixtures = {
+        name
+        for klass in cls.__mro__
+        for name, value in vars(klass).items()
+        if type(value).__name__ == "FixtureFunctionDefinition"
+        and name not in {"harness", "prompt", "context"}
+    }
+    assert fixtures, "no fixtures found: the fixture detection broke"
+    for name in fixtures:
+        assert f"| `{name}` |" in TEXT, f"fixture {name!r} is not in the fixture tables"
+
+
+def test_every_capability_is_documented() -> None:
+    capabilities = STORE_CAPABILITIES | {r.capability for r in REQUIREMENTS.values() if r.capability}
+    for name in capabilities:
+        assert f"| `{name}` |" in TEXT, name
+
+
+def test_every_public_name_imports() -> None:
+    for name in kit.__all__:
+        assert getattr(kit, name) is not None
+    with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
+        kit.Nope  # noqa: B018
+    assert inspect.getdoc(kit.ContextSectionConformance)
