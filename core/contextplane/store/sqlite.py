@@ -6,7 +6,10 @@ writers (threads or processes) wait instead of failing.
 
 Search is hybrid when an embedder is configured: a BM25 top-n from FTS5 and a vector top-n,
 fused by reciprocal rank (RRF, k=60) in one SQL statement. Without an embedder, or when
-sqlite-vec cannot be loaded (one warning at open), search is FTS-only.
+sqlite-vec cannot be loaded (one warning at open), search is FTS-only. Each leg first takes
+its best ``8k`` (at least 80) candidates unfiltered, then joins and filters only those (scope,
+deliverable); if that leaves fewer than ``k`` results the statement is re-run with every
+candidate filtered before the cut, so filters can slow a search down but never hide a row.
 
 The vector leg is an inverted-file (IVF) index kept in plain tables: vectors are L2-normalised
 and stored under the key ``(list << 40) | chunk_id``, so each list is one contiguous rowid
