@@ -62,3 +62,14 @@ def test_every_public_name_imports() -> None:
     with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
         kit.Nope  # noqa: B018
     assert inspect.getdoc(kit.ContextSectionConformance)
+
+
+def test_the_kit_modules_are_assertion_rewritten() -> None:
+    # Loaded by the pytest11 plugin before any check module is imported, so plain asserts in
+    # the kit report their operands like asserts in test files do.
+    import contextplane.testing._base as base
+    import contextplane.testing.sections as sections
+    import contextplane.testing.stores as stores
+
+    for module in (base, sections, stores):
+        assert type(module.__loader__).__name__ == "AssertionRewritingHook", module.__name__

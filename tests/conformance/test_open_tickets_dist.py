@@ -185,3 +185,27 @@ def test_its_own_test_file_is_one_class_and_runs_the_whole_kit(site: Path, tmp_p
     outcomes = run_.by_class("TestOpenTickets")
     assert set(outcomes) == expected, run_.stdout[-2000:]
     assert {k: o.outcome for k, o in outcomes.items()} == dict.fromkeys(expected, "passed")
+
+
+def test_tickets_from_a_callable_and_a_bad_file_only_costs_the_section(site: Path, tmp_path: Path) -> None:
+    (tmp_path / "my_source.py").write_text(
+        "def load(request):\n"
+        "    return [{'key': 'CB-1', 'title': 'from a callable for ' + str(request.project), 'priority': 1},\n"
+        "            {'key': 'CB-2', 'title': 'another project', 'project': 'elsewhere'}]\n"
+    )
+    (tmp_path / "contextplane.toml").write_text('[plugin.open_tickets]\nsource = "my_source:load"\n')
+    preview = "from contextplane.cli import main; main(['preview', 'q', '--project', 'infra', '--budget-tokens', '0'])"
+    env = {
+        "CONTEXTPLANE_CONFIG": str(tmp_path / "contextplane.toml"),
+        "PYTHONPATH": f"{site}{os.pathsep}{tmp_path}",
+        "CONTEXTPLANE_PLUGINS": f"{STANDARD_PLUGINS},open_tickets",
+    }
+    out = run(site, preview, cwd=tmp_path, **env)
+    assert out.returncode == 0, out.stderr
+    assert "- CB-1 [P1] from a callable for infra\n" in out.stdout
+    assert "CB-2" not in out.stdout  # another project's ticket stays out of this project's turns
+    (tmp_path / "contextplane.toml").write_text('[plugin.open_tickets]\nfile = "missing.json"\n')
+    broken = run(site, preview, cwd=tmp_path, **env)
+    assert broken.returncode == 0, broken.stderr  # a failing provider is isolated; the turn goes on
+    assert "error: ConfigError: plugin.open_tickets.file names" in broken.stdout
+    assert "<open_tickets>" not in broken.stdout

@@ -48,6 +48,8 @@ class TestIdentity(PromptSectionConformance):
 
 
 class TestOperatingModel(PromptSectionConformance):
+    prompt_max_chars = 800
+
     @pytest.fixture
     def plugin(self) -> object:
         return operating_model
@@ -58,6 +60,8 @@ class TestOperatingModel(PromptSectionConformance):
 
 
 class TestDelegationRoster(PromptSectionConformance):
+    prompt_max_chars = 400
+
     @pytest.fixture
     def plugin(self) -> object:
         return delegation
@@ -77,6 +81,8 @@ class TestDelegationRoster(PromptSectionConformance):
 
 
 class TestToolGuidance(PromptSectionConformance):
+    prompt_max_chars = 400
+
     @pytest.fixture
     def plugin(self) -> object:
         return tool_guidance
@@ -88,6 +94,8 @@ class TestToolGuidance(PromptSectionConformance):
 
 
 class TestOperatorGuidelines(PromptSectionConformance):
+    prompt_max_chars = 400
+
     @pytest.fixture
     def plugin(self) -> object:
         return guidelines

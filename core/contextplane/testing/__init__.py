@@ -32,7 +32,7 @@ _CHECK_MODULES = (
 pytest.register_assert_rewrite(*_CHECK_MODULES)
 
 if TYPE_CHECKING:
-    from contextplane.testing._base import ConformanceBase, KitUsageError
+    from contextplane.testing._base import ConformanceBase, KitUsageError, MissingFixture
     from contextplane.testing.inputs import PAYLOAD_MARKER, SectionInput, hostile_payload
     from contextplane.testing.requirements import (
         REQUIREMENTS,
@@ -43,6 +43,9 @@ if TYPE_CHECKING:
         requirements_of,
     )
     from contextplane.testing.sections import (
+        ContextBudgetChecks,
+        ContextDraftChecks,
+        ContextIsolationChecks,
         ContextSectionChecks,
         ContextSectionConformance,
         PromptSectionChecks,
@@ -67,6 +70,7 @@ if TYPE_CHECKING:
 _WHERE: dict[str, str] = {
     "ConformanceBase": "_base",
     "KitUsageError": "_base",
+    "MissingFixture": "_base",
     "PAYLOAD_MARKER": "inputs",
     "SectionInput": "inputs",
     "hostile_payload": "inputs",
@@ -76,6 +80,9 @@ _WHERE: dict[str, str] = {
     "Requirement": "requirements",
     "requirement": "requirements",
     "requirements_of": "requirements",
+    "ContextBudgetChecks": "sections",
+    "ContextDraftChecks": "sections",
+    "ContextIsolationChecks": "sections",
     "ContextSectionChecks": "sections",
     "ContextSectionConformance": "sections",
     "PromptSectionChecks": "sections",
@@ -104,11 +111,15 @@ __all__ = [
     "STORE_CAPABILITIES",
     "ConformanceBase",
     "ConformanceFailure",
+    "ContextBudgetChecks",
+    "ContextDraftChecks",
+    "ContextIsolationChecks",
     "ContextSectionChecks",
     "ContextSectionConformance",
     "KitUsageError",
     "KnowledgeStoreConformance",
     "LegacyRow",
+    "MissingFixture",
     "PromptSectionChecks",
     "PromptSectionConformance",
     "Requirement",

@@ -46,11 +46,16 @@ def requirement_of(fn: object) -> Requirement | None:
     return found if isinstance(found, Requirement) else None
 
 
-def required_fixture(owner: object, name: str, doc: str | None) -> KitUsageError:
+class MissingFixture(KitUsageError, NotImplementedError):
+    """A required fixture was not defined by the implementer's class (the fsspec/pandas
+    convention: the base fixture raises ``NotImplementedError`` saying what to return)."""
+
+
+def required_fixture(owner: object, name: str, doc: str | None) -> MissingFixture:
     """The error a required fixture raises when the implementer did not override it."""
     cls = type(owner).__name__
     what = " ".join((doc or "").split())
-    return KitUsageError(
+    return MissingFixture(
         f"{cls} must define the fixture {name!r} (a method decorated with @pytest.fixture in the "
         f"class): {what}"
     )

@@ -446,8 +446,8 @@ class ContextSectionHarness:
         return found
 
 
-class ContextSectionChecks(_SectionPluginBase):
-    """Checks of one context section: drafts, rows, determinism, shedding, modes, escaping, size."""
+class _ContextSectionBase(_SectionPluginBase):
+    """Fixtures of one context section under test."""
 
     #: The context section this class checks, when the plugin registers more than one.
     context_section: ClassVar[str | None] = None
@@ -458,7 +458,7 @@ class ContextSectionChecks(_SectionPluginBase):
         two rows with different ranks: its query, knowledge store, state, skills index, config (the
         one your plugin is registered with, e.g. ``[plugin.<name>]`` pointing at test data) and
         extra. The kit composes it many times, so it must be reusable (no one-shot iterators)."""
-        raise required_fixture(self, "section_input", ContextSectionChecks.section_input.__doc__)
+        raise required_fixture(self, "section_input", _ContextSectionBase.section_input.__doc__)
 
     @pytest.fixture
     def hostile_input(self) -> Callable[[str], SectionInput]:
@@ -466,7 +466,7 @@ class ContextSectionChecks(_SectionPluginBase):
         that text reaches every piece of data your section shows the model: row text, short forms,
         and anything else you build from data (a heading, a marker). The kit calls it with text
         that tries to close envelopes, forge tags and inject role markers."""
-        raise required_fixture(self, "hostile_input", ContextSectionChecks.hostile_input.__doc__)
+        raise required_fixture(self, "hostile_input", _ContextSectionBase.hostile_input.__doc__)
 
     @pytest.fixture
     def second_session_input(self, section_input: SectionInput) -> SectionInput:
@@ -493,6 +493,11 @@ class ContextSectionChecks(_SectionPluginBase):
                 "input under which it drafts at least two, or shedding and ordering cannot be checked"
             )
         return section, rows
+
+
+class ContextDraftChecks(_ContextSectionBase):
+    """What one draft is: valid, uniquely named, consistently enveloped, with ids and ranks,
+    and the same for the same request."""
 
     @checks("CTX-DRAFT-VALID")
     def test_context_draft_valid(
@@ -591,6 +596,10 @@ class ContextSectionChecks(_SectionPluginBase):
             first_text == second_text, _diff("two compositions differ", first_text, second_text)
         )
 
+
+class ContextBudgetChecks(_ContextSectionBase):
+    """How the section behaves under the D6 budget: its declared shed behaviour and size."""
+
     @checks("CTX-SHED-ORDER")
     def test_context_shed_order(
         self, context: ContextSectionHarness, section_input: SectionInput, requirement: Requirement
@@ -673,6 +682,25 @@ class ContextSectionChecks(_SectionPluginBase):
                     f"{where} the projection used {projection.used_chars} chars with nothing left to shed "
                     "reported",
                 )
+
+    @checks("CTX-MAX-CHARS")
+    def test_context_max_chars(
+        self, context: ContextSectionHarness, section_input: SectionInput, requirement: Requirement
+    ) -> None:
+        section, _ = context.section(section_input.config)
+        self.require_capability(requirement, section.max_chars is not None, "set ContextSection.max_chars")
+        assert section.max_chars is not None
+        report = context.report(context.compose(section_input), section, requirement)
+        requirement.check(
+            report.chars <= section.max_chars,
+            f"{section.name!r} rendered {report.chars} chars, over its declared max_chars = "
+            f"{section.max_chars}",
+        )
+
+
+class ContextIsolationChecks(_ContextSectionBase):
+    """What must never cross a boundary: memory into incognito, data out of its envelope, one
+    session's rows into another's."""
 
     @checks("CTX-MEMORY-FLAG")
     def test_context_memory_flag(
@@ -794,20 +822,6 @@ class ContextSectionChecks(_SectionPluginBase):
             "(same ids means the text changed)",
         )
 
-    @checks("CTX-MAX-CHARS")
-    def test_context_max_chars(
-        self, context: ContextSectionHarness, section_input: SectionInput, requirement: Requirement
-    ) -> None:
-        section, _ = context.section(section_input.config)
-        self.require_capability(requirement, section.max_chars is not None, "set ContextSection.max_chars")
-        assert section.max_chars is not None
-        report = context.report(context.compose(section_input), section, requirement)
-        requirement.check(
-            report.chars <= section.max_chars,
-            f"{section.name!r} rendered {report.chars} chars, over its declared max_chars = "
-            f"{section.max_chars}",
-        )
-
 
 def _budgets(size: int, most: int = 60) -> Iterator[int]:
     """Budgets in tokens from just under ``size`` chars down to one token, at most ``most`` of
@@ -837,6 +851,11 @@ def _row_diff(what: str, a: Sequence[Row], b: Sequence[Row]) -> str:
 # --------------------------------------------------------------------------- aggregates
 
 
+class ContextSectionChecks(ContextIsolationChecks, ContextBudgetChecks, ContextDraftChecks):
+    """Every context-section check (the building block of the aggregates below). Bases are
+    listed last-first because pytest collects the most basic class's checks first."""
+
+
 class PromptSectionConformance(PromptSectionChecks):
     """Every prompt-section check. Subclass it, define ``plugin`` and ``build_context``."""
 
@@ -846,5 +865,5 @@ class ContextSectionConformance(ContextSectionChecks):
     ``hostile_input``."""
 
 
-class SectionPluginConformance(PromptSectionChecks, ContextSectionChecks):
+class SectionPluginConformance(ContextSectionChecks, PromptSectionChecks):
     """Every section check, for a plugin with one prompt section and one context section."""

@@ -613,12 +613,13 @@ class StoreRobustnessChecks(_StoreBase):
 
 
 class KnowledgeStoreConformance(
-    StoreWriteChecks,
-    StoreDeliveryChecks,
-    StoreLifecycleChecks,
-    StoreScopeChecks,
-    StoreMigrationChecks,
     StoreRobustnessChecks,
+    StoreMigrationChecks,
+    StoreScopeChecks,
+    StoreLifecycleChecks,
+    StoreDeliveryChecks,
+    StoreWriteChecks,
 ):
     """Every store check. Subclass it, define ``store`` (and ``legacy_store`` with the
-    "migration" capability), and list ``known_gaps`` you accept for now."""
+    "migration" capability), and list ``known_gaps`` you accept for now. Bases are listed
+    last-first because pytest collects the most basic class's checks first."""
