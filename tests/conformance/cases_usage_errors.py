@@ -8,7 +8,8 @@ from typing import ClassVar
 import contextplane_open_tickets as tickets
 import pytest
 
-from contextplane.testing import ContextSectionConformance, KnowledgeStoreConformance
+from contextplane import hookimpl
+from contextplane.testing import ContextSectionConformance, KnowledgeStoreConformance, SectionInput
 
 
 class TestMissingFixtures(ContextSectionConformance):
@@ -25,3 +26,21 @@ class TestMisspelledGap(ContextSectionConformance):
 
 class TestUnknownCapability(KnowledgeStoreConformance):
     capabilities = frozenset({"time_travel"})
+
+
+class BadSignature:
+    plugin_name = "bad_signature_plugin"
+
+    @hookimpl
+    def register_context_sections(self, register: object, tenant: str) -> None:
+        raise AssertionError("never called")
+
+
+class TestUnloadablePlugin(ContextSectionConformance):
+    @pytest.fixture
+    def plugin(self) -> object:
+        return BadSignature()
+
+    @pytest.fixture
+    def section_input(self) -> SectionInput:
+        return SectionInput()

@@ -125,6 +125,12 @@ def test_usage_errors_say_what_to_do(site: Path, tmp_path: Path) -> None:
         "TestMissingFixtures must define the fixture 'section_input' (a method decorated with "
         "@pytest.fixture in the class): Return a ``contextplane.testing.SectionInput`` under which"
     ) in missing["CTX-SHED-ORDER"].message
+    unloadable = run.by_class("TestUnloadablePlugin")["CTX-DRAFT-VALID"]
+    assert unloadable.outcome == "failed"
+    assert (
+        "PluginNotLoadable: the plugin under test could not be registered: plugin 'bad_signature_plugin' "
+        "failed during validation: PluginValidationError" in unloadable.message
+    )
 
 
 def test_prompt_kit_fails_on_a_misspelled_constraint(breaks: Run) -> None:

@@ -32,7 +32,7 @@ _CHECK_MODULES = (
 pytest.register_assert_rewrite(*_CHECK_MODULES)
 
 if TYPE_CHECKING:
-    from contextplane.testing._base import ConformanceBase, KitUsageError, MissingFixture
+    from contextplane.testing._base import ConformanceBase, KitUsageError, MissingFixture, PluginNotLoadable
     from contextplane.testing.inputs import PAYLOAD_MARKER, SectionInput, hostile_payload
     from contextplane.testing.requirements import (
         REQUIREMENTS,
@@ -71,6 +71,7 @@ _WHERE: dict[str, str] = {
     "ConformanceBase": "_base",
     "KitUsageError": "_base",
     "MissingFixture": "_base",
+    "PluginNotLoadable": "_base",
     "PAYLOAD_MARKER": "inputs",
     "SectionInput": "inputs",
     "hostile_payload": "inputs",
@@ -120,6 +121,7 @@ __all__ = [
     "KnowledgeStoreConformance",
     "LegacyRow",
     "MissingFixture",
+    "PluginNotLoadable",
     "PromptSectionChecks",
     "PromptSectionConformance",
     "Requirement",

@@ -46,6 +46,11 @@ def requirement_of(fn: object) -> Requirement | None:
     return found if isinstance(found, Requirement) else None
 
 
+class PluginNotLoadable(Exception):
+    """The plugin under test (or a companion) cannot even be registered or asked for its
+    sections, so no requirement can be checked: the message is the host's recorded failure."""
+
+
 class MissingFixture(KitUsageError, NotImplementedError):
     """A required fixture was not defined by the implementer's class (the fsspec/pandas
     convention: the base fixture raises ``NotImplementedError`` saying what to return)."""

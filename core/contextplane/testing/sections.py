@@ -33,7 +33,13 @@ from contextplane.plugins import ENTRY_POINT_GROUP, PluginHost
 from contextplane.projection import ProjectedContext, SectionReport, compose_projected_context
 from contextplane.request import BuildContext
 from contextplane.sections import ContextSection, Draft, PromptSection, Row, Shed
-from contextplane.testing._base import ConformanceBase, KitUsageError, checks, required_fixture
+from contextplane.testing._base import (
+    ConformanceBase,
+    KitUsageError,
+    PluginNotLoadable,
+    checks,
+    required_fixture,
+)
 from contextplane.testing.inputs import PAYLOAD_MARKER, SectionInput, hostile_payload
 from contextplane.testing.requirements import Requirement
 
@@ -90,10 +96,13 @@ class Harness:
                 if not any(obj is m for m in mine):
                     host.register(obj, ep_name)
         for companion in self.companions:
-            host.register(companion)
+            if host.register(companion) is None:
+                raise PluginNotLoadable(
+                    "a companion plugin could not be registered: " + host.failures[-1].describe()
+                )
         name = host.register(self.plugin)
         if name is None:
-            raise KitUsageError(
+            raise PluginNotLoadable(
                 "the plugin under test could not be registered: " + host.failures[-1].describe()
             )
         return host, name
@@ -102,7 +111,7 @@ class Harness:
     def _collect_failures(host: PluginHost, name: str) -> None:
         for failure in host.failures:
             if failure.plugin == name:
-                raise KitUsageError(
+                raise PluginNotLoadable(
                     f"the plugin under test failed to register its sections: {failure.describe()}"
                 )
 
