@@ -339,7 +339,8 @@ class TestSearch:
         assert [h.chunk.id for h in hybrid_store.search("secret plan", namespaces=["", "project:b"])] == []
         assert [h.chunk.id for h in hybrid_store.search("secret plan", namespaces=["project:a"])] == [a]
 
-    def test_ivf_index_trains_and_keeps_recall(self, db_path: Path) -> None:
+    @pytest.mark.parametrize("use_numpy", [False, True])
+    def test_ivf_index_trains_and_keeps_recall(self, db_path: Path, use_numpy: bool) -> None:
         embedder = HashEmbedder(dimensions=32)
         topics = [
             "apple",
@@ -358,7 +359,8 @@ class TestSearch:
                 {"content": f"{topics[i % 10]} {topics[(i // 10) % 10]} {topics[(i * 7) % 10]}"}
                 for i in range(600)
             ]
-            store.add_chunks(rows)
+            store.add_chunks(rows)  # crosses the threshold: trained automatically
+            assert store.train_vector_index(use_numpy=use_numpy) >= 15
             lists = store.conn.execute("SELECT count(*) FROM _vec_centroids").fetchone()[0]
             assert lists >= 15
             unassigned = store.conn.execute(
@@ -393,7 +395,7 @@ class TestSearch:
                 return real_step(*args)
 
             store._kmeans_step = step_and_write  # type: ignore[method-assign]
-            assert store.train_vector_index() > 1
+            assert store.train_vector_index(use_numpy=False) > 1
             row = store.conn.execute(
                 "SELECT key >> 40 FROM chunks_vec WHERE chunk_id = ?", (int(written[0]),)
             )
