@@ -41,6 +41,7 @@ from contextplane.store import SQLiteKnowledgeStore
 from contextplane.store.fts_query import to_match_expression
 
 DIMS = 384
+SQL_TRAINING = False  # --sql-training: train the IVF index without numpy (the fallback path)
 RESULTS: list[dict[str, Any]] = []
 
 
@@ -253,7 +254,7 @@ def build_vector_store(
         store.add_chunks([{"content": t} for t in texts[at : at + 20_000]])
     ingest_s = time.perf_counter() - start
     start = time.perf_counter()
-    store.train_vector_index()
+    store.train_vector_index(use_numpy=not SQL_TRAINING)
     train_s = time.perf_counter() - start
     return store, ingest_s, train_s
 
@@ -492,10 +493,13 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="20k rows and a 200k-row migration")
     parser.add_argument("--only", choices=["fts", "hybrid", "migration"], default=None)
+    parser.add_argument("--sql-training", action="store_true", help="Train the vector index without numpy")
     parser.add_argument(
         "--workdir", type=Path, default=None, help="Where to put the databases (default: temp)"
     )
     args = parser.parse_args()
+    global SQL_TRAINING
+    SQL_TRAINING = args.sql_training
     rows = 20_000 if args.quick else 100_000
     migration_rows = 200_000 if args.quick else 1_000_000
     queries = 60 if args.quick else 200
