@@ -171,7 +171,10 @@ def add_command(content: str, db: Path | None, as_json: bool, **attrs: Any) -> N
         chunk_id = store.add_chunk(content, **_given(**attrs))
         chunk = store.get(chunk_id)
         assert chunk is not None
-        _emit_one(chunk, as_json) if as_json else click.echo(f"added {chunk_id}")
+        if as_json:
+            _emit_one(chunk, as_json)
+        else:
+            click.echo(f"added {chunk_id}")
 
 
 @memory.command("list")
@@ -265,7 +268,10 @@ def search_command(
 def _review(chunk_id: str, state: str, db: Path | None, as_json: bool) -> None:
     with _open(db) as store:
         chunk = store.set_review_state(chunk_id, state)
-    _emit_one(chunk, as_json) if as_json else click.echo(f"{chunk.id}: {chunk.review_state}")
+    if as_json:
+        _emit_one(chunk, as_json)
+    else:
+        click.echo(f"{chunk.id}: {chunk.review_state}")
 
 
 @memory.command("confirm")
@@ -301,7 +307,10 @@ def supersede_command(old_id: str, content: str, db: Path | None, as_json: bool,
         new_id = store.supersede(old_id, content, **_given(**attrs))
         chunk = store.get(new_id)
         assert chunk is not None
-    _emit_one(chunk, as_json) if as_json else click.echo(f"{old_id} superseded by {new_id}")
+    if as_json:
+        _emit_one(chunk, as_json)
+    else:
+        click.echo(f"{old_id} superseded by {new_id}")
 
 
 @memory.command("expire")

@@ -34,7 +34,7 @@ import threading
 import warnings
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
@@ -185,7 +185,7 @@ def _chunk_from_row(row: Sequence[Any]) -> MemoryChunk:
     kind: MemoryKind = row[4] if row[4] in MEMORY_KINDS else legacy_kind_and_policy(domain, source_type)[0]
     policy: DeliveryPolicy | None = row[5] if row[5] in DELIVERY_POLICIES else None
     review: ReviewState = row[6] if row[6] in REVIEW_STATES else "pending"
-    created = read_timestamp(row[15]) or datetime.fromtimestamp(0).astimezone()
+    created = read_timestamp(row[15]) or datetime.fromtimestamp(0, UTC)  # unreadable legacy stamp
     return MemoryChunk(
         id=str(row[0]),
         content=str(row[1]),
