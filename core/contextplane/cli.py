@@ -7,7 +7,6 @@ functions a runtime calls, so what ``preview`` shows is what a model would see.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -20,6 +19,7 @@ from contextplane.errors import ContextPlaneError
 from contextplane.plugins import PluginHost
 from contextplane.projection import ProjectedContext, compose_projected_context
 from contextplane.request import BuildContext
+from contextplane.textui import table
 
 
 class _Group(click.Group):
@@ -37,15 +37,6 @@ def _load(config_path: str | None, strict: bool | None = None) -> tuple[Config, 
     config = load_config(config_path)
     host = PluginHost.from_entry_points(config, strict=strict)
     return config, host
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A plain aligned text table (no dependency for something this small)."""
-    cells = [[str(h) for h in headers], *[[str(c) for c in r] for r in rows]]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def budget_table(projection: ProjectedContext) -> str:

@@ -24,14 +24,7 @@ from contextplane.observability.snapshots import (
     snapshot_time,
 )
 from contextplane.observability.trajectory import read_trajectory, session_filename
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    cells = [headers, *rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+from contextplane.textui import table
 
 
 def _short(sha: str | None) -> str:
@@ -121,7 +114,7 @@ def list_snapshots(
         "history",
         "stripped",
     ]
-    click.echo(_table(headers, rows))
+    click.echo(table(headers, rows))
 
 
 def _render(s: PromptSnapshot, prefix_text: str | None, projection_text: str | None) -> str:
@@ -133,7 +126,7 @@ def _render(s: PromptSnapshot, prefix_text: str | None, projection_text: str | N
     ]
     if s.prefix_sections:
         out.append(
-            _table(
+            table(
                 ["section", "plugin", "chars", "sha256"],
                 [[p.name, p.plugin or "-", str(p.chars), _short(p.sha256)] for p in s.prefix_sections],
             )
@@ -153,7 +146,7 @@ def _render(s: PromptSnapshot, prefix_text: str | None, projection_text: str | N
     if s.stripped:
         out += ["", "== context frames stripped from the checkpoint view"]
         out.append(
-            _table(
+            table(
                 ["message id", "chars", "sha256"],
                 [[f.message_id or "-", str(f.chars), _short(f.sha256)] for f in s.stripped],
             )
@@ -165,7 +158,7 @@ def _render(s: PromptSnapshot, prefix_text: str | None, projection_text: str | N
     ]
     if s.sections:
         out.append(
-            _table(
+            table(
                 ["section", "chars", "sha256", "ids"],
                 [
                     [

@@ -23,6 +23,7 @@ from contextplane.memory.model import DELIVERY_POLICIES, MEMORY_KINDS, REVIEW_ST
 from contextplane.store import default_db_path, migrate
 from contextplane.store.protocol import SearchHit
 from contextplane.store.sqlite import SQLiteKnowledgeStore, connect
+from contextplane.textui import table
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -85,14 +86,6 @@ def _status(chunk: MemoryChunk) -> str:
     return "active"
 
 
-def _table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines.extend("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
-    return "\n".join(lines)
-
-
 _HEADERS = ("id", "kind", "policy", "review", "tier", "scope", "status", "content")
 
 
@@ -115,7 +108,7 @@ def _emit_chunks(chunks: Sequence[MemoryChunk], as_json: bool) -> None:
     elif not chunks:
         click.echo("no memories")
     else:
-        click.echo(_table([_row(c) for c in chunks], _HEADERS))
+        click.echo(table(_HEADERS, [_row(c) for c in chunks]))
 
 
 def _emit_one(chunk: MemoryChunk, as_json: bool) -> None:
@@ -232,7 +225,7 @@ def _emit_hits(hits: Sequence[SearchHit], as_json: bool) -> None:
         click.echo("no matches")
     else:
         rows = [[str(h.rank), f"{h.score:.4f}", *_row(h.chunk)] for h in hits]
-        click.echo(_table(rows, ("rank", "score", *_HEADERS)))
+        click.echo(table(("rank", "score", *_HEADERS), rows))
 
 
 @memory.command("search")
@@ -422,9 +415,9 @@ def _print_dry_run(report: migrate.DryRunReport, as_json: bool) -> None:
     rows = [
         [r.label, r.memory_kind, r.delivery_policy or "NULL (retrieved)", str(r.rows)] for r in report.mapping
     ]
-    click.echo(_table(rows, ("domain rule", "memory_kind", "delivery_policy", "rows")))
+    click.echo(table(("domain rule", "memory_kind", "delivery_policy", "rows"), rows))
     if report.review_states:
-        click.echo(_table([[s, str(n)] for s, n in report.review_states], ("review_state", "rows")))
+        click.echo(table(("review_state", "rows"), [[s, str(n)] for s, n in report.review_states]))
 
 
 def register(group: click.Group) -> None:
