@@ -13,14 +13,12 @@ from __future__ import annotations
 import json
 import os
 import threading
-from pathlib import Path
 from typing import Any
 
-import apsw
 import attrs
 
 from contextplane import ProjectedContext, ProjectionRequest, hookimpl
-from contextplane.errors import StoreError
+from contextplane_sections.sqlite_file import SharedByPath, connect, store_file
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS injection_log (
@@ -60,14 +58,7 @@ class InjectionLog:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._conn = apsw.Connection(self.path)
-            self._conn.set_busy_timeout(5_000)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(SCHEMA)
-        except apsw.Error as exc:
-            raise StoreError(f"{self.path}: cannot open the injection log ({exc})") from None
+        self._conn = connect(self.path, SCHEMA, "the injection log")
         self._lock = threading.Lock()
 
     def record(self, projection: ProjectedContext) -> None:
@@ -124,30 +115,20 @@ class InjectionLog:
         self._conn.close()
 
 
-_open: dict[str, InjectionLog] = {}
-_open_lock = threading.Lock()
+_shared: SharedByPath[InjectionLog] = SharedByPath(InjectionLog)
 
 
 def log_at(path: str | os.PathLike[str]) -> InjectionLog:
     """One shared log per file per process."""
-    key = str(Path(path).resolve())
-    with _open_lock:
-        found = _open.get(key)
-        if found is None:
-            found = _open[key] = InjectionLog(key)
-        return found
+    return _shared.get(path)
 
 
 def log_for(request: ProjectionRequest) -> InjectionLog | None:
     explicit = request.extra.get("injection_log")
     if explicit is not None:
         return explicit  # type: ignore[no-any-return]
-    store_path = getattr(request.knowledge_store, "path", None)
-    if isinstance(store_path, str) and store_path != ":memory:":
-        return log_at(store_path)
-    if request.config.store.path:
-        return log_at(request.config.resolve_path(request.config.store.path))
-    return None
+    path = store_file(request)
+    return log_at(path) if path is not None else None
 
 
 @hookimpl

@@ -24,6 +24,7 @@ from typing import Any
 from contextplane import ContextSection, Draft, ProjectionRequest, Row, Shed, hookimpl
 from contextplane_sections.envelopes import INJECTED_MEMORY
 from contextplane_sections.session_summaries import SessionSummaries, SessionSummary, summaries_at
+from contextplane_sections.sqlite_file import store_file
 
 NAME = "prior_sessions"
 PRIORITY = 40
@@ -43,12 +44,8 @@ def summaries_for(request: ProjectionRequest) -> SessionSummaries | None:
     explicit = request.extra.get("session_summaries")
     if explicit is not None:
         return explicit  # type: ignore[no-any-return]
-    store_path = getattr(request.knowledge_store, "path", None)
-    if isinstance(store_path, str) and store_path != ":memory:":
-        return summaries_at(store_path)
-    if request.config.store.path:
-        return summaries_at(request.config.resolve_path(request.config.store.path))
-    return None
+    path = store_file(request)
+    return summaries_at(path) if path is not None else None
 
 
 def _newest(source: SessionSummaries, limit: int, exclude: str) -> list[SessionSummary]:

@@ -10,13 +10,12 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
-from pathlib import Path
 
-import apsw
 import attrs
 
-from contextplane.errors import StoreError, ValidationError
+from contextplane.errors import ValidationError
 from contextplane.store.fts_query import to_match_expression
+from contextplane_sections.sqlite_file import SharedByPath, connect
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS session_summaries (
@@ -60,14 +59,7 @@ class SessionSummaries:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._conn = apsw.Connection(self.path)
-            self._conn.set_busy_timeout(5_000)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(SCHEMA)
-        except apsw.Error as exc:
-            raise StoreError(f"{self.path}: cannot open the session summaries ({exc})") from None
+        self._conn = connect(self.path, SCHEMA, "the session summaries")
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -125,15 +117,9 @@ class SessionSummaries:
             return int(next(self._conn.execute("SELECT count(*) FROM session_summaries"))[0])
 
 
-_open: dict[str, SessionSummaries] = {}
-_open_lock = threading.Lock()
+_shared: SharedByPath[SessionSummaries] = SharedByPath(SessionSummaries)
 
 
 def summaries_at(path: str | os.PathLike[str]) -> SessionSummaries:
     """One shared ``SessionSummaries`` per file per process."""
-    key = str(Path(path).resolve())
-    with _open_lock:
-        found = _open.get(key)
-        if found is None:
-            found = _open[key] = SessionSummaries(key)
-        return found
+    return _shared.get(path)
