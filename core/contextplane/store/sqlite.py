@@ -11,28 +11,17 @@ its best ``8k`` (at least 80) candidates unfiltered, then joins and filters only
 deliverable); if that leaves fewer than ``k`` results the statement is re-run with every
 candidate filtered before the cut, so filters can slow a search down but never hide a row.
 
-The vector leg is an inverted-file (IVF) index kept in plain tables: vectors are L2-normalised
-and stored under the key ``(list << 40) | chunk_id``, so each list is one contiguous rowid
-range. A query ranks the centroids, scans only the nearest ``probes`` lists (plus list 0,
-vectors not yet assigned) with exact distances, and so needs no rescoring step. sqlite-vec's
-own ``vec0`` KNN was measured first: its top-k cost grows with k times the row count, so a
-quantised prefilter deep enough for good recall was slower than this (see bench/store_bench.py).
-Centroids are trained by k-means on a sample when the vector count first reaches
-``vector_index_min_rows`` and again each time it doubles.
+The vector leg is an inverted-file (IVF) index over sqlite-vec distances, in ``vector_index``
+(its layout, training, and why IVF rather than sqlite-vec's ``vec0`` KNN). This module owns the
+rows, the locking and the embedding; the index owns how vectors are stored and found.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
-import math
 import os
-import random
-import struct
 import threading
-import warnings
-from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,15 +52,16 @@ from contextplane.memory.model import (
     validate_text,
 )
 from contextplane.memory.stamps import creation_stamps, legacy_kind_and_policy
-from contextplane.store import migrate
+from contextplane.store import migrate, vector_index
 from contextplane.store.fts_query import to_match_expression
 from contextplane.store.migrate import write_transaction
 from contextplane.store.protocol import SearchHit
 
+# Re-exported: callers import the warning from here (and from ``contextplane.store``).
+from contextplane.store.vector_index import VectorSearchUnavailableWarning as VectorSearchUnavailableWarning
+
 SQLITE_HEADER: Final[bytes] = b"SQLite format 3\x00"
 RRF_K: Final[int] = 60
-LIST_SHIFT: Final[int] = 40  # chunk ids stay below 2**40; the list number sits above them
-_LIST_SPAN: Final[int] = (1 << LIST_SHIFT) - 1
 EMBED_BATCH: Final[int] = 256
 
 _COLUMNS: Final[tuple[str, ...]] = (
@@ -137,33 +127,6 @@ _BULK_INSERT_SQL: Final[str] = (
     "created_at, updated_at, memory_kind, delivery_policy, review_state, expires_at) "
     "SELECT " + ", ".join(f"j.value ->> {i}" for i in range(14)) + " FROM json_each(?) AS j ORDER BY j.key"
 )
-_VECTOR_TABLES_SQL: Final[str] = """
-CREATE TABLE IF NOT EXISTS chunks_vec (
-    key INTEGER PRIMARY KEY,
-    chunk_id INTEGER NOT NULL UNIQUE,
-    embedding BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS _vec_centroids (list INTEGER PRIMARY KEY, centroid BLOB NOT NULL);
-CREATE TRIGGER IF NOT EXISTS chunks_vec_ad AFTER DELETE ON chunks BEGIN
-    DELETE FROM chunks_vec WHERE chunk_id = old.id;
-END;
-"""
-_NEAREST_LIST_SQL: Final[str] = (
-    "coalesce((SELECT list FROM _vec_centroids ORDER BY vec_distance_l2(centroid, {v}) LIMIT 1), 0)"
-)
-_INSERT_VECTOR_SQL: Final[str] = (
-    "INSERT OR REPLACE INTO chunks_vec(key, chunk_id, embedding) "
-    f"SELECT ({_NEAREST_LIST_SQL.format(v='e.v')} << {LIST_SHIFT}) | :id, :id, e.v "
-    "FROM (SELECT vec_normalize(:v) AS v) AS e"
-)
-
-
-class VectorSearchUnavailableWarning(RuntimeWarning):
-    """sqlite-vec could not be loaded: the store works, but search is full-text only."""
-
-
-def _pack(vector: Sequence[float]) -> bytes:
-    return struct.pack(f"{len(vector)}f", *vector)
 
 
 def _as_id(chunk_id: object) -> int | None:
@@ -218,48 +181,6 @@ def _check_header(path: Path) -> None:
             f"{path}: not a SQLite database (the file header is not 'SQLite format 3'); "
             "move it aside or point --db / $CONTEXTPLANE_DB at a memory store"
         )
-
-
-def _numpy() -> Any:
-    """numpy if importable: an optional accelerator for index training only."""
-    try:
-        import numpy
-    except ImportError:
-        return None
-    return numpy
-
-
-def _kmeans_numpy(np: Any, sample: list[bytes], lists: int, iterations: int, seed: int) -> list[bytes]:
-    """Spherical k-means (Lloyd) on unit vectors; an empty list keeps its centroid."""
-    dims = len(sample[0]) // 4
-    data = np.frombuffer(b"".join(sample), dtype=np.float32).reshape(-1, dims)
-    generator = np.random.default_rng(seed)
-    centroids = data[generator.choice(len(data), size=min(lists, len(data)), replace=False)].copy()
-    for _ in range(iterations):
-        labels = np.concatenate(
-            [np.argmax(data[i : i + 8192] @ centroids.T, axis=1) for i in range(0, len(data), 8192)]
-        )
-        sums = np.zeros_like(centroids)
-        np.add.at(sums, labels, data)
-        norms = np.linalg.norm(sums, axis=1)
-        filled = norms > 0
-        centroids[filled] = sums[filled] / norms[filled, None]
-    return [row.tobytes() for row in centroids.astype(np.float32)]
-
-
-def _assign_numpy(np: Any, conn: apsw.Connection, centroids: list[bytes]) -> list[tuple[int, int]]:
-    """(list, chunk_id) for every stored vector: nearest centroid by inner product (unit vectors)."""
-    dims = len(centroids[0]) // 4
-    matrix = np.frombuffer(b"".join(centroids), dtype=np.float32).reshape(-1, dims)
-    out: list[tuple[int, int]] = []
-    cursor = conn.execute("SELECT chunk_id, embedding FROM chunks_vec")
-    while True:
-        rows = list(itertools.islice(cursor, 8192))
-        if not rows:
-            return out
-        block = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.float32).reshape(-1, dims)
-        labels = np.argmax(block @ matrix.T, axis=1) + 1
-        out.extend(zip(labels.tolist(), (int(r[0]) for r in rows), strict=True))
 
 
 def connect(
@@ -323,8 +244,11 @@ class SQLiteKnowledgeStore:
             migrate.ensure_schema(
                 self._conn, self.path, on_batch=on_migrate_batch, batch_rows=migrate_batch_rows
             )
-            if embedder is not None and self._load_sqlite_vec(sqlite_vec_path):
-                self._attach_embedder(embedder)
+            # Called directly, not through a helper method: both may warn with stacklevel=4,
+            # counted from this frame, so the warning names the code that opened the store.
+            if embedder is not None and vector_index.load_sqlite_vec(self.conn, self.path, sqlite_vec_path):
+                vector_index.attach(self.conn, self.path, embedder)
+                self._embedder = embedder
         except (apsw.NotADBError, apsw.CorruptError) as exc:
             self.close()
             raise StoreError(
@@ -346,53 +270,6 @@ class SQLiteKnowledgeStore:
     def vectors_enabled(self) -> bool:
         """True when searches use the vector leg (an embedder is set and sqlite-vec loaded)."""
         return self._embedder is not None
-
-    def _load_sqlite_vec(self, explicit_path: str | None) -> bool:
-        try:
-            if explicit_path is None:
-                import sqlite_vec
-
-                explicit_path = str(sqlite_vec.loadable_path())
-            self.conn.enable_load_extension(True)
-            self.conn.load_extension(explicit_path)
-            return True
-        except (ImportError, apsw.Error, OSError) as exc:
-            warnings.warn(
-                f"{self.path}: sqlite-vec could not be loaded ({exc}); vector search is disabled and "
-                "search uses full-text (FTS5) only. Install a working sqlite-vec to get hybrid search.",
-                VectorSearchUnavailableWarning,
-                stacklevel=4,
-            )
-            return False
-
-    def _attach_embedder(self, embedder: Embedder) -> None:
-        dims = int(embedder.dimensions)
-        if dims < 1:
-            raise StoreError(f"embedder {embedder.name!r}: dimensions must be positive, got {dims}")
-        conn = self.conn
-        with write_transaction(conn):
-            conn.execute(_VECTOR_TABLES_SQL)
-            stored_dims = migrate.meta_get(conn, "vector_dimensions")
-            stored_name = migrate.meta_get(conn, "vector_embedder")
-            if stored_dims is not None and int(stored_dims) != dims:
-                raise StoreError(
-                    f"{self.path}: stored vectors have {stored_dims} dimensions (embedder {stored_name!r}) "
-                    f"but embedder {embedder.name!r} produces {dims}; use the original embedder or "
-                    "open the store without one and call reindex_vectors(rebuild=True) after switching"
-                )
-            if stored_name is not None and stored_name != embedder.name:
-                warnings.warn(
-                    f"{self.path}: vectors were built by embedder {stored_name!r}, now {embedder.name!r}; "
-                    "call reindex_vectors(rebuild=True) so they are comparable",
-                    RuntimeWarning,
-                    stacklevel=4,
-                )
-            conn.execute(
-                "INSERT OR REPLACE INTO _kb_meta(key, value) VALUES ('vector_dimensions', ?), "
-                "('vector_embedder', ?)",
-                (str(dims), embedder.name),
-            )
-        self._embedder = embedder
 
     def close(self) -> None:
         with self._lock:
@@ -498,9 +375,7 @@ class SQLiteKnowledgeStore:
             )
         ids = range(first, last + 1)
         if vectors is not None:
-            conn.executemany(
-                _INSERT_VECTOR_SQL, ({"id": i, "v": v} for i, v in zip(ids, vectors, strict=True))
-            )
+            vector_index.add_vectors(conn, zip(ids, vectors, strict=True))
         return ids
 
     def _prepare(
@@ -581,7 +456,7 @@ class SQLiteKnowledgeStore:
                         f"embedder {embedder.name!r}: returned a {len(vector)}-dimension vector, "
                         f"declared {dims}"
                     )
-                out.append(_pack(vector))
+                out.append(vector_index.pack(vector))
         return out
 
     def _require(self, conn: apsw.Connection, chunk_id: str) -> MemoryChunk:
@@ -846,32 +721,6 @@ class SQLiteKnowledgeStore:
             f"WHERE {where} ORDER BY t.s, t.id LIMIT {limit}"
         )
 
-    @staticmethod
-    def _vector_leg(where: str, *, exact: bool) -> list[str]:
-        """CTEs ``qv``, ``probe`` and ``vec`` (id, r): the IVF vector leg, exact distances over the
-        nearest ``:probes`` lists plus list 0 (unassigned vectors). Fast form filters the best
-        ``:nc`` vectors; exact form filters every scanned vector."""
-        scan = (
-            "SELECT cv.chunk_id AS id, vec_distance_l2(cv.embedding, (SELECT v FROM qv)) AS d "
-            f"FROM probe JOIN chunks_vec AS cv ON cv.key BETWEEN (probe.list << {LIST_SHIFT}) "
-            f"AND (probe.list << {LIST_SHIFT}) + {_LIST_SPAN}"
-        )
-        if exact:
-            ranked = f"{scan} JOIN chunks AS c ON c.id = cv.chunk_id WHERE {where} ORDER BY d, id LIMIT :n"
-        elif where == "1":
-            ranked = f"{scan} ORDER BY d, id LIMIT :n"
-        else:
-            ranked = (
-                f"SELECT t.id AS id, t.d AS d FROM ({scan} ORDER BY d LIMIT :nc) AS t "
-                f"JOIN chunks AS c ON c.id = t.id WHERE {where} ORDER BY t.d, t.id LIMIT :n"
-            )
-        return [
-            "qv AS (SELECT vec_normalize(:v) AS v)",
-            "probe AS (SELECT 0 AS list UNION ALL SELECT * FROM (SELECT list FROM _vec_centroids "
-            "ORDER BY vec_distance_l2(centroid, (SELECT v FROM qv)) LIMIT :probes))",
-            f"vec AS (SELECT id, row_number() OVER (ORDER BY d, id) AS r FROM ({ranked}))",
-        ]
-
     def _search_sql(self, expression: str | None, vector: bytes | None, where: str, *, exact: bool) -> str:
         if vector is None:  # FTS-only: one join, the rows come straight from the filtering join
             if exact:
@@ -885,7 +734,7 @@ class SQLiteKnowledgeStore:
                 "FROM chunks_fts WHERE chunks_fts MATCH :q ORDER BY s LIMIT :nc) AS t "
                 f"JOIN chunks AS c ON c.id = t.id WHERE {where} ORDER BY t.s, t.id LIMIT :k"
             )
-        legs = self._vector_leg(where, exact=exact)
+        legs = vector_index.vector_leg(where, exact=exact)
         union = "SELECT id, r FROM vec"
         if expression is not None:
             fts = self._fts_leg(where, exact=exact, limit=":n")
@@ -898,10 +747,7 @@ class SQLiteKnowledgeStore:
         )
 
     def _probes(self, conn: apsw.Connection) -> int:
-        if self._vector_probes is not None:
-            return max(1, self._vector_probes)
-        lists = int(migrate.meta_get(conn, "vector_index_lists") or 0)
-        return max(8, math.ceil(lists / 32))
+        return vector_index.probes(conn, self._vector_probes)
 
     def vector_neighbours(self, query: str, n: int = 10, *, probes: int | None = None) -> list[str]:
         """The vector leg alone, unfiltered: ids of the ``n`` rows nearest to ``query`` as the IVF
@@ -911,14 +757,9 @@ class SQLiteKnowledgeStore:
             raise StoreError(f"{self.path}: no embedder configured, so there is no vector leg")
         with self._lock:
             conn = self.conn
-            params = {"v": self._embed([query])[0], "n": n, "probes": probes or self._probes(conn)}
-            sql = "WITH " + ", ".join(self._vector_leg("1", exact=False)) + " SELECT id FROM vec ORDER BY r"
-            return [str(r[0]) for r in conn.execute(sql, params)]
+            return vector_index.neighbours(conn, self._embed([query])[0], n, probes or self._probes(conn))
 
     # ------------------------------------------------------------------ vector index
-
-    def _vector_count(self, conn: apsw.Connection) -> int:
-        return int(migrate.scalar(conn, "SELECT count(*) FROM chunks_vec"))
 
     def _maybe_train(self) -> None:
         """Train the IVF centroids when the vector count first reaches the threshold, and again
@@ -926,10 +767,7 @@ class SQLiteKnowledgeStore:
         if self._embedder is None:
             return
         with self._lock:
-            conn = self.conn
-            count = self._vector_count(conn)
-            trained_on = int(migrate.meta_get(conn, "vector_index_trained_on") or 0)
-            if count >= max(self._vector_index_min_rows, 2 * trained_on):
+            if vector_index.training_due(self.conn, self._vector_index_min_rows):
                 self.train_vector_index()
 
     def train_vector_index(
@@ -951,103 +789,15 @@ class SQLiteKnowledgeStore:
         vectors take ~30 s."""
         if self._embedder is None:
             raise StoreError(f"{self.path}: no embedder configured, so there is no vector index to train")
-        np = _numpy() if use_numpy is not False else None
-        if use_numpy and np is None:
-            raise StoreError("train_vector_index: use_numpy=True but numpy is not importable")
-        rng = random.Random(seed)
+        np = vector_index.training_numpy(use_numpy)
         with self._lock:
-            conn = self.conn
-            conn.execute("BEGIN")  # a read snapshot: WAL lets writers commit meanwhile
-            try:
-                ids = [int(r[0]) for r in conn.execute("SELECT chunk_id FROM chunks_vec ORDER BY chunk_id")]
-                if not ids:
-                    return 0
-                lists = max(1, min(4096, round(math.sqrt(len(ids)))))
-                per_list, default_iterations = (100, 10) if np is not None else (32, 4)
-                chosen = sorted(rng.sample(ids, min(len(ids), lists * per_list)))
-                sample = [
-                    bytes(r[0])
-                    for r in conn.execute(
-                        "SELECT embedding FROM chunks_vec WHERE chunk_id IN (SELECT value FROM json_each(?))",
-                        (json.dumps(chosen),),
-                    )
-                ]
-                rng.shuffle(sample)
-                rounds = default_iterations if iterations is None else iterations
-                assignment: Sequence[tuple[Any, ...]]
-                if np is not None:
-                    centroids = _kmeans_numpy(np, sample, lists, rounds, seed)
-                    assignment = _assign_numpy(np, conn, centroids)
-                    self._load_training_centroids(conn, centroids, first_list=1)
-                else:
-                    centroids = sample[:lists]
-                    for _ in range(rounds):
-                        centroids = self._kmeans_step(conn, sample, centroids)
-                    self._load_training_centroids(conn, centroids, first_list=1)
-                    assignment = conn.execute(
-                        "SELECT (SELECT list FROM temp._vec_train "
-                        "ORDER BY vec_distance_l2(centroid, cv.embedding) LIMIT 1), cv.chunk_id "
-                        "FROM chunks_vec AS cv"
-                    ).fetchall()
-            finally:
-                conn.execute("COMMIT")
-            with write_transaction(conn):
-                conn.execute("DELETE FROM _vec_centroids")
-                conn.execute(
-                    "INSERT INTO _vec_centroids(list, centroid) SELECT list, centroid FROM temp._vec_train"
-                )
-                conn.executemany(
-                    f"UPDATE chunks_vec SET key = (? << {LIST_SHIFT}) | chunk_id WHERE chunk_id = ?",
-                    assignment,
-                )
-                conn.execute(  # vectors written by others while we trained
-                    f"UPDATE chunks_vec SET key = ({_NEAREST_LIST_SQL.format(v='chunks_vec.embedding')} "
-                    f"<< {LIST_SHIFT}) | chunk_id WHERE chunk_id > ?",
-                    (ids[-1],),
-                )
-                conn.execute(
-                    "INSERT OR REPLACE INTO _kb_meta(key, value) VALUES ('vector_index_trained_on', ?), "
-                    "('vector_index_lists', ?)",
-                    (str(len(ids)), str(len(centroids))),
-                )
-            return len(centroids)
-
-    @staticmethod
-    def _load_training_centroids(conn: apsw.Connection, centroids: list[bytes], first_list: int) -> None:
-        conn.execute("CREATE TEMP TABLE IF NOT EXISTS _vec_train (list INTEGER PRIMARY KEY, centroid BLOB)")
-        conn.execute("DELETE FROM temp._vec_train")
-        conn.executemany(
-            "INSERT INTO temp._vec_train VALUES (?, vec_normalize(?))",
-            ((first_list + i, c) for i, c in enumerate(centroids)),
-        )
+            return vector_index.train(self.conn, np, iterations=iterations, seed=seed, step=self._kmeans_step)
 
     @staticmethod
     def _kmeans_step(conn: apsw.Connection, sample: list[bytes], centroids: list[bytes]) -> list[bytes]:
-        """One Lloyd iteration: assign with sqlite-vec distances, average in Python."""
-        SQLiteKnowledgeStore._load_training_centroids(conn, centroids, first_list=0)
-        dims = len(centroids[0]) // 4
-        sums = [array("d", bytes(8 * dims)) for _ in centroids]
-        counts = [0] * len(centroids)
-        for blob in sample:
-            row = conn.execute(
-                "SELECT list FROM temp._vec_train "
-                "ORDER BY vec_distance_l2(centroid, vec_normalize(?)) LIMIT 1",
-                (blob,),
-            ).fetchone()
-            index = int(row[0]) if row is not None else 0
-            values = array("f", blob)
-            acc = sums[index]
-            for j in range(dims):
-                acc[j] += values[j]
-            counts[index] += 1
-        out: list[bytes] = []
-        for index, centroid in enumerate(centroids):
-            if counts[index] == 0:
-                out.append(centroid)  # an empty list keeps its centroid
-                continue
-            norm = math.sqrt(sum(x * x for x in sums[index])) or 1.0
-            out.append(array("f", [x / norm for x in sums[index]]).tobytes())
-        return out
+        """One Lloyd iteration of SQL-path training, looked up on the instance so a test can
+        interleave another writer with training."""
+        return vector_index.kmeans_step(conn, sample, centroids)
 
     def reindex_vectors(self, *, rebuild: bool = False) -> int:
         """Embed rows that have no vector (written before an embedder was configured), or every
@@ -1058,11 +808,7 @@ class SQLiteKnowledgeStore:
             conn = self.conn
             if rebuild:
                 with write_transaction(conn):
-                    conn.execute("DELETE FROM chunks_vec")
-                    conn.execute("DELETE FROM _vec_centroids")
-                    conn.execute(
-                        "DELETE FROM _kb_meta WHERE key IN ('vector_index_trained_on', 'vector_index_lists')"
-                    )
+                    vector_index.clear(conn)
             missing = conn.execute(
                 "SELECT id, content FROM chunks WHERE id NOT IN (SELECT chunk_id FROM chunks_vec) ORDER BY id"
             ).fetchall()
@@ -1070,9 +816,6 @@ class SQLiteKnowledgeStore:
                 batch = missing[start : start + EMBED_BATCH]
                 vectors = self._embed([str(r[1]) for r in batch])
                 with write_transaction(conn):
-                    conn.executemany(
-                        _INSERT_VECTOR_SQL,
-                        ({"id": r[0], "v": v} for r, v in zip(batch, vectors, strict=True)),
-                    )
+                    vector_index.add_vectors(conn, ((r[0], v) for r, v in zip(batch, vectors, strict=True)))
         self._maybe_train()
         return len(missing)

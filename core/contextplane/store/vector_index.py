@@ -1,0 +1,362 @@
+"""The store's vector index: an inverted file (IVF) in plain tables, over sqlite-vec distances.
+
+Vectors are L2-normalised and stored under the key ``(list << 40) | chunk_id``, so each list is
+one contiguous rowid range. A query ranks the centroids, scans only the nearest ``probes`` lists
+(plus list 0, vectors not yet assigned) with exact distances, and so needs no rescoring step.
+sqlite-vec's own ``vec0`` KNN was measured first: its top-k cost grows with k times the row
+count, so a quantised prefilter deep enough for good recall was slower than this (see
+bench/store_bench.py). Centroids are trained by k-means on a sample when the vector count first
+reaches the store's ``vector_index_min_rows`` and again each time it doubles.
+
+sqlite-vec is a loadable extension that may be missing or broken; ``load_sqlite_vec`` then warns
+once (``VectorSearchUnavailableWarning``) and the store searches with full text only.
+
+Every function here works on a connection the caller (the store) has open and locked. Writes
+run inside the caller's write transaction, except ``train``, which takes its own read snapshot
+and then its own write transaction so that training does not block other writers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+import struct
+import warnings
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final
+
+import apsw
+
+from contextplane.embedding import Embedder
+from contextplane.errors import StoreError
+from contextplane.store import migrate
+from contextplane.store.migrate import write_transaction
+
+LIST_SHIFT: Final[int] = 40  # chunk ids stay below 2**40; the list number sits above them
+_LIST_SPAN: Final[int] = (1 << LIST_SHIFT) - 1
+
+_VECTOR_TABLES_SQL: Final[str] = """
+CREATE TABLE IF NOT EXISTS chunks_vec (
+    key INTEGER PRIMARY KEY,
+    chunk_id INTEGER NOT NULL UNIQUE,
+    embedding BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS _vec_centroids (list INTEGER PRIMARY KEY, centroid BLOB NOT NULL);
+CREATE TRIGGER IF NOT EXISTS chunks_vec_ad AFTER DELETE ON chunks BEGIN
+    DELETE FROM chunks_vec WHERE chunk_id = old.id;
+END;
+"""
+_NEAREST_LIST_SQL: Final[str] = (
+    "coalesce((SELECT list FROM _vec_centroids ORDER BY vec_distance_l2(centroid, {v}) LIMIT 1), 0)"
+)
+_INSERT_VECTOR_SQL: Final[str] = (
+    "INSERT OR REPLACE INTO chunks_vec(key, chunk_id, embedding) "
+    f"SELECT ({_NEAREST_LIST_SQL.format(v='e.v')} << {LIST_SHIFT}) | :id, :id, e.v "
+    "FROM (SELECT vec_normalize(:v) AS v) AS e"
+)
+
+#: One Lloyd iteration of the SQL training path: (connection, sample, centroids) -> centroids.
+KMeansStep = Callable[[apsw.Connection, list[bytes], list[bytes]], list[bytes]]
+
+
+class VectorSearchUnavailableWarning(RuntimeWarning):
+    """sqlite-vec could not be loaded: the store works, but search is full-text only."""
+
+
+# ---------------------------------------------------------------------- setup
+
+
+def load_sqlite_vec(conn: apsw.Connection, path: str, explicit_path: str | None) -> bool:
+    """Load sqlite-vec into ``conn`` (from the ``sqlite_vec`` package unless a path is given);
+    on failure warn once and return False. ``path`` names the store in the warning.
+    ``stacklevel=4`` skips this function, the store's constructor and its caller (usually
+    ``open_store``), so the warning names the code that opened the store."""
+    try:
+        if explicit_path is None:
+            import sqlite_vec
+
+            explicit_path = str(sqlite_vec.loadable_path())
+        conn.enable_load_extension(True)
+        conn.load_extension(explicit_path)
+        return True
+    except (ImportError, apsw.Error, OSError) as exc:
+        warnings.warn(
+            f"{path}: sqlite-vec could not be loaded ({exc}); vector search is disabled and "
+            "search uses full-text (FTS5) only. Install a working sqlite-vec to get hybrid search.",
+            VectorSearchUnavailableWarning,
+            stacklevel=4,
+        )
+        return False
+
+
+def attach(conn: apsw.Connection, path: str, embedder: Embedder) -> None:
+    """Create the index tables if missing and record which embedder fills them. Refuses an
+    embedder whose dimensions differ from the stored vectors (they could not be compared at
+    all); only warns on a different name with the same dimensions (comparable but meaningless
+    until ``reindex_vectors(rebuild=True)``)."""
+    dims = int(embedder.dimensions)
+    if dims < 1:
+        raise StoreError(f"embedder {embedder.name!r}: dimensions must be positive, got {dims}")
+    with write_transaction(conn):
+        conn.execute(_VECTOR_TABLES_SQL)
+        stored_dims = migrate.meta_get(conn, "vector_dimensions")
+        stored_name = migrate.meta_get(conn, "vector_embedder")
+        if stored_dims is not None and int(stored_dims) != dims:
+            raise StoreError(
+                f"{path}: stored vectors have {stored_dims} dimensions (embedder {stored_name!r}) "
+                f"but embedder {embedder.name!r} produces {dims}; use the original embedder or "
+                "open the store without one and call reindex_vectors(rebuild=True) after switching"
+            )
+        if stored_name is not None and stored_name != embedder.name:
+            warnings.warn(
+                f"{path}: vectors were built by embedder {stored_name!r}, now {embedder.name!r}; "
+                "call reindex_vectors(rebuild=True) so they are comparable",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        conn.execute(
+            "INSERT OR REPLACE INTO _kb_meta(key, value) VALUES ('vector_dimensions', ?), "
+            "('vector_embedder', ?)",
+            (str(dims), embedder.name),
+        )
+
+
+# ---------------------------------------------------------------------- writes
+
+
+def pack(vector: Sequence[float]) -> bytes:
+    """A vector as the float32 blob sqlite-vec reads."""
+    return struct.pack(f"{len(vector)}f", *vector)
+
+
+def add_vectors(conn: apsw.Connection, rows: Iterable[tuple[Any, bytes]]) -> None:
+    """Store ``(chunk_id, packed vector)`` pairs (ids as read from ``chunks.id``), normalised, each
+    in its nearest trained list (list 0 before any training). The caller holds the write
+    transaction."""
+    conn.executemany(_INSERT_VECTOR_SQL, ({"id": i, "v": v} for i, v in rows))
+
+
+def clear(conn: apsw.Connection) -> None:
+    """Drop every vector, the centroids and the training record (caller holds the write
+    transaction): the next vectors start an untrained index."""
+    conn.execute("DELETE FROM chunks_vec")
+    conn.execute("DELETE FROM _vec_centroids")
+    conn.execute("DELETE FROM _kb_meta WHERE key IN ('vector_index_trained_on', 'vector_index_lists')")
+
+
+# ---------------------------------------------------------------------- queries
+
+
+def probes(conn: apsw.Connection, configured: int | None) -> int:
+    """Lists a query scans: the configured count (at least 1), else one in 32 of the trained
+    lists and at least 8. With about sqrt(n) lists that scans roughly 3% of the vectors."""
+    if configured is not None:
+        return max(1, configured)
+    lists = int(migrate.meta_get(conn, "vector_index_lists") or 0)
+    return max(8, math.ceil(lists / 32))
+
+
+def vector_leg(where: str, *, exact: bool) -> list[str]:
+    """CTEs ``qv``, ``probe`` and ``vec`` (id, r): the IVF vector leg, exact distances over the
+    nearest ``:probes`` lists plus list 0 (unassigned vectors). Fast form filters the best
+    ``:nc`` vectors; exact form filters every scanned vector. ``where`` filters ``chunks AS c``.
+    A fresh list on each call: the store appends its other legs to it."""
+    scan = (
+        "SELECT cv.chunk_id AS id, vec_distance_l2(cv.embedding, (SELECT v FROM qv)) AS d "
+        f"FROM probe JOIN chunks_vec AS cv ON cv.key BETWEEN (probe.list << {LIST_SHIFT}) "
+        f"AND (probe.list << {LIST_SHIFT}) + {_LIST_SPAN}"
+    )
+    if exact:
+        ranked = f"{scan} JOIN chunks AS c ON c.id = cv.chunk_id WHERE {where} ORDER BY d, id LIMIT :n"
+    elif where == "1":
+        ranked = f"{scan} ORDER BY d, id LIMIT :n"
+    else:
+        ranked = (
+            f"SELECT t.id AS id, t.d AS d FROM ({scan} ORDER BY d LIMIT :nc) AS t "
+            f"JOIN chunks AS c ON c.id = t.id WHERE {where} ORDER BY t.d, t.id LIMIT :n"
+        )
+    return [
+        "qv AS (SELECT vec_normalize(:v) AS v)",
+        "probe AS (SELECT 0 AS list UNION ALL SELECT * FROM (SELECT list FROM _vec_centroids "
+        "ORDER BY vec_distance_l2(centroid, (SELECT v FROM qv)) LIMIT :probes))",
+        f"vec AS (SELECT id, row_number() OVER (ORDER BY d, id) AS r FROM ({ranked}))",
+    ]
+
+
+def neighbours(conn: apsw.Connection, vector: bytes, n: int, probe_count: int) -> list[str]:
+    """Ids of the ``n`` stored vectors nearest to ``vector`` as the index finds them, unfiltered."""
+    params = {"v": vector, "n": n, "probes": probe_count}
+    sql = "WITH " + ", ".join(vector_leg("1", exact=False)) + " SELECT id FROM vec ORDER BY r"
+    return [str(r[0]) for r in conn.execute(sql, params)]
+
+
+# ---------------------------------------------------------------------- training
+
+
+def training_due(conn: apsw.Connection, min_rows: int) -> bool:
+    """True when the vector count first reaches ``min_rows`` and each time it doubles after the
+    last training, so list sizes stay near sqrt(n)."""
+    count = int(migrate.scalar(conn, "SELECT count(*) FROM chunks_vec"))
+    trained_on = int(migrate.meta_get(conn, "vector_index_trained_on") or 0)
+    return count >= max(min_rows, 2 * trained_on)
+
+
+def _numpy() -> Any:
+    """numpy if importable: an optional accelerator for index training only."""
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy
+
+
+def training_numpy(use_numpy: bool | None) -> Any:
+    """The numpy module training should use, or None for the SQL path. ``use_numpy=None`` means
+    "if importable"; ``True`` without numpy is an error rather than a silent slow path."""
+    np = _numpy() if use_numpy is not False else None
+    if use_numpy and np is None:
+        raise StoreError("train_vector_index: use_numpy=True but numpy is not importable")
+    return np
+
+
+def _kmeans_numpy(np: Any, sample: list[bytes], lists: int, iterations: int, seed: int) -> list[bytes]:
+    """Spherical k-means (Lloyd) on unit vectors; an empty list keeps its centroid."""
+    dims = len(sample[0]) // 4
+    data = np.frombuffer(b"".join(sample), dtype=np.float32).reshape(-1, dims)
+    generator = np.random.default_rng(seed)
+    centroids = data[generator.choice(len(data), size=min(lists, len(data)), replace=False)].copy()
+    for _ in range(iterations):
+        labels = np.concatenate(
+            [np.argmax(data[i : i + 8192] @ centroids.T, axis=1) for i in range(0, len(data), 8192)]
+        )
+        sums = np.zeros_like(centroids)
+        np.add.at(sums, labels, data)
+        norms = np.linalg.norm(sums, axis=1)
+        filled = norms > 0
+        centroids[filled] = sums[filled] / norms[filled, None]
+    return [row.tobytes() for row in centroids.astype(np.float32)]
+
+
+def _assign_numpy(np: Any, conn: apsw.Connection, centroids: list[bytes]) -> list[tuple[int, int]]:
+    """(list, chunk_id) for every stored vector: nearest centroid by inner product (unit vectors)."""
+    dims = len(centroids[0]) // 4
+    matrix = np.frombuffer(b"".join(centroids), dtype=np.float32).reshape(-1, dims)
+    out: list[tuple[int, int]] = []
+    cursor = conn.execute("SELECT chunk_id, embedding FROM chunks_vec")
+    while True:
+        rows = list(itertools.islice(cursor, 8192))
+        if not rows:
+            return out
+        block = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.float32).reshape(-1, dims)
+        labels = np.argmax(block @ matrix.T, axis=1) + 1
+        out.extend(zip(labels.tolist(), (int(r[0]) for r in rows), strict=True))
+
+
+def _load_training_centroids(conn: apsw.Connection, centroids: list[bytes], first_list: int) -> None:
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS _vec_train (list INTEGER PRIMARY KEY, centroid BLOB)")
+    conn.execute("DELETE FROM temp._vec_train")
+    conn.executemany(
+        "INSERT INTO temp._vec_train VALUES (?, vec_normalize(?))",
+        ((first_list + i, c) for i, c in enumerate(centroids)),
+    )
+
+
+def kmeans_step(conn: apsw.Connection, sample: list[bytes], centroids: list[bytes]) -> list[bytes]:
+    """One Lloyd iteration: assign with sqlite-vec distances, average in Python."""
+    _load_training_centroids(conn, centroids, first_list=0)
+    dims = len(centroids[0]) // 4
+    sums = [array("d", bytes(8 * dims)) for _ in centroids]
+    counts = [0] * len(centroids)
+    for blob in sample:
+        row = conn.execute(
+            "SELECT list FROM temp._vec_train ORDER BY vec_distance_l2(centroid, vec_normalize(?)) LIMIT 1",
+            (blob,),
+        ).fetchone()
+        index = int(row[0]) if row is not None else 0
+        values = array("f", blob)
+        acc = sums[index]
+        for j in range(dims):
+            acc[j] += values[j]
+        counts[index] += 1
+    out: list[bytes] = []
+    for index, centroid in enumerate(centroids):
+        if counts[index] == 0:
+            out.append(centroid)  # an empty list keeps its centroid
+            continue
+        norm = math.sqrt(sum(x * x for x in sums[index])) or 1.0
+        out.append(array("f", [x / norm for x in sums[index]]).tobytes())
+    return out
+
+
+def train(
+    conn: apsw.Connection,
+    np: Any,
+    *,
+    iterations: int | None,
+    seed: int,
+    step: KMeansStep = kmeans_step,
+) -> int:
+    """(Re)train the centroids and reassign every vector; return the number of lists (0 when
+    there are no vectors). ``np`` is numpy (see ``training_numpy``) or None for the SQL path,
+    whose iterations go through ``step``.
+
+    The slow part (k-means, then the nearest centroid of every vector) runs in a read snapshot,
+    so other writers are not blocked; only the swap of centroids and keys takes the write lock,
+    and vectors added meanwhile are assigned inside it. Searches never see a half-built index.
+    The caller must not be inside a transaction."""
+    rng = random.Random(seed)
+    conn.execute("BEGIN")  # a read snapshot: WAL lets writers commit meanwhile
+    try:
+        ids = [int(r[0]) for r in conn.execute("SELECT chunk_id FROM chunks_vec ORDER BY chunk_id")]
+        if not ids:
+            return 0
+        lists = max(1, min(4096, round(math.sqrt(len(ids)))))
+        per_list, default_iterations = (100, 10) if np is not None else (32, 4)
+        chosen = sorted(rng.sample(ids, min(len(ids), lists * per_list)))
+        sample = [
+            bytes(r[0])
+            for r in conn.execute(
+                "SELECT embedding FROM chunks_vec WHERE chunk_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(chosen),),
+            )
+        ]
+        rng.shuffle(sample)
+        rounds = default_iterations if iterations is None else iterations
+        assignment: Sequence[tuple[Any, ...]]
+        if np is not None:
+            centroids = _kmeans_numpy(np, sample, lists, rounds, seed)
+            assignment = _assign_numpy(np, conn, centroids)
+            _load_training_centroids(conn, centroids, first_list=1)
+        else:
+            centroids = sample[:lists]
+            for _ in range(rounds):
+                centroids = step(conn, sample, centroids)
+            _load_training_centroids(conn, centroids, first_list=1)
+            assignment = conn.execute(
+                "SELECT (SELECT list FROM temp._vec_train "
+                "ORDER BY vec_distance_l2(centroid, cv.embedding) LIMIT 1), cv.chunk_id "
+                "FROM chunks_vec AS cv"
+            ).fetchall()
+    finally:
+        conn.execute("COMMIT")
+    with write_transaction(conn):
+        conn.execute("DELETE FROM _vec_centroids")
+        conn.execute("INSERT INTO _vec_centroids(list, centroid) SELECT list, centroid FROM temp._vec_train")
+        conn.executemany(
+            f"UPDATE chunks_vec SET key = (? << {LIST_SHIFT}) | chunk_id WHERE chunk_id = ?",
+            assignment,
+        )
+        conn.execute(  # vectors written by others while we trained
+            f"UPDATE chunks_vec SET key = ({_NEAREST_LIST_SQL.format(v='chunks_vec.embedding')} "
+            f"<< {LIST_SHIFT}) | chunk_id WHERE chunk_id > ?",
+            (ids[-1],),
+        )
+        conn.execute(
+            "INSERT OR REPLACE INTO _kb_meta(key, value) VALUES ('vector_index_trained_on', ?), "
+            "('vector_index_lists', ?)",
+            (str(len(ids)), str(len(centroids))),
+        )
+    return len(centroids)
