@@ -100,9 +100,14 @@ class PluginsConfig:
 
 @attrs.frozen
 class StoreConfig:
-    """Where the embedded knowledge store lives."""
+    """Where the embedded knowledge store lives, and how hard its vector leg looks."""
 
     path: str | None = attrs.field(default=None, metadata=_expect("a file path"))
+    #: Lists the IVF vector leg scans per query; None = max(8, lists/32). Real text clusters
+    #: less than synthetic data (bench/store_real_embeddings.py): raise it for recall.
+    vector_probes: int | None = attrs.field(
+        default=None, validator=_positive_or_none, metadata=_expect("a whole number of lists > 0")
+    )
 
 
 @attrs.frozen

@@ -19,7 +19,7 @@ def open_knowledge_store(host: PluginHost, path: str | os.PathLike[str] | None =
         chosen = host.knowledge_store()
         if chosen is not None:
             return chosen
-    from contextplane.store import default_db_path, open_store
+    from contextplane.store import SQLiteKnowledgeStore, default_db_path
 
     cfg = host.config
     target = (
@@ -29,4 +29,4 @@ def open_knowledge_store(host: PluginHost, path: str | os.PathLike[str] | None =
         if cfg.store.path
         else default_db_path()
     )
-    return open_store(target, embedder=host.embedder())
+    return SQLiteKnowledgeStore(target, embedder=host.embedder(), vector_probes=cfg.store.vector_probes)

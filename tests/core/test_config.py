@@ -126,3 +126,17 @@ def test_env_override_parsing() -> None:
         "plugins": {"enabled": ["a", "b"]},
         "store": {"path": "/tmp/x.sqlite3"},
     }
+
+
+def test_store_vector_probes_reaches_the_store(tmp_path: Path) -> None:
+    from contextplane import plugin_host_with
+    from contextplane.defaults import open_knowledge_store
+
+    cfg = structure({"store": {"path": str(tmp_path / "m.sqlite3"), "vector_probes": 24}})
+    store = open_knowledge_store(plugin_host_with([], cfg))
+    assert store._vector_probes == 24
+    with pytest.raises(
+        ConfigError,
+        match=r"invalid value for store\.vector_probes: expected a whole number of lists > 0, got 0",
+    ):
+        structure({"store": {"vector_probes": 0}})
