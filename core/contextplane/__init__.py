@@ -1,10 +1,14 @@
 """contextplane: the stable prefix and the per-request projected context of an LLM agent.
 
 The public surface is re-exported here; ``hookimpl`` is what plugins decorate hooks with.
+Test helpers (``reset_host``, the conformance kit) live in their modules, not here.
 """
 
 from contextplane.authority import AUTHORITY_ORDER, PrefixSection, StablePrefix, build_stable_prefix
+from contextplane.backends import open_backend
 from contextplane.config import Config, load_config
+from contextplane.delivery import Delivered, ModelCall, deliver
+from contextplane.embedding import Embedder
 from contextplane.errors import (
     ConfigError,
     ContextPlaneError,
@@ -16,49 +20,68 @@ from contextplane.errors import (
     ValidationError,
 )
 from contextplane.hookspecs import hookimpl
-from contextplane.plugins import PluginHost, get_host, plugin_host_with, reset_host
+from contextplane.memory.model import MemoryChunk
+from contextplane.notices import PluginWarning, warn_once
+from contextplane.plugins import PluginHost, get_host, plugin_host_with
 from contextplane.projection import (
     InjectionRecord,
     ProjectedContext,
     SectionReport,
+    compose,
     compose_projected_context,
 )
-from contextplane.request import BuildContext, Mode, ProjectionRequest
+from contextplane.records import Backend, InjectionLog, SessionSummaries, SnapshotStore
+from contextplane.request import BuildContext, ProjectionRequest, Surface
 from contextplane.sections import ContextSection, Draft, Envelope, PromptSection, Row, Shed
+from contextplane.store.protocol import KnowledgeStore, SearchHit
 
 __all__ = [
     "AUTHORITY_ORDER",
+    "Backend",
     "BuildContext",
     "Config",
     "ConfigError",
     "ContextPlaneError",
     "ContextSection",
+    "Delivered",
     "Draft",
+    "Embedder",
     "Envelope",
     "IncognitoWriteError",
+    "InjectionLog",
     "InjectionRecord",
-    "Mode",
+    "KnowledgeStore",
+    "MemoryChunk",
+    "ModelCall",
     "PluginHost",
     "PluginLoadError",
+    "PluginWarning",
     "PrefixSection",
     "ProjectedContext",
     "ProjectionRequest",
     "PromptSection",
     "Row",
+    "SearchHit",
     "SectionError",
     "SectionOrderError",
     "SectionReport",
+    "SessionSummaries",
     "Shed",
+    "SnapshotStore",
     "StablePrefix",
     "StoreError",
+    "Surface",
     "ValidationError",
     "build_stable_prefix",
+    "compose",
     "compose_projected_context",
+    "deliver",
     "get_host",
     "hookimpl",
     "load_config",
+    "open_backend",
     "plugin_host_with",
-    "reset_host",
+    "warn_once",
 ]
 
 __version__ = "0.1.0"

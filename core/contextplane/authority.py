@@ -17,13 +17,16 @@ import graphlib
 import hashlib
 import itertools
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
 from contextplane.errors import ConfigError, SectionOrderError
-from contextplane.plugins import PluginHost, Registered
 from contextplane.request import BuildContext
 from contextplane.sections import PromptSection
+
+if TYPE_CHECKING:
+    from contextplane.plugins import PluginHost, Registered
 
 #: The D3 authority order of the standard sections.
 AUTHORITY_ORDER = ("identity", "operating_model", "delegation_roster", "tool_guidance", "operator_guidelines")

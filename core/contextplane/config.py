@@ -145,9 +145,13 @@ class SubagentConfig:
 class ObservabilityConfig:
     """Prompt snapshots and the trajectory (ADR D5): where they live and how long they stay."""
 
-    #: The telemetry database; None means ``<user data dir>/contextplane/telemetry.sqlite3``.
+    #: Record a prompt snapshot per model call in the turn's backend.
+    snapshots: bool = attrs.field(default=True, metadata=_expect("true or false"))
+    #: Keep the trajectory (ADR 0102): the append-only JSONL that snapshots reference.
+    trajectory: bool = attrs.field(default=True, metadata=_expect("true or false"))
+    #: A separate telemetry database for snapshots (embedded backend); None means the store file.
     telemetry_db: str | None = attrs.field(default=None, metadata=_expect("a file path"))
-    #: Trajectory JSONL directory; None means a ``trajectories`` directory beside the database.
+    #: Trajectory JSONL directory; None means a ``trajectories`` directory beside the store file.
     trajectory_dir: str | None = attrs.field(default=None, metadata=_expect("a directory path"))
     retention_days: float = attrs.field(
         default=30.0, validator=_ge0, metadata=_expect("a number of days >= 0")

@@ -32,8 +32,13 @@ def register_context_sections(register: Callable[[ContextSection], None], config
 
 
 @hookspec(firstresult=True)
+def backend(config: Config) -> Any:
+    """Return the ``Backend`` holding every record (memories, summaries, injections, snapshots), or None."""
+
+
+@hookspec(firstresult=True)
 def knowledge_store(config: Config) -> Any:
-    """Return the knowledge store to use, or None to let another plugin (or the default) decide."""
+    """Return the memory store for the embedded backend, or None to let another plugin (or SQLite) decide."""
 
 
 @hookspec(firstresult=True)
@@ -44,6 +49,11 @@ def embedder(config: Config) -> Any:
 @hookspec
 def observe_projection(projection: Any, request: ProjectionRequest) -> None:
     """Receive every recorded ``ProjectedContext`` (never an incognito one) after it is composed."""
+
+
+@hookspec
+def observe_model_call(call: Any, request: ProjectionRequest) -> None:
+    """Receive every ``ModelCall`` a projection is delivered to (incognito ones too, flagged)."""
 
 
 @hookspec

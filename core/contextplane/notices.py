@@ -7,6 +7,7 @@ process until ``reset_notices()``.
 
 from __future__ import annotations
 
+import logging
 import threading
 import warnings
 from collections.abc import Hashable
@@ -46,3 +47,28 @@ def reset_notices() -> None:
     """Forget which notices were emitted (tests; long-lived processes after a config reload)."""
     with _lock:
         _seen.clear()
+
+
+def log_once(logger: logging.Logger, key: Hashable, level: int, message: str, *args: object) -> bool:
+    """Log ``message`` at ``level`` unless ``key`` already logged (same memory as ``warn_once``)."""
+    with _lock:
+        if ("log", key) in _seen:
+            return False
+        _seen.add(("log", key))
+    logger.log(level, message, *args)
+    return True
+
+
+def log_failure(
+    logger: logging.Logger, key: Hashable, message: str, *args: object, exc: BaseException
+) -> bool:
+    """Log an isolated failure once per distinct ``key`` at WARNING, with its traceback.
+
+    A provider that raises on every turn logs once, not once per turn; a different failure of
+    the same provider (another message) logs again."""
+    with _lock:
+        if ("failure", key) in _seen:
+            return False
+        _seen.add(("failure", key))
+    logger.warning(message, *args, exc_info=(type(exc), exc, exc.__traceback__))
+    return True

@@ -7,15 +7,24 @@ registered on its own, and every failure is recorded (or raised, in strict mode)
 
 Why a facade: ``pm.hook.x(...)`` returns ``Any`` and cannot tell us which plugin produced
 what. The host calls each implementation itself, so every section is attributed to its plugin
-and every failure to its source.
+and every failure to its source. Calling them itself means pluggy's ordering and wrapping
+options would silently do nothing, so the host refuses them at registration, in pluggy's own
+style of message: a plugin that asks for ``tryfirst`` must learn that it does not get it.
+
+``CONTEXTPLANE_TRACE_PLUGINS=1`` logs every hook call (plugin, arguments, result or error) to
+the ``contextplane.plugins.trace`` logger at INFO, as datasette's ``DATASETTE_TRACE_PLUGINS``
+does.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib.metadata as md
+import logging
 import os
+import reprlib
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -24,11 +33,33 @@ import pluggy
 
 from contextplane import hookspecs
 from contextplane.config import Config, load_config
+from contextplane.embedding import Embedder
 from contextplane.errors import PluginLoadError, SectionError
+from contextplane.notices import log_failure, log_once
+from contextplane.observability import observer as records_observer
+from contextplane.records.backend import check_backend
 from contextplane.sections import ContextSection, PromptSection
+from contextplane.store.protocol import KnowledgeStore
 
 ENTRY_POINT_GROUP = "contextplane"
 PLUGINS_ENV = "CONTEXTPLANE_PLUGINS"
+TRACE_ENV = "CONTEXTPLANE_TRACE_PLUGINS"
+#: The built-in plugins every host holds (they can be disabled like any other).
+BUILTIN_PLUGINS: tuple[tuple[str, object], ...] = ((records_observer.PLUGIN_NAME, records_observer),)
+#: pluggy hookimpl options the facade does not honour, with why (shown in the refusal).
+UNHONOURED_OPTIONS: Mapping[str, str] = {
+    "wrapper": "hooks are called one implementation at a time, so there is no call to wrap",
+    "hookwrapper": "hooks are called one implementation at a time, so there is no call to wrap",
+    "tryfirst": "the order is contextplane's own (plugin name, then section priority or before/after)",
+    "trylast": "the order is contextplane's own (plugin name, then section priority or before/after)",
+    "historic": "contextplane hooks are not historic",
+}
+
+log = logging.getLogger("contextplane.plugins")
+trace_log = logging.getLogger("contextplane.plugins.trace")
+_trace_repr = reprlib.Repr()
+_trace_repr.maxstring = 80
+_trace_repr.maxother = 80
 
 _SPEC_NAMES = frozenset(
     name for name in dir(hookspecs) if hasattr(getattr(hookspecs, name), "contextplane_spec")
@@ -103,6 +134,13 @@ class PluginHost:
         self._prompt: list[Registered[PromptSection]] | None = None
         self._context: list[Registered[ContextSection]] | None = None
         self._lock = threading.Lock()
+        self.trace = os.environ.get(TRACE_ENV, "").strip().lower() not in ("", "0", "false", "no")
+        disabled = set(self.config.plugins.disabled)
+        for name, plugin in BUILTIN_PLUGINS:
+            if name in disabled:
+                self._skipped.append(PluginInfo(name, "contextplane", None, loaded=False))
+            else:
+                self.register(plugin, name, distribution="contextplane")
 
     # --- loading ------------------------------------------------------------------------
 
@@ -119,10 +157,19 @@ class PluginHost:
         host.load_entry_points(environ=environ)
         return host
 
-    def _fail(self, failure: PluginFailure) -> None:
+    def _fail(self, failure: PluginFailure, exc: BaseException | None = None) -> None:
         self.failures.append(failure)
         if self.strict:
             raise PluginLoadError(failure.describe() + " (strict mode: fix or disable the plugin)")
+        self._log(failure, exc)
+
+    def _log(self, failure: PluginFailure, exc: BaseException | None) -> None:
+        """Log an isolated failure once (with its traceback when there is one)."""
+        key = ("plugin", failure.plugin, failure.stage, failure.error)
+        if exc is not None:
+            log_failure(log, key, "%s", failure.describe(), exc=exc)
+        else:
+            log_once(log, key, logging.WARNING, "%s", failure.describe())
 
     def load_entry_points(self, *, environ: Mapping[str, str] | None = None) -> None:
         """Load each entry point of the group in name order, isolating every failure."""
@@ -143,7 +190,7 @@ class PluginHost:
             except BaseException as exc:  # an import can raise anything, SystemExit included
                 if isinstance(exc, KeyboardInterrupt):
                     raise
-                self._fail(PluginFailure(ep.name, dist, "import", _describe_exc(exc)))
+                self._fail(PluginFailure(ep.name, dist, "import", _describe_exc(exc)), exc)
                 continue
             self.register(obj, ep.name, distribution=dist, version=version)
 
@@ -158,6 +205,18 @@ class PluginHost:
                 near = difflib.get_close_matches(hook_name, sorted(_SPEC_NAMES), n=1)
                 hint = f"; did you mean {near[0]!r}?" if near else ""
                 problems.append(f"{attr} implements unknown hook {hook_name!r}{hint}")
+                continue
+            for option, why in UNHONOURED_OPTIONS.items():
+                if opts.get(option):
+                    function = getattr(plugin, attr)
+                    where = getattr(function, "__qualname__", attr)
+                    module = getattr(function, "__module__", None)
+                    problems.append(
+                        f"hook implementation {where!r} for hook {hook_name!r}"
+                        + (f" in module {module!r}" if module else "")
+                        + f" asks for {option}=True, which contextplane does not honour: {why}. "
+                        f"Remove {option}=True from its @hookimpl"
+                    )
         return problems
 
     def register(
@@ -208,7 +267,25 @@ class PluginHost:
         return sorted(caller.get_hookimpls(), key=lambda i: i.plugin_name)
 
     def _call(self, impl: pluggy.HookImpl, kwargs: Mapping[str, Any]) -> Any:
-        return impl.function(**{k: kwargs[k] for k in impl.argnames if k in kwargs})
+        args = {k: kwargs[k] for k in impl.argnames if k in kwargs}
+        if not self.trace:
+            return impl.function(**args)
+        hook = getattr(impl.function, "__name__", "?")
+        shown = ", ".join(f"{k}={_trace_repr.repr(v)}" for k, v in args.items())
+        started = time.perf_counter()
+        try:
+            result = impl.function(**args)
+        except Exception as exc:
+            trace_log.info(
+                "hook %s plugin=%s (%s) raised %s in %.3f ms",
+                hook, impl.plugin_name, shown, _describe_exc(exc), (time.perf_counter() - started) * 1e3,
+            )
+            raise
+        trace_log.info(
+            "hook %s plugin=%s (%s) -> %s in %.3f ms",
+            hook, impl.plugin_name, shown, _trace_repr.repr(result), (time.perf_counter() - started) * 1e3,
+        )
+        return result
 
     def _collect(self, hook_name: str, kind: type[T]) -> list[Registered[T]]:
         found: list[Registered[T]] = []
@@ -227,7 +304,7 @@ class PluginHost:
                 self._call(impl, {"register": register, "config": self.config})
             except Exception as exc:
                 dist = self._meta.get(impl.plugin_name, (None, None))[0]
-                self._fail(PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc)))
+                self._fail(PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc)), exc)
                 continue
             found.extend(Registered(item, impl.plugin_name) for item in items)
         return found
@@ -246,26 +323,45 @@ class PluginHost:
                 self._context = self._collect("register_context_sections", ContextSection)
             return list(self._context)
 
-    def _first(self, hook_name: str) -> Any:
-        # firstresult semantics, but in our documented order and with failures isolated.
+    def _first(self, hook_name: str, fits: Any = None, what: str = "") -> Any:
+        # firstresult semantics, but in our documented order and with failures isolated. A
+        # result that does not fit its protocol is a recorded failure, and the next plugin
+        # is asked: a dict offered as a store must not reach the sections.
         for impl in self._impls(hook_name):
+            dist = self._meta.get(impl.plugin_name, (None, None))[0]
             try:
                 result = self._call(impl, {"config": self.config})
             except Exception as exc:
-                dist = self._meta.get(impl.plugin_name, (None, None))[0]
-                self._fail(PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc)))
+                self._fail(PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc)), exc)
                 continue
-            if result is not None:
-                return result
+            if result is None:
+                continue
+            problems = fits(result) if fits is not None else []
+            if problems:
+                self._fail(
+                    PluginFailure(
+                        impl.plugin_name,
+                        dist,
+                        hook_name,
+                        f"returned {type(result).__name__}, which is not {what}: {'; '.join(problems)}; "
+                        "return one, or None to let another plugin decide",
+                    )
+                )
+                continue
+            return result
         return None
 
+    def backend(self) -> Any:
+        """The first ``Backend`` a plugin offers (plugins asked in name order), else None."""
+        return self._first("backend", check_backend, "a contextplane Backend")
+
     def knowledge_store(self) -> Any:
-        """The first non-None store a plugin offers (plugins asked in name order)."""
-        return self._first("knowledge_store")
+        """The first ``KnowledgeStore`` a plugin offers (plugins asked in name order), else None."""
+        return self._first("knowledge_store", _protocol_problems(KnowledgeStore), "a KnowledgeStore")
 
     def embedder(self) -> Any:
-        """The first non-None embedder a plugin offers (plugins asked in name order)."""
-        return self._first("embedder")
+        """The first ``Embedder`` a plugin offers (plugins asked in name order), else None."""
+        return self._first("embedder", _protocol_problems(Embedder), "an Embedder")
 
     def _notify(self, hook_name: str, kwargs: Mapping[str, Any]) -> list[PluginFailure]:
         failures = []
@@ -279,11 +375,16 @@ class PluginHost:
                 self.failures.append(failure)
                 if self.strict:
                     raise SectionError(failure.describe() + " (strict mode)") from exc
+                self._log(failure, exc)
         return failures
 
     def notify_projection(self, projection: Any, request: Any) -> list[PluginFailure]:
         """Hand a composed projection to every observer; failures are recorded, not raised."""
         return self._notify("observe_projection", {"projection": projection, "request": request})
+
+    def notify_model_call(self, call: Any, request: Any) -> list[PluginFailure]:
+        """Tell every observer about one model call a projection is delivered to."""
+        return self._notify("observe_model_call", {"call": call, "request": request})
 
     def notify_stable_prefix(self, prefix: Any) -> list[PluginFailure]:
         """Hand a composed stable prefix to every observer."""
@@ -319,15 +420,29 @@ class PluginHost:
         return [infos[k] for k in sorted(infos)]
 
 
+def _protocol_problems(protocol: type) -> Any:
+    def check(obj: object) -> list[str]:
+        if isinstance(obj, protocol):
+            return []
+        missing = sorted(m for m in dir(protocol) if not m.startswith("_") and not hasattr(obj, m))
+        return [f"missing {', '.join(missing)}" if missing else "its methods do not match"]
+
+    return check
+
+
 _default: PluginHost | None = None
 _default_lock = threading.Lock()
 
 
 def get_host(config: Config | None = None) -> PluginHost:
-    """The process-wide host, loaded lazily on first use (never at import time)."""
+    """The process-wide host, loaded lazily on first use (never at import time).
+
+    ``config`` is used only for that first load. Passing a config later never reloads or
+    replaces the host (a runtime that calls ``load_config()`` per request must not re-import
+    every plugin per request); build a ``PluginHost`` of your own for a different config."""
     global _default
     with _default_lock:
-        if _default is None or (config is not None and config is not _default.config):
+        if _default is None:
             _default = PluginHost.from_entry_points(config if config is not None else load_config())
         return _default
 

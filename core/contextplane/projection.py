@@ -1,31 +1,39 @@
 """``compose_projected_context``: the one projection every runtime surface calls (ADR D8).
 
-The projected context is derived, per request, and never persisted (ADR D2). This function
-only composes; delivering it (a request override, an external runtime's prompt) is the
-adapter's job. It applies, in order: the mode overrides (incognito, goal turn, a subagent's
-section subset), each provider's draft with its failures isolated, the budget (D6) with
-deterministic shedding, and the envelopes with escaping.
+The projected context is derived, per request, and never persisted (ADR D2). Composition
+only composes; delivering it to a model call is ``contextplane.delivery``'s job. ``compose``
+takes one ``ProjectionRequest`` and applies, in order: the mode overrides (the request says
+which sections it forbids), each provider's draft with its failures isolated, all of them
+reading memory through one point-in-time view of the store, the budget (D6) with
+deterministic shedding, and the envelopes with escaping. ``compose_projected_context`` is the
+ADR D8 signature, a thin wrapper that builds the request.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
+import logging
 import operator
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from contextplane.backends import resolve_backend
 from contextplane.budget import approx_tokens, budget_chars
 from contextplane.config import Config
 from contextplane.errors import SectionError, ValidationError
 from contextplane.fitting import Layout, SectionPlan, ShedStep, fit, overflow_key
-from contextplane.notices import BudgetWarning, warn_once
+from contextplane.notices import BudgetWarning, log_failure, log_once, warn_once
 from contextplane.plugins import PluginHost, Registered, get_host
-from contextplane.request import Mode, ProjectionRequest
+from contextplane.records.backend import check_backend
+from contextplane.request import ProjectionRequest, Surface
 from contextplane.sections import ContextSection, Draft, Row
+
+log = logging.getLogger("contextplane.projection")
 
 
 def _frozen(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -81,7 +89,18 @@ class ProjectedContext:
     turn_index: int = 0
     incognito: bool = False
     goal_turn: bool = False
-    mode: Mode = Mode.NATIVE
+    surface: Surface = Surface.NATIVE
+    #: The request this projection was composed for (observers and delivery read it).
+    request: ProjectionRequest | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def mode(self) -> str:
+        """One label for logs and records: incognito, goal_turn, else the surface."""
+        if self.incognito:
+            return "incognito"
+        if self.goal_turn:
+            return "goal_turn"
+        return self.surface.value
 
     @property
     def approx_tokens(self) -> int:
@@ -150,67 +169,62 @@ def _check_envelopes(sections: Sequence[Registered[ContextSection]]) -> None:
             )
 
 
-def _suppression(
-    section: ContextSection, request: ProjectionRequest, only: frozenset[str] | None
-) -> str | None:
-    if only is not None and section.name not in only:
-        return "not_selected"
-    if request.incognito and section.carries_memory:
-        return "incognito"
-    if request.goal_turn and section.goal_suppressed:
-        return "goal_turn"
-    return None
+_NO_VIEW = "no consistent_read"
 
 
-def compose_projected_context(
-    query: str,
-    knowledge_store: Any = None,
-    skills_index: Sequence[Any] | None = None,
-    state: Mapping[str, Any] | None = None,
-    *,
-    incognito: bool = False,
-    goal_turn: bool = False,
-    budget_tokens: int | None = None,
-    record: bool = True,
-    session_id: str = "",
-    turn_index: int = 0,
-    project: str | None = None,
-    mode: Mode | None = None,
-    only_sections: Iterable[str] | None = None,
-    context_window: int | None = None,
-    host: PluginHost | None = None,
-    config: Config | None = None,
-    strict: bool | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> ProjectedContext:
-    """Compose the projected context for one request (ADR D6, D8).
+@contextlib.contextmanager
+def consistent_view(store: Any) -> Iterator[Any]:
+    """The store's point-in-time view for one composition, or the store itself (logged once)
+    when it offers none: then each section reads whatever is committed when it reads."""
+    if store is None:
+        yield None
+        return
+    opener = getattr(store, "consistent_read", None)
+    if opener is None:
+        log_once(
+            log,
+            (_NO_VIEW, type(store)),
+            logging.WARNING,
+            "store %s has no consistent_read(); the sections of one projection may see different "
+            "committed states (implement consistent_read, see docs/hooks.md)",
+            type(store).__name__,
+        )
+        yield store
+        return
+    with opener() as view:
+        yield view
 
-    ``only_sections`` restricts composition to a declared subset (a subagent's contract);
-    sections outside it are never called. ``record=False`` composes without notifying
-    observers (previews). Incognito projections are never handed to observers.
-    """
-    if not isinstance(query, str):
-        raise ValidationError(f"query must be str, got {type(query).__name__}")
-    host = host if host is not None else get_host(config)
-    cfg = config if config is not None else host.config
+
+def _resolve(request: ProjectionRequest) -> ProjectionRequest:
+    """Fill in the memory store and the backend from each other (ADR D8: a caller may hand
+    either one)."""
+    store, backend = request.knowledge_store, request.backend
+    if store is not None and not check_backend(store):  # a backend passed as the store
+        backend = backend if backend is not None else store
+        store = store.memories
+    if backend is None:
+        backend = resolve_backend(store, request.config)
+    if store is None and backend is not None:
+        store = backend.memories
+    if store is request.knowledge_store and backend is request.backend:
+        return request
+    return attrs.evolve(request, knowledge_store=store, backend=backend)
+
+
+def compose(request: ProjectionRequest, *, host: PluginHost | None = None, strict: bool | None = None) -> ProjectedContext:
+    """Compose the projected context for one request (ADR D6, D8): the one composition.
+
+    Sections the request forbids (incognito, goal turn, a subagent's subset) are never called.
+    ``request.record`` false composes without notifying observers (previews); incognito
+    projections are never handed to ``observe_projection``."""
+    if not isinstance(request, ProjectionRequest):
+        raise ValidationError(f"compose takes a ProjectionRequest, got {type(request).__name__}")
+    if not isinstance(request.query, str):
+        raise ValidationError(f"query must be str, got {type(request.query).__name__}")
+    host = host if host is not None else get_host()
     strict = host.strict if strict is None else strict
-    if mode is None:
-        mode = Mode.INCOGNITO if incognito else Mode.GOAL_TURN if goal_turn else Mode.NATIVE
-    request = ProjectionRequest(
-        query=query,
-        config=cfg,
-        knowledge_store=knowledge_store,
-        skills_index=skills_index,
-        state=state or {},
-        session_id=session_id,
-        turn_index=turn_index,
-        project=project if project is not None else cfg.context.project,
-        incognito=incognito,
-        goal_turn=goal_turn,
-        mode=mode,
-        extra=extra or {},
-    )
-    only = frozenset(only_sections) if only_sections is not None else None
+    request = _resolve(request)
+    cfg = request.config
     registered = host.context_sections()
     _check_envelopes(registered)
     timeout_s = cfg.context.provider_timeout_ms / 1000 if cfg.context.provider_timeout_ms else None
@@ -218,34 +232,42 @@ def compose_projected_context(
     plans: list[SectionPlan] = []
     # Reports are built once, at the end; these hold what is known before fitting.
     skipped: list[tuple[Registered[ContextSection], str | None, str | None]] = []
-    for reg in registered:
-        section = reg.section
-        why = _suppression(section, request, only)
-        if why is not None:
-            skipped.append((reg, why, None))
-            continue
-        started = time.perf_counter()
-        try:
-            result = section.draft(request)
-            rows, meta = _as_rows(result, section.name)
-            elapsed = time.perf_counter() - started
-            if timeout_s is not None and elapsed > timeout_s:
-                raise TimeoutError(
-                    f"took {elapsed:.3f}s, over the {timeout_s:.3f}s limit (context.provider_timeout_ms)"
+    drafting = [(reg, request.suppression(reg.section)) for reg in registered]
+    needs_memory = any(why is None and reg.section.carries_memory for reg, why in drafting)
+    with consistent_view(request.knowledge_store if needs_memory else None) as view:
+        seen = request if view is None or view is request.knowledge_store else request.with_store(view)
+        for reg, why in drafting:
+            section = reg.section
+            if why is not None:
+                skipped.append((reg, why, None))
+                continue
+            started = time.perf_counter()
+            try:
+                result = section.draft(seen)
+                rows, meta = _as_rows(result, section.name)
+                elapsed = time.perf_counter() - started
+                if timeout_s is not None and elapsed > timeout_s:
+                    raise TimeoutError(
+                        f"took {elapsed:.3f}s, over the {timeout_s:.3f}s limit (context.provider_timeout_ms)"
+                    )
+            except Exception as exc:
+                message = f"{type(exc).__name__}: {exc}"
+                if strict:
+                    raise SectionError(
+                        f"context section {section.name!r} of plugin {reg.plugin!r} failed: {message} "
+                        "(strict mode; fix the plugin or disable it)"
+                    ) from exc
+                log_failure(
+                    log, ("draft", reg.plugin, section.name, message),
+                    "context section %r of plugin %r failed, so it is left out of this projection: %s",
+                    section.name, reg.plugin, message, exc=exc,
                 )
-        except Exception as exc:
-            message = f"{type(exc).__name__}: {exc}"
-            if strict:
-                raise SectionError(
-                    f"context section {section.name!r} of plugin {reg.plugin!r} failed: {message} "
-                    "(strict mode; fix the plugin or disable it)"
-                ) from exc
-            skipped.append((reg, None, message))
-            continue
-        plans.append(SectionPlan(section, reg.plugin, rows, meta))
+                skipped.append((reg, None, message))
+                continue
+            plans.append(SectionPlan(section, reg.plugin, rows, meta))
 
     layout = Layout(plans)
-    budget = budget_chars(cfg, budget_tokens=budget_tokens, context_window=context_window)
+    budget = budget_chars(cfg, budget_tokens=request.budget_tokens, context_window=request.context_window)
     steps = fit(layout, budget)
     warnings: list[str] = []
     if budget is not None and layout.total > budget:
@@ -279,10 +301,10 @@ def compose_projected_context(
     )
     ordered = tuple(sorted(reports, key=lambda r: (r.priority, r.name)))
     injection = None
-    if record and not incognito:
+    if request.record and not request.incognito:
         injection = InjectionRecord(
-            session_id=session_id,
-            turn_index=turn_index,
+            session_id=request.session_id,
+            turn_index=request.turn_index,
             at=dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
             delivered={r.name: r.item_ids for r in ordered if r.item_ids},
             approx_tokens=approx_tokens(layout.total),
@@ -295,12 +317,67 @@ def compose_projected_context(
         used_chars=layout.total,
         injection=injection,
         warnings=tuple(warnings),
-        session_id=session_id,
-        turn_index=turn_index,
-        incognito=incognito,
-        goal_turn=goal_turn,
-        mode=mode,
+        session_id=request.session_id,
+        turn_index=request.turn_index,
+        incognito=request.incognito,
+        goal_turn=request.goal_turn,
+        surface=request.surface,
+        request=request,
     )
     if injection is not None:
         host.notify_projection(projection, request)
     return projection
+
+
+def compose_projected_context(
+    query: str,
+    knowledge_store: Any = None,
+    skills_index: Sequence[Any] | None = None,
+    state: Mapping[str, Any] | None = None,
+    *,
+    incognito: bool = False,
+    goal_turn: bool = False,
+    budget_tokens: int | None = None,
+    record: bool = True,
+    session_id: str = "",
+    turn_index: int = 0,
+    project: str | None = None,
+    surface: Surface | str = Surface.NATIVE,
+    only_sections: Iterable[str] | None = None,
+    context_window: int | None = None,
+    backend: Any = None,
+    host: PluginHost | None = None,
+    config: Config | None = None,
+    strict: bool | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> ProjectedContext:
+    """Compose the projected context for one request: the ADR D8 signature over ``compose``.
+
+    ``knowledge_store`` may be a memory store or a whole backend; a store's own backend (the
+    embedded SQLite store's file, say) receives the records unless ``backend`` names another.
+    ``only_sections`` restricts composition to a declared subset (a subagent's contract).
+    """
+    if not isinstance(query, str):
+        raise ValidationError(f"query must be str, got {type(query).__name__}")
+    host = host if host is not None else get_host()
+    cfg = config if config is not None else host.config
+    request = ProjectionRequest(
+        query=query,
+        config=cfg,
+        knowledge_store=knowledge_store,
+        skills_index=skills_index,
+        state=state or {},
+        session_id=session_id,
+        turn_index=turn_index,
+        project=project if project is not None else cfg.context.project,
+        surface=surface,
+        incognito=incognito,
+        goal_turn=goal_turn,
+        only_sections=only_sections,
+        budget_tokens=budget_tokens,
+        context_window=context_window,
+        record=record,
+        backend=backend,
+        extra=extra or {},
+    )
+    return compose(request, host=host, strict=strict)

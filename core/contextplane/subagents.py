@@ -17,16 +17,15 @@ a subagent's context off.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable
 
 import attrs
 
 from contextplane.config import Config, SubagentConfig
 from contextplane.errors import ConfigError
 from contextplane.plugins import PluginHost
-from contextplane.projection import ProjectedContext, compose_projected_context
-from contextplane.request import Mode
+from contextplane.projection import ProjectedContext, compose
+from contextplane.request import ProjectionRequest, Surface
 
 
 def _names(value: Iterable[str]) -> tuple[str, ...]:
@@ -99,36 +98,26 @@ def build_subagent_prompt(contract: SubagentContract) -> str:
     return contract.prompt
 
 
+def subagent_request(contract: SubagentContract, request: ProjectionRequest) -> ProjectionRequest:
+    """The turn's request as the subagent's: its surface, its section subset, its own budget.
+
+    Everything else (window, project, config, flags, backend) is the turn's, carried whole:
+    the request is one object, so no adapter can forget to forward a field."""
+    return attrs.evolve(
+        request,
+        surface=Surface.SUBAGENT,
+        only_sections=contract.sections,
+        # The subagent's own budget; without one, the configured rule (budget_pct of the
+        # window) applies to the subagent's sections alone, never the lead's leftovers.
+        budget_tokens=contract.budget_tokens,
+    )
+
+
 def compose_subagent_context(
-    contract: SubagentContract,
-    query: str,
-    *,
-    host: PluginHost,
-    knowledge_store: Any = None,
-    skills_index: Sequence[Any] | None = None,
-    state: Mapping[str, Any] | None = None,
-    session_id: str = "",
-    turn_index: int = 0,
-    incognito: bool = False,
-    record: bool = True,
+    contract: SubagentContract, request: ProjectionRequest, *, host: PluginHost
 ) -> ProjectedContext | None:
     """The subagent's projection, or None when its contract asks for none (the default)."""
     if not contract.projects:
         return None
-    check_contract(contract, [r.section.name for r in host.context_sections()], source=host.config.source)
-    return compose_projected_context(
-        query,
-        knowledge_store,
-        skills_index,
-        state,
-        incognito=incognito,
-        # The subagent's own budget; without one, the configured rule (budget_pct of the
-        # window) applies to the subagent's sections alone, never the lead's leftovers.
-        budget_tokens=contract.budget_tokens,
-        record=record,
-        session_id=session_id,
-        turn_index=turn_index,
-        mode=Mode.INCOGNITO if incognito else Mode.SUBAGENT,
-        only_sections=contract.sections,
-        host=host,
-    )
+    check_contract(contract, [r.section.name for r in host.context_sections()], source=request.config.source)
+    return compose(subagent_request(contract, request), host=host)

@@ -3,8 +3,9 @@
 ``context.prior_sessions`` chooses the policy:
 
 * ``newest``: the newest summaries, newest ranked first (and so shed last).
-* ``relevant``: summaries ranked by FTS5 BM25 against the query. An empty query, or one with
-  no match, falls back to ``newest`` and says so in the section metadata (``fallback``).
+* ``relevant``: summaries ranked by the backend's full-text search against the query (BM25 on
+  SQLite). This is ADR D9's relevance gate: a query with no match, or an empty one, gets no
+  digest at all, and the section metadata says why (``gate``).
 * ``off``: the loader is never called.
 
 The active session is never its own prior session. Goal turns and incognito never call the
@@ -12,6 +13,9 @@ loader (the section is goal-suppressed and carries memory). The digest has no ca
 beyond ``context.prior_sessions_limit`` candidates: it competes for the D6 budget and is shed
 entry by entry. The only cache is the newest list, keyed by file and limit and filtered by
 session *after* the cache, so one session's exclusion never leaks into another's digest.
+
+Summaries come from the turn's backend (``request.backend.summaries``), whatever it is: a
+store that is not SQLite gets the same digest through its own backend.
 """
 
 from __future__ import annotations
@@ -21,10 +25,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from contextplane import ContextSection, Draft, ProjectionRequest, Row, Shed, hookimpl
+from contextplane import ContextSection, Draft, ProjectionRequest, Row, SessionSummaries, Shed, hookimpl
+from contextplane.records import SessionSummary
 from contextplane_sections.envelopes import INJECTED_MEMORY
-from contextplane_sections.session_summaries import SessionSummaries, SessionSummary, summaries_at
-from contextplane_sections.sqlite_file import store_file
 
 NAME = "prior_sessions"
 PRIORITY = 40
@@ -39,17 +42,16 @@ def clear_cache() -> None:
         _cache.clear()
 
 
-def summaries_for(request: ProjectionRequest) -> SessionSummaries | None:
-    """Where the summaries live: explicit, else beside the SQLite store, else ``store.path``."""
-    explicit = request.extra.get("session_summaries")
-    if explicit is not None:
-        return explicit  # type: ignore[no-any-return]
-    path = store_file(request)
-    return summaries_at(path) if path is not None else None
+def summaries_for(request: ProjectionRequest) -> tuple[str, SessionSummaries] | None:
+    """The turn's summaries and a cache key naming where they live; None without a backend."""
+    backend = request.backend
+    if backend is None:
+        return None
+    return str(backend.name), backend.summaries
 
 
-def _newest(source: SessionSummaries, limit: int, exclude: str) -> list[SessionSummary]:
-    key = (getattr(source, "path", str(id(source))), limit)
+def _newest(where: str, source: SessionSummaries, limit: int, exclude: str) -> list[SessionSummary]:
+    key = (where, limit)
     now = time.monotonic()
     with _cache_lock:
         hit = _cache.get(key)
@@ -75,24 +77,24 @@ def draft(request: ProjectionRequest) -> Draft:
     policy = request.config.context.prior_sessions
     if policy == "off":
         return Draft((), {"policy": "off"})
-    source = summaries_for(request)
-    if source is None:
+    found = summaries_for(request)
+    if found is None:
         return Draft((), {"policy": policy, "source": "none"})
+    where, source = found
     limit = request.config.context.prior_sessions_limit
     exclude = request.session_id
     meta: dict[str, Any] = {"policy": policy}
     chosen: list[SessionSummary]
     if policy == "relevant":
         if not request.query.strip():
-            meta["fallback"] = "newest (empty query)"
-            chosen = _newest(source, limit, exclude)
+            meta["gate"] = "closed (empty query: nothing to measure overlap with)"
+            chosen = []
         else:
             chosen = source.relevant(request.query, limit, exclude_session=exclude)
             if not chosen:
-                meta["fallback"] = "newest (no summary matched the query)"
-                chosen = _newest(source, limit, exclude)
+                meta["gate"] = "closed (no prior session overlaps the query)"
     else:
-        chosen = _newest(source, limit, exclude)
+        chosen = _newest(where, source, limit, exclude)
     rows: list[Row] = [entry(s, i) for i, s in enumerate(chosen, start=1)]
     return Draft(rows, meta)
 

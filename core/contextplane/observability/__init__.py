@@ -1,22 +1,18 @@
-"""Prompt observability (ADR D5): snapshots by reference, the trajectory, full-text capture."""
+"""Prompt observability (ADR D5): the recording policy, the trajectory, full-text capture.
+
+Where snapshots are stored is the backend's business (``contextplane.records``); the
+``contextplane.records`` plugin (``observer``) is what records them, through the hooks.
+"""
 
 from contextplane.observability.redaction import Redactor, bound_bytes, capture_text
-from contextplane.observability.snapshots import (
-    PrefixRef,
-    PromptRecorder,
-    PromptSnapshot,
-    SectionRef,
-    SnapshotStore,
-    StrippedFrame,
-    TurnRecord,
-    default_telemetry_path,
-)
+from contextplane.observability.snapshots import PromptRecorder, TurnRecord
 from contextplane.observability.trajectory import (
     TrajectoryEntry,
     TrajectoryRead,
     TrajectoryWriter,
     read_trajectory,
 )
+from contextplane.records.snapshots import PrefixRef, PromptSnapshot, SectionRef, StrippedFrame
 
 __all__ = [
     "PrefixRef",
@@ -24,7 +20,6 @@ __all__ = [
     "PromptSnapshot",
     "Redactor",
     "SectionRef",
-    "SnapshotStore",
     "StrippedFrame",
     "TrajectoryEntry",
     "TrajectoryRead",
@@ -32,6 +27,5 @@ __all__ = [
     "TurnRecord",
     "bound_bytes",
     "capture_text",
-    "default_telemetry_path",
     "read_trajectory",
 ]

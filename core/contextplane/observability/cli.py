@@ -15,14 +15,11 @@ from pathlib import Path
 import click
 
 from contextplane.authority import SECTION_SEPARATOR
+from contextplane.backends.sqlite import SQLiteSnapshotStore
 from contextplane.config import load_config
-from contextplane.observability.snapshots import (
-    PromptSnapshot,
-    SnapshotStore,
-    as_dict,
-    default_telemetry_path,
-    snapshot_time,
-)
+from contextplane.observability.snapshots import as_dict, snapshot_time
+from contextplane.records.snapshots import PromptSnapshot
+from contextplane.store import default_db_path
 from contextplane.observability.trajectory import read_trajectory, session_filename
 from contextplane.textui import table
 
@@ -33,7 +30,15 @@ def _short(sha: str | None) -> str:
 
 def _paths(db: str | None, trajectories: str | None, config_path: str | None) -> tuple[Path, Path]:
     config = load_config(config_path)
-    path = Path(db) if db else default_telemetry_path(config)
+    obs = config.observability
+    if db:
+        path = Path(db)
+    elif obs.telemetry_db:
+        path = config.resolve_path(obs.telemetry_db)
+    elif config.store.path:
+        path = config.resolve_path(config.store.path)
+    else:
+        path = default_db_path()
     if trajectories:
         tdir = Path(trajectories)
     elif config.observability.trajectory_dir:
@@ -43,13 +48,13 @@ def _paths(db: str | None, trajectories: str | None, config_path: str | None) ->
     return path, tdir
 
 
-def _open(path: Path) -> SnapshotStore:
+def _open(path: Path) -> SQLiteSnapshotStore:
     if not path.exists():
         raise click.ClickException(
-            f"no telemetry database at {path}; run an agent with a PromptRecorder first, or pass --db"
+            f"no store or telemetry database at {path}; run an agent against it first, or pass --db"
         )
     # Inspecting must never prune: retention is the writer's job.
-    return SnapshotStore(path, retention_days=0, retention_count=0)
+    return SQLiteSnapshotStore(path, retention_days=0, retention_count=0)
 
 
 @click.group("snapshots")
@@ -58,7 +63,8 @@ def snapshots() -> None:
 
 
 _db_option = click.option(
-    "--db", type=click.Path(dir_okay=False), help="Telemetry database (default: configured)."
+    "--db", type=click.Path(dir_okay=False),
+    help="Store file, or the telemetry database (default: observability.telemetry_db, else store.path).",
 )
 _traj_option = click.option("--trajectories", type=click.Path(file_okay=False), help="Trajectory directory.")
 _config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file.")

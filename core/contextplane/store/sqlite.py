@@ -235,7 +235,13 @@ class SQLiteKnowledgeStore:
         migrate_batch_rows: int = migrate.DEFAULT_BATCH_ROWS,
     ) -> None:
         self.path = str(path)
+        #: The backend this store belongs to; set by the backend that wraps it.
+        self.backend: Any = None
         self._lock = threading.RLock()
+        self._busy_timeout_ms = busy_timeout_ms
+        self._sqlite_vec_path = sqlite_vec_path
+        self._readers: list[apsw.Connection] = []
+        self._readers_lock = threading.Lock()
         self._conn: apsw.Connection | None = connect(path, create=create, busy_timeout_ms=busy_timeout_ms)
         self._embedder: Embedder | None = None
         self._vector_index_min_rows = max(1, vector_index_min_rows)
@@ -272,6 +278,11 @@ class SQLiteKnowledgeStore:
         return self._embedder is not None
 
     def close(self) -> None:
+        with self._readers_lock:
+            readers, self._readers = self._readers, []
+        for reader in readers:
+            with contextlib.suppress(apsw.Error):
+                reader.close()
         with self._lock:
             if self._conn is not None:
                 with contextlib.suppress(apsw.Error):
@@ -295,6 +306,64 @@ class SQLiteKnowledgeStore:
             conn = self.conn
             with write_transaction(conn):
                 yield conn
+
+    # ------------------------------------------------------------------ consistent reads
+
+    @contextlib.contextmanager
+    def consistent_read(self) -> Iterator[StoreView]:
+        """A point-in-time view for one composition: every read through it sees the same
+        committed state, whatever commits meanwhile (ADR D2's "one projection, one state").
+
+        On a file it is a read transaction on a pooled reader connection (WAL: it never blocks
+        writers, and it starts its snapshot at once, not at the first section's read). An
+        in-memory database has one connection, so the view holds the store's lock instead."""
+        if self.path == ":memory:":
+            with self._lock:
+                conn = self.conn
+                conn.execute("BEGIN")
+                try:
+                    yield StoreView(self, conn, None)
+                finally:
+                    with contextlib.suppress(apsw.Error):
+                        conn.execute("COMMIT")
+            return
+        reader = self._take_reader()
+        try:
+            reader.execute("BEGIN")
+            reader.execute("SELECT 1 FROM chunks LIMIT 1").fetchall()  # the snapshot starts here
+            yield StoreView(self, reader, threading.Lock())
+        finally:
+            healthy = True
+            try:
+                reader.execute("COMMIT")
+            except apsw.Error:
+                healthy = False
+            self._give_back(reader, healthy)
+
+    def _take_reader(self) -> apsw.Connection:
+        with self._readers_lock:
+            if self._readers:
+                return self._readers.pop()
+        self.conn  # noqa: B018 - raises StoreError when the store is closed
+        reader = connect(self.path, create=False, busy_timeout_ms=self._busy_timeout_ms)
+        if self._embedder is not None:
+            # Loaded once already on the main connection, so this cannot newly fail quietly.
+            path = self._sqlite_vec_path
+            if path is None:
+                import sqlite_vec
+
+                path = str(sqlite_vec.loadable_path())
+            reader.enable_load_extension(True)
+            reader.load_extension(path)
+        return reader
+
+    def _give_back(self, reader: apsw.Connection, healthy: bool) -> None:
+        with self._readers_lock:
+            if healthy and self._conn is not None and len(self._readers) < 8:
+                self._readers.append(reader)
+                return
+        with contextlib.suppress(apsw.Error):
+            reader.close()
 
     # ------------------------------------------------------------------ writes
 
@@ -574,9 +643,22 @@ class SQLiteKnowledgeStore:
         row = conn.execute(f"SELECT {_SELECT_COLUMNS} FROM chunks AS c WHERE c.id = ?", (key,)).fetchone()
         return None if row is None else _chunk_from_row(row)
 
-    def get(self, chunk_id: str) -> MemoryChunk | None:
-        with self._lock:
-            return self._get(self.conn, chunk_id)
+    def get(self, chunk_id: str, _on: StoreView | None = None) -> MemoryChunk | None:
+        with self._reading(_on) as conn:
+            return self._get(conn, chunk_id)
+
+    @contextlib.contextmanager
+    def _reading(self, view: StoreView | None) -> Iterator[apsw.Connection]:
+        """The connection a read runs on: the view's (under its own lock), else the store's."""
+        if view is None:
+            with self._lock:
+                yield self.conn
+        elif view.lock is None:
+            with self._lock:
+                yield view.conn
+        else:
+            with view.lock:
+                yield view.conn
 
     @staticmethod
     def _scope_filter(namespaces: Sequence[str] | None, params: dict[str, Any], clauses: list[str]) -> None:
@@ -619,6 +701,7 @@ class SQLiteKnowledgeStore:
         namespaces: Sequence[str] | None = None,
         limit: int | None = None,
         now: datetime | None = None,
+        _on: StoreView | None = None,
     ) -> list[MemoryChunk]:
         """Rows matching every given filter, oldest first. ``delivery_policy="retrieved"`` also
         matches NULL; ``review_state="pending"`` also matches NULL (legacy rows)."""
@@ -655,8 +738,8 @@ class SQLiteKnowledgeStore:
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
                 raise ValidationError(f"limit: expected a non-negative whole number, got {limit!r}")
             sql += f" LIMIT {limit}"
-        with self._lock:
-            return [_chunk_from_row(r) for r in self.conn.execute(sql, params)]
+        with self._reading(_on) as conn:
+            return [_chunk_from_row(r) for r in conn.execute(sql, params)]
 
     def search(
         self,
@@ -667,6 +750,7 @@ class SQLiteKnowledgeStore:
         namespaces: Sequence[str] | None = None,
         include_superseded: bool = False,
         now: datetime | None = None,
+        _on: StoreView | None = None,
     ) -> list[SearchHit]:
         """Hybrid (BM25 + vector, fused by reciprocal rank) or FTS-only search. Raw user text is
         never FTS syntax (see ``fts_query``). ``include_superseded`` admits superseded rows but
@@ -683,8 +767,7 @@ class SQLiteKnowledgeStore:
         expression = to_match_expression(query)
         # embed before taking the lock: a slow embedder must not stall other threads' reads
         vector = self._embed([query])[0] if self._embedder is not None and query.strip() else None
-        with self._lock:
-            conn = self.conn
+        with self._reading(_on) as conn:
             if expression is None and vector is None:
                 return []
             if vector is not None:
@@ -819,3 +902,35 @@ class SQLiteKnowledgeStore:
                     vector_index.add_vectors(conn, ((r[0], v) for r, v in zip(batch, vectors, strict=True)))
         self._maybe_train()
         return len(missing)
+
+
+class StoreView:
+    """One composition's point-in-time view of a ``SQLiteKnowledgeStore`` (``consistent_read``).
+
+    Reads (``get``, ``list_chunks``, ``search``) see the state committed when the view opened;
+    anything else (writes, ``path``) goes to the store itself, whose commits the view does not
+    see until the next composition."""
+
+    def __init__(self, store: SQLiteKnowledgeStore, conn: apsw.Connection, lock: threading.Lock | None) -> None:
+        self.store = store
+        self.conn = conn
+        self.lock = lock
+
+    def get(self, chunk_id: str) -> MemoryChunk | None:
+        return self.store.get(chunk_id, _on=self)
+
+    def list_chunks(self, **filters: Any) -> list[MemoryChunk]:
+        return self.store.list_chunks(**filters, _on=self)
+
+    def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
+        return self.store.search(query, k, **options, _on=self)
+
+    @contextlib.contextmanager
+    def consistent_read(self) -> Iterator[StoreView]:
+        yield self
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def __repr__(self) -> str:
+        return f"<StoreView of {self.store.path}>"

@@ -1,0 +1,62 @@
+"""Backends: where a deployment's records live, and how a turn finds its backend.
+
+``open_backend`` is what a runtime calls once: the backend a plugin offers through the
+one-winner ``backend`` hook, else the embedded SQLite backend at ``store.path`` (or
+``$CONTEXTPLANE_DB``, or the user data directory), whose memory store is the one a plugin
+offers through ``knowledge_store`` if any. ``resolve_backend`` is what composition calls when
+a caller handed it only a memory store (the ADR D8 signature).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+from contextplane.records.backend import backend_of
+
+if TYPE_CHECKING:
+    from contextplane.config import Config
+    from contextplane.plugins import PluginHost
+
+log = logging.getLogger("contextplane.backends")
+
+_around_lock = threading.Lock()
+
+
+def open_backend(host: PluginHost, path: str | os.PathLike[str] | None = None) -> Any:
+    """The plugin-chosen backend, else the embedded SQLite one (``path`` forces SQLite there)."""
+    if path is None:
+        chosen = host.backend()
+        if chosen is not None:
+            return chosen
+    from contextplane.backends.sqlite import SQLiteBackend
+    from contextplane.store import default_db_path
+
+    cfg = host.config
+    target = path if path is not None else cfg.resolve_path(cfg.store.path) if cfg.store.path else default_db_path()
+    memories = host.knowledge_store() if path is None else None
+    if memories is not None:
+        return SQLiteBackend(target, config=cfg, memories=memories)
+    return SQLiteBackend(target, config=cfg, embedder=host.embedder())
+
+
+def resolve_backend(store: Any, config: Config) -> Any:
+    """The backend ``store`` belongs to; an embedded SQLite store that was opened on its own
+    gets one around it (its records in its own file). None for a store with no backend."""
+    if store is None:
+        return None
+    found = backend_of(store)
+    if found is not None:
+        return found
+    from contextplane.backends.sqlite import SQLiteBackend
+    from contextplane.store.sqlite import SQLiteKnowledgeStore
+
+    if isinstance(store, SQLiteKnowledgeStore):
+        if store.path == ":memory:":
+            return None
+        with _around_lock:
+            found = backend_of(store)
+            return found if found is not None else SQLiteBackend.around(store, config)
+    return None

@@ -1,0 +1,87 @@
+"""The injection log in SQLite: one append-only table beside the memories."""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import threading
+from typing import Any
+
+from contextplane.backends.sqlite.connection import connect
+from contextplane.records.injections import InjectionRow
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS injection_log (
+    id INTEGER PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    turn_index INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    approx_tokens INTEGER NOT NULL,
+    used_chars INTEGER NOT NULL,
+    budget_chars INTEGER,
+    delivered TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS injection_log_session ON injection_log(session_id, turn_index);
+"""
+
+
+class SQLiteInjectionLog:
+    """``InjectionLog`` in one SQLite file."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = str(path)
+        self._conn = connect(self.path, SCHEMA, "the injection log")
+        self._lock = threading.Lock()
+
+    def record(self, row: InjectionRow) -> int:
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO injection_log(session_id, turn_index, at, mode, approx_tokens, used_chars, "
+                "budget_chars, delivered) VALUES (?,?,?,?,?,?,?,?)",
+                (
+                    row.session_id,
+                    row.turn_index,
+                    row.at,
+                    row.mode,
+                    row.approx_tokens,
+                    row.used_chars,
+                    row.budget_chars,
+                    json.dumps(row.delivered, sort_keys=True),
+                ),
+            )
+            return int(self._conn.last_insert_rowid())
+
+    def rows(self, session_id: str | None = None, limit: int | None = None) -> builtins.list[InjectionRow]:
+        sql = (
+            "SELECT id, session_id, turn_index, at, mode, approx_tokens, used_chars, budget_chars, delivered "
+            "FROM injection_log"
+        )
+        args: list[Any] = []
+        if session_id is not None:
+            sql += " WHERE session_id = ?"
+            args.append(session_id)
+        sql += " ORDER BY id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        with self._lock:
+            out = list(self._conn.execute(sql, args))
+        return [
+            InjectionRow(
+                id=r[0],
+                session_id=r[1],
+                turn_index=r[2],
+                at=r[3],
+                mode=r[4],
+                approx_tokens=r[5],
+                used_chars=r[6],
+                budget_chars=r[7],
+                delivered=json.loads(r[8]),
+            )
+            for r in out
+        ]
+
+    def close(self) -> None:
+        self._conn.close()

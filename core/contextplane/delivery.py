@@ -1,0 +1,150 @@
+"""Delivering a projection to one model call: the one helper every adapter calls (ADR D2).
+
+An adapter does two things per turn: compose (``contextplane.projection.compose``) once, then
+``deliver`` on every model call of the turn. ``deliver`` strips the context frames an old
+checkpoint may hold (D2 migration: they stay in the checkpoint, never reach the model),
+places the fresh projection after the history, and tells every ``observe_model_call``
+observer what the model is about to see (the prompt snapshot, D5). Nothing here persists the
+projection: it exists for this request only.
+
+Messages are the adapter's own type (LangChain messages, plain dicts); the adapter passes the
+few functions that know that type.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+from contextplane.authority import StablePrefix
+from contextplane.plugins import PluginHost, get_host
+from contextplane.projection import ProjectedContext
+from contextplane.records.snapshots import StrippedFrame
+
+M = TypeVar("M")
+
+#: Keys that mark a plain (mapping) message as a context frame: v1's, and ours.
+PLAIN_FRAME_KEYS: tuple[str, ...] = ("context_frame", "is_context_frame", "contextplane_projection")
+
+
+def plain_text(message: Any) -> str:
+    """The text of a plain message: a string, a mapping's ``content``, or an object's ``content``."""
+    if isinstance(message, str):
+        return message
+    content = message.get("content", "") if isinstance(message, Mapping) else getattr(message, "content", "")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):  # content blocks: keep the text ones
+        return "".join(
+            b.get("text", "") if isinstance(b, Mapping) else str(b) for b in content if not isinstance(b, bytes)
+        )
+    return str(content)
+
+
+def plain_is_frame(message: Any) -> bool:
+    """A plain mapping message is a frame when it carries one of ``PLAIN_FRAME_KEYS`` (at the
+    top level or under ``metadata``). Detection is by marker only, never by content."""
+    if not isinstance(message, Mapping):
+        return False
+    meta = message.get("metadata")
+    marks = [message, meta] if isinstance(meta, Mapping) else [message]
+    return any(bool(m.get(k)) for m in marks for k in PLAIN_FRAME_KEYS)
+
+
+def plain_role(message: Any) -> str:
+    if isinstance(message, Mapping):
+        return str(message.get("role", "user"))
+    return str(getattr(message, "type", getattr(message, "role", "user")))
+
+
+def plain_projection_message(text: str) -> dict[str, Any]:
+    """The projection as a plain user message, marked so a later turn can strip it."""
+    return {"role": "user", "content": text, "metadata": {"contextplane_projection": True}}
+
+
+def frame_of(message: Any, text_of: Callable[[Any], str] = plain_text) -> StrippedFrame:
+    """(message id, chars, sha256) of a stripped frame: what a snapshot keeps instead of its text."""
+    text = text_of(message)
+    mid = message.get("id") if isinstance(message, Mapping) else getattr(message, "id", None)
+    return StrippedFrame(None if mid is None else str(mid), len(text), hashlib.sha256(text.encode()).hexdigest())
+
+
+@attrs.frozen
+class ModelCall:
+    """One model call a projection is delivered to: what ``observe_model_call`` observers get.
+
+    ``prefix`` is what the model sees as its system message (a ``StablePrefix``, the agent's
+    own text, or None). ``full_text`` renders the whole request lazily, for the operator's
+    full-text capture mode; observers call it only when that mode is on."""
+
+    projection: ProjectedContext
+    call_index: int
+    prefix: StablePrefix | str | None
+    stripped: tuple[StrippedFrame, ...] = ()
+    history_messages: int = 0
+    history_chars: int = 0
+    full_text: Callable[[], str] | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def session_id(self) -> str:
+        return self.projection.session_id
+
+    @property
+    def turn_index(self) -> int:
+        return self.projection.turn_index
+
+
+@attrs.frozen
+class Delivered(Generic[M]):
+    """What the adapter sends: the history without frames, then the projection message."""
+
+    messages: list[M]
+    stripped: tuple[M, ...]
+    call: ModelCall
+
+
+def deliver(
+    projection: ProjectedContext,
+    history: Sequence[M],
+    *,
+    prefix: StablePrefix | str | None,
+    call_index: int,
+    wrap: Callable[[str], M],
+    is_frame: Callable[[M], bool] = plain_is_frame,
+    text_of: Callable[[M], str] = plain_text,
+    role_of: Callable[[M], str] = plain_role,
+    host: PluginHost | None = None,
+) -> Delivered[M]:
+    """Prepare one model call: strip legacy frames, place the projection, notify observers.
+
+    ``wrap`` turns the projection text into the adapter's message type (called only when
+    there is text). Observers are told only when the projection was composed to be recorded
+    (``request.record``); incognito calls are told too, flagged, and record no text."""
+    kept: list[M] = []
+    stripped: list[M] = []
+    for message in history:
+        (stripped if is_frame(message) else kept).append(message)
+    messages = [*kept, wrap(projection.text)] if projection.text else list(kept)
+    system_text = prefix.text if isinstance(prefix, StablePrefix) else prefix
+
+    def full_text() -> str:
+        parts = [f"[system]\n{system_text}"] if system_text else []
+        parts.extend(f"[{role_of(m)}]\n{text_of(m)}" for m in messages)
+        return "\n\n".join(parts)
+
+    call = ModelCall(
+        projection=projection,
+        call_index=call_index,
+        prefix=prefix,
+        stripped=tuple(frame_of(m, text_of) for m in stripped),
+        history_messages=len(kept),
+        history_chars=sum(len(text_of(m)) for m in kept),
+        full_text=full_text,
+    )
+    request = projection.request
+    if request is not None and request.record:
+        (host if host is not None else get_host()).notify_model_call(call, request)
+    return Delivered(messages, tuple(stripped), call)

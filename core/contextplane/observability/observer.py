@@ -1,0 +1,165 @@
+"""The record pipeline: one built-in plugin that records every turn through the hooks.
+
+It is registered on every ``PluginHost`` (name ``contextplane.records``) and is the only
+thing that writes a turn's records, so no adapter carries recorder choreography:
+
+- ``observe_projection`` (recorded, never incognito): one injection-log row, and the turn's
+  manifest plus its trajectory entry, built once per composition;
+- ``observe_model_call`` (every delivered call, incognito flagged): one prompt snapshot, the
+  stable prefix stored once per hash and one trajectory entry per session and prefix.
+
+Everything goes to the request's backend; a turn with no backend records nothing, and says
+so once in the log. ``plugins.disabled = ["contextplane.records"]`` turns recording off.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from contextplane.hookspecs import hookimpl
+from contextplane.notices import log_once
+from contextplane.observability.redaction import Redactor
+from contextplane.observability.snapshots import PromptRecorder, TurnRecord
+from contextplane.records.injections import InjectionRow
+from contextplane.request import ProjectionRequest
+
+if TYPE_CHECKING:
+    from contextplane.delivery import ModelCall
+    from contextplane.projection import ProjectedContext
+
+PLUGIN_NAME = "contextplane.records"
+log = logging.getLogger("contextplane.records")
+
+_lock = threading.Lock()
+#: One recorder per backend (it caches prefix hashes and per-session trajectory refs); weak, so
+#: a closed and dropped backend takes its recorder with it.
+_recorders: weakref.WeakKeyDictionary[Any, PromptRecorder] = weakref.WeakKeyDictionary()
+_recorders_by_id: dict[int, tuple[Any, PromptRecorder]] = {}
+#: The turn record of each live projection, dropped when the projection is collected.
+_turns: dict[int, TurnRecord] = {}
+
+
+def recorder_for(backend: Any, request: ProjectionRequest) -> PromptRecorder:
+    """The recorder writing to ``backend`` (made on first use, with the request's config)."""
+    with _lock:
+        try:
+            found = _recorders.get(backend)
+        except TypeError:
+            pair = _recorders_by_id.get(id(backend))
+            found = pair[1] if pair is not None and pair[0] is backend else None
+        if found is not None:
+            return found
+        cfg = request.config
+        obs = cfg.observability
+        recorder = PromptRecorder(
+            backend.snapshots,
+            backend.trajectory if obs.trajectory else None,
+            capture_full_text=cfg.context.capture_full_text,
+            redactor=Redactor.from_patterns(obs.redact_patterns, defaults=obs.redact_defaults),
+            full_text_max_bytes=obs.full_text_max_bytes,
+        )
+        try:
+            _recorders[backend] = recorder
+        except TypeError:  # not weak-referenceable: keep it for the life of the process
+            _recorders_by_id[id(backend)] = (backend, recorder)
+        return recorder
+
+
+def _backend(request: ProjectionRequest) -> Any:
+    backend = request.backend
+    if backend is None:
+        log_once(
+            log,
+            ("no-backend", type(request.knowledge_store)),
+            logging.WARNING,
+            "turn of session %r has no backend (memory store %s belongs to none), so no injection log "
+            "row and no prompt snapshot is recorded; pass backend= or open one with open_backend()",
+            request.session_id,
+            type(request.knowledge_store).__name__,
+        )
+    return backend
+
+
+def _remember(projection: ProjectedContext, turn: TurnRecord) -> None:
+    key = id(projection)
+    with _lock:
+        _turns[key] = turn
+    weakref.finalize(projection, _forget, key)
+
+
+def _forget(key: int) -> None:
+    with _lock:
+        _turns.pop(key, None)
+
+
+def _turn_of(projection: ProjectedContext, recorder: PromptRecorder, request: ProjectionRequest) -> TurnRecord:
+    with _lock:
+        turn = _turns.get(id(projection))
+    if turn is None:  # an incognito turn (never observed at composition), or a record turned on late
+        turn = recorder.begin_turn(projection, query=request.query, reason=str(request.extra.get("reason", "turn")))
+        _remember(projection, turn)
+    return turn
+
+
+@hookimpl
+def observe_projection(projection: ProjectedContext, request: ProjectionRequest) -> None:
+    """The injection-log row and the turn's trajectory entry."""
+    backend = _backend(request)
+    if backend is None or projection.injection is None or projection.incognito:
+        return
+    record = projection.injection
+    backend.injections.record(
+        InjectionRow(
+            session_id=record.session_id,
+            turn_index=record.turn_index,
+            at=record.at,
+            mode=projection.mode,
+            approx_tokens=record.approx_tokens,
+            used_chars=projection.used_chars,
+            budget_chars=projection.budget_chars,
+            delivered=record.delivered,
+        )
+    )
+    if request.config.observability.snapshots:
+        recorder = recorder_for(backend, request)
+        reason = str(request.extra.get("reason", "turn"))
+        _remember(projection, recorder.begin_turn(projection, query=request.query, reason=reason))
+
+
+@hookimpl
+def observe_model_call(call: ModelCall, request: ProjectionRequest) -> None:
+    """One prompt snapshot for the call (references and sizes only when incognito)."""
+    if not request.config.observability.snapshots:
+        return
+    backend = _backend(request)
+    if backend is None:
+        return
+    recorder = recorder_for(backend, request)
+    projection = call.projection
+    turn = _turn_of(projection, recorder, request)
+    incognito = projection.incognito
+    prefix = recorder.register_prefix(call.prefix, session_id=projection.session_id, incognito=incognito)
+    recorder.capture(
+        session_id=projection.session_id,
+        turn_index=projection.turn_index,
+        call_index=call.call_index,
+        prefix=prefix,
+        turn=turn,
+        stripped=call.stripped,
+        history_messages=call.history_messages,
+        history_chars=call.history_chars,
+        incognito=incognito,
+        mode=projection.mode,
+        full_text=call.full_text,
+    )
+
+
+def reset() -> None:
+    """Forget recorders and turn records (tests that reopen backends at the same address)."""
+    with _lock:
+        _recorders.clear()
+        _recorders_by_id.clear()
+        _turns.clear()

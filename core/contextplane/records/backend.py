@@ -1,0 +1,120 @@
+"""The backend: one object that holds all four records of a deployment.
+
+Why one object rather than four hooks: a turn's records must land together (the injection
+row, the snapshot and the digest source of one deployment), and a runtime should choose where
+they live once. The embedded SQLite backend (``contextplane.backends.sqlite``) keeps them in
+one file; a plugin offers another through the one-winner ``backend`` hook.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Protocol, runtime_checkable
+
+from contextplane.records.injections import InjectionLog
+from contextplane.records.snapshots import SnapshotStore
+from contextplane.records.summaries import SessionSummaries
+from contextplane.store.protocol import KnowledgeStore
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Memories, session summaries, the injection log and prompt snapshots, in one place.
+
+    ``trajectory`` is the append-only session log snapshots reference (ADR 0102), or None when
+    the backend keeps none. ``name`` says where the records live, for messages and logs.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def memories(self) -> KnowledgeStore: ...
+
+    @property
+    def summaries(self) -> SessionSummaries: ...
+
+    @property
+    def injections(self) -> InjectionLog: ...
+
+    @property
+    def snapshots(self) -> SnapshotStore: ...
+
+    @property
+    def trajectory(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+_PARTS: tuple[tuple[str, type], ...] = (
+    ("memories", KnowledgeStore),
+    ("summaries", SessionSummaries),
+    ("injections", InjectionLog),
+    ("snapshots", SnapshotStore),
+)
+
+
+def check_backend(obj: object) -> list[str]:
+    """What keeps ``obj`` from being a backend, as sentences; empty when it is one."""
+    problems = []
+    for attr in ("name", "trajectory", "close"):
+        if not hasattr(obj, attr):
+            problems.append(f"it has no {attr!r}")
+    for attr, proto in _PARTS:
+        part = getattr(obj, attr, None)
+        if part is None:
+            problems.append(f"it has no {attr!r}")
+        elif not isinstance(part, proto):
+            missing = sorted(
+                m for m in dir(proto) if not m.startswith("_") and not hasattr(part, m)
+            )
+            problems.append(
+                f"its {attr!r} ({type(part).__name__}) is not a {proto.__name__}"
+                + (f": missing {', '.join(missing)}" if missing else "")
+            )
+    return problems
+
+
+_owners: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_by_id: dict[int, Any] = {}
+_lock = threading.Lock()
+
+
+def register_backend(backend: Any) -> None:
+    """Remember which backend ``backend.memories`` belongs to, so a caller that passes only the
+    memory store (the ADR D8 signature) still gets its injection log and digest.
+
+    A store that declares a ``backend`` attribute (the embedded and in-memory stores do) gets
+    it set; any other store is remembered here for the life of the process (backends are
+    long-lived, so keeping the pair is cheaper than asking every store author for a slot)."""
+    store = backend.memories
+    if getattr(store, "backend", False) is None:
+        store.backend = backend
+        return
+    with _lock:
+        try:
+            _owners[store] = backend
+        except TypeError:  # not weak-referenceable or unhashable: keep by identity
+            _by_id[id(store)] = (store, backend)
+
+
+def backend_of(store: Any) -> Any:
+    """The backend ``store`` belongs to: ``store`` itself if it is one, the store's own
+    ``backend`` attribute, else the one that registered it; None when it belongs to none."""
+    if store is None:
+        return None
+    if not check_backend(store):
+        return store
+    own = getattr(store, "backend", None)
+    if own is not None:
+        return own
+    with _lock:
+        try:
+            found = _owners.get(store)
+        except TypeError:
+            found = None
+        if found is not None:
+            return found
+        pair = _by_id.get(id(store))
+        return pair[1] if pair is not None and pair[0] is store else None

@@ -1,0 +1,61 @@
+"""Session summaries: what the prior-session digest (ADR D9) is made from.
+
+A summary is appended once per finished session and never changed, which is why the digest
+may read summaries outside the turn's consistent memory view: the only thing a concurrent
+write can do is add a summary, never turn one into another.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from contextplane.errors import ValidationError
+
+
+@attrs.frozen
+class SessionSummary:
+    """One stored summary; ``id`` is opaque to callers (decimal text on SQLite)."""
+
+    id: str = attrs.field(converter=str)
+    session_id: str
+    created_at: str
+    kind: str
+    topic: str
+    summary: str
+
+
+def validate_summary(session_id: object, summary: object, topic: object, kind: object) -> None:
+    """The checks every backend applies before storing a summary (one error text for all)."""
+    for field, value in (("session_id", session_id), ("summary", summary), ("topic", topic), ("kind", kind)):
+        if not isinstance(value, str):
+            raise ValidationError(f"{field}: expected text (str), got {type(value).__name__}")
+    assert isinstance(session_id, str) and isinstance(summary, str)
+    if not session_id.strip() or not summary.strip():
+        raise ValidationError("session_id and summary must not be empty")
+
+
+@runtime_checkable
+class SessionSummaries(Protocol):
+    """Append-only summaries of finished sessions, newest-first and by relevance."""
+
+    def add(
+        self, session_id: str, summary: str, *, topic: str = "", kind: str = "session", at: str | None = None
+    ) -> str:
+        """Store one summary; return its id."""
+        ...
+
+    def newest(self, limit: int, *, exclude_session: str | None = None) -> builtins.list[SessionSummary]:
+        """The newest ``limit`` summaries, never those of ``exclude_session`` (the active one)."""
+        ...
+
+    def relevant(
+        self, query: str, limit: int, *, exclude_session: str | None = None
+    ) -> builtins.list[SessionSummary]:
+        """Summaries matching ``query`` by the backend's full-text ranking, best first; empty
+        when nothing matches (the D9 relevance gate: no LLM judge)."""
+        ...
+
+    def count(self) -> int: ...
