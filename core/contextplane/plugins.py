@@ -55,6 +55,8 @@ UNHONOURED_OPTIONS: Mapping[str, str] = {
     "historic": "contextplane hooks are not historic",
 }
 
+_BUILTIN_NAMES = frozenset(name for name, _ in BUILTIN_PLUGINS)
+
 log = logging.getLogger("contextplane.plugins")
 trace_log = logging.getLogger("contextplane.plugins.trace")
 _trace_repr = reprlib.Repr()
@@ -92,6 +94,9 @@ class PluginInfo:
     context_sections: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
     loaded: bool = True
+    #: Part of contextplane itself (the record pipeline), not an entry point: entry-point
+    #: selection (``CONTEXTPLANE_PLUGINS``) leaves it alone; ``plugins.disabled`` does not.
+    builtin: bool = False
 
 
 T = TypeVar("T")
@@ -138,7 +143,7 @@ class PluginHost:
         disabled = set(self.config.plugins.disabled)
         for name, plugin in BUILTIN_PLUGINS:
             if name in disabled:
-                self._skipped.append(PluginInfo(name, "contextplane", None, loaded=False))
+                self._skipped.append(PluginInfo(name, "contextplane", None, loaded=False, builtin=True))
             else:
                 self.register(plugin, name, distribution="contextplane")
 
@@ -406,6 +411,7 @@ class PluginHost:
                 name=name,
                 distribution=dist,
                 version=version,
+                builtin=name in _BUILTIN_NAMES,
                 hooks=hooks,
                 prompt_sections=tuple(r.section.name for r in prompt if r.plugin == name),
                 context_sections=tuple(r.section.name for r in context if r.plugin == name),

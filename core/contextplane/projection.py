@@ -29,7 +29,7 @@ from contextplane.errors import SectionError, ValidationError
 from contextplane.fitting import Layout, SectionPlan, ShedStep, fit, overflow_key
 from contextplane.notices import BudgetWarning, log_failure, log_once, warn_once
 from contextplane.plugins import PluginHost, Registered, get_host
-from contextplane.records.backend import check_backend
+from contextplane.records.backend import is_backend
 from contextplane.request import ProjectionRequest, Surface
 from contextplane.sections import ContextSection, Draft, Row
 
@@ -199,7 +199,7 @@ def _resolve(request: ProjectionRequest) -> ProjectionRequest:
     """Fill in the memory store and the backend from each other (ADR D8: a caller may hand
     either one)."""
     store, backend = request.knowledge_store, request.backend
-    if store is not None and not check_backend(store):  # a backend passed as the store
+    if store is not None and is_backend(store):  # a backend passed as the store
         backend = backend if backend is not None else store
         store = store.memories
     if backend is None:

@@ -11,7 +11,7 @@
 The active session is never its own prior session. Goal turns and incognito never call the
 loader (the section is goal-suppressed and carries memory). The digest has no cap of its own
 beyond ``context.prior_sessions_limit`` candidates: it competes for the D6 budget and is shed
-entry by entry. The only cache is the newest list, keyed by file and limit and filtered by
+entry by entry. The only cache is the newest list, keyed by summaries table and limit and filtered by
 session *after* the cache, so one session's exclusion never leaks into another's digest.
 
 Summaries come from the turn's backend (``request.backend.summaries``), whatever it is: a
@@ -20,8 +20,10 @@ store that is not SQLite gets the same digest through its own backend.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +35,10 @@ NAME = "prior_sessions"
 PRIORITY = 40
 CACHE_TTL_S = 60.0
 
-_cache: dict[tuple[str, int], tuple[float, list[SessionSummary]]] = {}
+#: Per summaries object (weakly, so a closed backend's entries go with it), per limit.
+_cache: weakref.WeakKeyDictionary[Any, dict[int, tuple[float, list[SessionSummary]]]] = (
+    weakref.WeakKeyDictionary()
+)
 _cache_lock = threading.Lock()
 
 
@@ -42,24 +47,24 @@ def clear_cache() -> None:
         _cache.clear()
 
 
-def summaries_for(request: ProjectionRequest) -> tuple[str, SessionSummaries] | None:
-    """The turn's summaries and a cache key naming where they live; None without a backend."""
+def summaries_for(request: ProjectionRequest) -> SessionSummaries | None:
+    """The turn's summaries: its backend's; None without a backend."""
     backend = request.backend
-    if backend is None:
-        return None
-    return str(backend.name), backend.summaries
+    return None if backend is None else backend.summaries  # type: ignore[no-any-return]
 
 
-def _newest(where: str, source: SessionSummaries, limit: int, exclude: str) -> list[SessionSummary]:
-    key = (where, limit)
+def _newest(source: SessionSummaries, limit: int, exclude: str) -> list[SessionSummary]:
     now = time.monotonic()
     with _cache_lock:
-        hit = _cache.get(key)
+        try:
+            hit = _cache.get(source, {}).get(limit)
+        except TypeError:  # a summaries object that cannot be weakly referenced: no cache
+            hit = None
     if hit is None or now - hit[0] > CACHE_TTL_S:
         # One extra, so excluding the active session still leaves ``limit`` entries.
         rows = source.newest(limit + 1)
-        with _cache_lock:
-            _cache[key] = (now, rows)
+        with _cache_lock, contextlib.suppress(TypeError):
+            _cache.setdefault(source, {})[limit] = (now, rows)
     else:
         rows = hit[1]
     return [r for r in rows if r.session_id != exclude][:limit]
@@ -77,10 +82,9 @@ def draft(request: ProjectionRequest) -> Draft:
     policy = request.config.context.prior_sessions
     if policy == "off":
         return Draft((), {"policy": "off"})
-    found = summaries_for(request)
-    if found is None:
+    source = summaries_for(request)
+    if source is None:
         return Draft((), {"policy": policy, "source": "none"})
-    where, source = found
     limit = request.config.context.prior_sessions_limit
     exclude = request.session_id
     meta: dict[str, Any] = {"policy": policy}
@@ -94,7 +98,7 @@ def draft(request: ProjectionRequest) -> Draft:
             if not chosen:
                 meta["gate"] = "closed (no prior session overlaps the query)"
     else:
-        chosen = _newest(where, source, limit, exclude)
+        chosen = _newest(source, limit, exclude)
     rows: list[Row] = [entry(s, i) for i, s in enumerate(chosen, start=1)]
     return Draft(rows, meta)
 

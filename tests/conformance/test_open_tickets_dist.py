@@ -25,7 +25,7 @@ from tests.conformance.helpers import run_pytest
 STANDARD_PROMPT = ["identity", "operating_model", "delegation_roster", "tool_guidance", "operator_guidelines"]
 STANDARD_PLUGINS = (
     "identity,operating_model,delegation_roster,tool_guidance,operator_guidelines,"
-    "working_state,always_on,skills,prior_sessions,retrieved,injection_log"
+    "working_state,always_on,skills,prior_sessions,retrieved"
 )
 
 

@@ -28,7 +28,8 @@ from contextplane_sections import (
     tool_guidance,
     working_state,
 )
-from contextplane_sections.session_summaries import SessionSummaries
+from contextplane.backends.sqlite import SQLiteSessionSummaries as SessionSummaries
+from contextplane.testing.memory import InMemoryBackend
 
 # --------------------------------------------------------------------------- prompt sections
 
@@ -199,18 +200,18 @@ class TestPriorSessions(ContextSectionConformance):
         summaries.add("s-1", "Set up the CI pipeline.", topic="ci", at="2026-11-01T10:00:00+00:00")
         summaries.add("s-2", "Wrote the store migration.", topic="store", at="2026-11-02T10:00:00+00:00")
         summaries.add("s-3", "Reviewed the plugin docs.", topic="docs", at="2026-11-03T10:00:00+00:00")
-        return SectionInput(extra={"session_summaries": summaries}, session_id="s-3")
+        return SectionInput(backend=InMemoryBackend(summaries=summaries), session_id="s-3")
 
     @pytest.fixture
     def second_session_input(self, section_input: SectionInput) -> SectionInput:
         # Session s-1 is another session in the same file: its own summary must not be a "prior".
-        return SectionInput(extra=section_input.extra, session_id="s-1")
+        return SectionInput(backend=section_input.backend, session_id="s-1")
 
     @pytest.fixture
     def hostile_input(self, summaries: SessionSummaries) -> Callable[[str], SectionInput]:
         def make(text: str) -> SectionInput:
             summaries.add("s-evil", text, topic=text, kind="session")
-            return SectionInput(extra={"session_summaries": summaries}, session_id="s-now")
+            return SectionInput(backend=InMemoryBackend(summaries=summaries), session_id="s-now")
 
         return make
 

@@ -58,7 +58,7 @@ from contextplane import PluginHost
 host = PluginHost.from_entry_points()
 print(json.dumps({i.name: {"dist": i.distribution, "version": i.version, "errors": list(i.errors),
                   "loaded": i.loaded, "prompt": list(i.prompt_sections), "context": list(i.context_sections),
-                  "hooks": list(i.hooks)}
+                  "hooks": list(i.hooks), "builtin": i.builtin}
                   for i in host.plugin_infos()}))
 """
 
@@ -114,8 +114,11 @@ def test_contextplane_plugins_env_selects_and_disables(site: Path) -> None:
     assert only_good["good"]["loaded"] and only_good["good"]["errors"] == []
     assert only_good["broken_import"] == {**only_good["broken_import"], "loaded": False, "errors": []}
     none = json.loads(run(site, LIST, CONTEXTPLANE_PLUGINS="").stdout)
-    assert all(not info["loaded"] for info in none.values())
-    assert all(info["hooks"] == [] for info in none.values())
+    # Entry-point selection never turns off the record pipeline, which is core, not a plugin.
+    builtin = {name for name, info in none.items() if info["builtin"]}
+    assert builtin == {"contextplane.records"} and none["contextplane.records"]["loaded"]
+    assert all(not info["loaded"] for name, info in none.items() if name not in builtin)
+    assert all(info["hooks"] == [] for name, info in none.items() if name not in builtin)
 
 
 def test_cli_plugins_prints_json(site: Path) -> None:
@@ -132,7 +135,9 @@ def test_cli_plugins_prints_json(site: Path) -> None:
         "context_sections",
         "errors",
         "loaded",
+        "builtin",
     }
+    assert infos["good"]["builtin"] is False and infos["contextplane.records"]["builtin"] is True
 
 
 def test_cli_preview_reports_a_missing_constraint_target_without_a_traceback(site: Path) -> None:

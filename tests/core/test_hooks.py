@@ -17,9 +17,12 @@ from contextplane import (
     Shed,
     build_stable_prefix,
     compose_projected_context,
+    deliver,
     hookimpl,
     hookspecs,
 )
+from contextplane.delivery import plain_projection_message
+from contextplane.testing.memory import InMemoryBackend, InMemoryKnowledgeStore
 
 from .helpers import host_of
 
@@ -49,12 +52,25 @@ def test_no_documented_hook_is_missing_from_the_specs() -> None:
     assert documented == set(SPECS)
 
 
+class FakeEmbedder:
+    dimensions = 3
+    name = "fake-3"
+
+    def embed(self, texts):
+        return [[float(len(t)), 1.0, 0.0] for t in texts]
+
+
+STORE = InMemoryKnowledgeStore()
+EMBEDDER = FakeEmbedder()
+
+
 class Plugin:
     plugin_name = "hooks_plugin"
 
     def __init__(self) -> None:
         self.projections: list = []
         self.prefixes: list = []
+        self.calls: list = []
 
     @hookimpl
     def register_prompt_sections(self, register, config):
@@ -75,15 +91,20 @@ class Plugin:
 
     @hookimpl
     def knowledge_store(self, config):
-        return {"store-for": config.source}
+        assert config.source == "defaults"
+        return STORE
 
     @hookimpl
     def embedder(self):
-        return "an-embedder"
+        return EMBEDDER
 
     @hookimpl
     def observe_projection(self, projection, request):
         self.projections.append((projection.delivered_ids, request.session_id))
+
+    @hookimpl
+    def observe_model_call(self, call, request):
+        self.calls.append((call.call_index, call.history_messages, call.projection.text, request.session_id))
 
     @hookimpl
     def observe_stable_prefix(self, prefix):
@@ -115,15 +136,84 @@ def test_hook_knowledge_store() -> None:
             raise RuntimeError("no dsn")
 
     host = host_of(Passes(), Broken(), Plugin())
-    assert host.knowledge_store() == {"store-for": "defaults"}
+    assert host.knowledge_store() is STORE
     assert [f.describe() for f in host.failures] == [
         "plugin '0_broken' failed during knowledge_store: RuntimeError: no dsn"
     ]
 
 
+def test_knowledge_store_that_is_not_a_store_is_recorded_and_skipped() -> None:
+    class DictStore:
+        plugin_name = "0_dict_store"
+
+        @hookimpl
+        def knowledge_store(self):
+            return {"not": "a store"}
+
+    host = host_of(DictStore(), Plugin())
+    assert host.knowledge_store() is STORE  # the next plugin is asked
+    (failure,) = host.failures
+    assert failure.describe() == (
+        "plugin '0_dict_store' failed during knowledge_store: returned dict, which is not a KnowledgeStore: "
+        "missing add_chunk, add_chunks, close, invalidate_chunk, list_chunks, purge, search, "
+        "set_expires_at, set_review_state, supersede; return one, or None to let another plugin decide"
+    )
+
+
 def test_hook_embedder() -> None:
-    assert host_of(Plugin()).embedder() == "an-embedder"
+    assert host_of(Plugin()).embedder() is EMBEDDER
     assert host_of().embedder() is None
+
+    class Stringy:
+        plugin_name = "stringy"
+
+        @hookimpl
+        def embedder(self):
+            return "an-embedder"
+
+    host = host_of(Stringy())
+    assert host.embedder() is None
+    assert host.failures[0].error.startswith("returned str, which is not an Embedder: missing dimensions, embed")
+
+
+def test_hook_backend() -> None:
+    backend = InMemoryBackend()
+
+    class Chooses:
+        plugin_name = "chooses"
+
+        @hookimpl
+        def backend(self, config):
+            return backend
+
+    class Half:
+        plugin_name = "0_half"
+
+        @hookimpl
+        def backend(self):
+            return InMemoryKnowledgeStore()  # a store is not a backend
+
+    host = host_of(Half(), Chooses())
+    assert host.backend() is backend
+    assert host.failures[0].describe().startswith(
+        "plugin '0_half' failed during backend: returned InMemoryKnowledgeStore, which is not a contextplane "
+        "Backend: it has no 'name'"
+    )
+    assert host_of().backend() is None
+
+
+def test_hook_observe_model_call() -> None:
+    plugin = Plugin()
+    host = host_of(plugin)
+    p = compose_projected_context("x", host=host, budget_tokens=0, session_id="s9", backend=InMemoryBackend())
+    history = [{"role": "user", "content": "x"}, {"role": "user", "content": "old", "context_frame": True}]
+    out = deliver(p, history, prefix="sys", call_index=2, wrap=plain_projection_message, host=host)
+    assert plugin.calls == [(2, 1, p.text, "s9")]
+    assert [m["content"] for m in out.messages] == ["x", p.text]
+    assert out.stripped == (history[1],)
+    preview = compose_projected_context("x", host=host, budget_tokens=0, record=False)
+    deliver(preview, [], prefix=None, call_index=0, wrap=plain_projection_message, host=host)
+    assert len(plugin.calls) == 1  # a preview is delivered, never recorded
 
 
 def test_hook_observe_projection() -> None:

@@ -18,7 +18,6 @@ from contextplane_sections import (
     delegation,
     guidelines,
     identity,
-    injection_log,
     operating_model,
     prior_sessions,
     retrieved,
@@ -38,7 +37,6 @@ STANDARD = [
     skills,
     prior_sessions,
     retrieved,
-    injection_log,
 ]
 
 

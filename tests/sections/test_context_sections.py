@@ -12,7 +12,8 @@ from contextplane.notices import BudgetWarning, PluginWarning
 from contextplane.store import open_store
 from contextplane_sections import skills as skills_mod
 from contextplane_sections import working_state
-from contextplane_sections.injection_log import InjectionLog
+from contextplane.backends.sqlite import SQLiteInjectionLog, SQLiteSessionSummaries
+from contextplane.testing.memory import InMemoryBackend
 
 from .conftest import FakeStore, chunk, standard_host
 
@@ -58,16 +59,14 @@ def compose(store, config, budget_tokens, *, skills=None, state=None, summaries=
             budget_tokens=budget_tokens,
             host=host,
             record=False,
-            extra={"session_summaries": summaries} if summaries else None,
+            backend=InMemoryBackend(store, summaries=summaries) if summaries else None,
             **kw,
         )
 
 
 @pytest.fixture
 def summaries(tmp_path):
-    from contextplane_sections.session_summaries import SessionSummaries
-
-    s = SessionSummaries(tmp_path / "sum.sqlite3")
+    s = SQLiteSessionSummaries(tmp_path / "sum.sqlite3")
     for i in range(1, 5):
         s.add(
             f"s-{i}",
@@ -278,7 +277,8 @@ def test_scope_isolation_with_the_real_store(tmp_path: Path, tmp_config) -> None
 
 def test_injection_log_ids_equal_the_ids_in_the_composed_text(tmp_path: Path, tmp_config, summaries) -> None:
     store = FakeStore(many_chunks(), search_order=[f"r{i}" for i in range(1, 7)])
-    log = InjectionLog(tmp_path / "log.sqlite3")
+    log = SQLiteInjectionLog(tmp_path / "log.sqlite3")
+    backend = InMemoryBackend(store, summaries=summaries, injections=log)
     host = standard_host(tmp_config())
     for turn, budget in enumerate((0, 300, 120)):
         with warnings.catch_warnings():
@@ -292,7 +292,7 @@ def test_injection_log_ids_equal_the_ids_in_the_composed_text(tmp_path: Path, tm
                 turn_index=turn,
                 budget_tokens=budget,
                 host=host,
-                extra={"injection_log": log, "session_summaries": summaries},
+                backend=backend,
             )
         row = log.rows("s-now")[-1]
         assert row.turn_index == turn and row.approx_tokens == p.used_chars // 4
@@ -312,6 +312,6 @@ def test_injection_log_ids_equal_the_ids_in_the_composed_text(tmp_path: Path, tm
         incognito=True,
         budget_tokens=0,
         host=host,
-        extra={"injection_log": log, "session_summaries": summaries},
+        backend=backend,
     )
     assert [r.turn_index for r in log.rows("s-now")] == [0, 1, 2]

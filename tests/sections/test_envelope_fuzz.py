@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextplane import compose_projected_context
-from contextplane_sections.session_summaries import SessionSummaries
+from contextplane.backends.sqlite import SQLiteSessionSummaries as SessionSummaries
+from contextplane.testing.memory import InMemoryBackend
 
 from .conftest import FakeStore, chunk, standard_host
 
@@ -81,7 +82,7 @@ def test_hostile_text_cannot_break_out(tmp_path: Path, tmp_config, texts) -> Non
             budget_tokens=0,
             host=standard_host(tmp_config()),
             record=False,
-            extra={"session_summaries": summaries},
+            backend=InMemoryBackend(store, summaries=summaries),
         )
     text = p.text
     # Exactly the envelopes the layout wrote, each opened and closed once, in order.

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from contextplane import compose_projected_context
-from contextplane_sections.session_summaries import SessionSummaries
+from contextplane.backends.sqlite import SQLiteSessionSummaries as SessionSummaries
+from contextplane.testing.memory import InMemoryBackend
 
 from .conftest import FakeStore, chunk, standard_host
 
@@ -84,7 +85,7 @@ def compose(tmp_path: Path, tmp_config, **kw):
         budget_tokens=0,
         host=host,
         record=False,
-        extra={"session_summaries": summaries},
+        backend=InMemoryBackend(store, summaries=summaries),
         **kw,
     )
 

@@ -1,4 +1,4 @@
-"""The prior-session digest (ADR D9): exclusion, policies and fallbacks, suppression, caching."""
+"""The prior-session digest (ADR D9): exclusion, policies and the relevance gate, suppression, caching."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from contextplane import compose_projected_context
-from contextplane_sections.session_summaries import SessionSummaries
+from contextplane.backends.sqlite import SQLiteSessionSummaries as SessionSummaries
+from contextplane.testing.memory import InMemoryBackend
 
 from .conftest import FakeStore, standard_host
 
@@ -40,16 +41,17 @@ def spy(tmp_path: Path) -> SpySummaries:
 def digest(spy, config, query="deploy window", session="s-active", **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        store = FakeStore([])
         p = compose_projected_context(
             query,
-            FakeStore([]),
+            store,
             [],
             {},
             session_id=session,
             budget_tokens=kw.pop("budget_tokens", 0),
             host=standard_host(config),
             record=False,
-            extra={"session_summaries": spy},
+            backend=InMemoryBackend(store, summaries=spy),
             **kw,
         )
     return p, p.section("prior_sessions")
@@ -87,17 +89,22 @@ def test_entries_carry_session_id_and_timestamp(spy, tmp_config) -> None:
 def test_relevant_ranks_by_full_text_search(spy, tmp_config) -> None:
     _, report = digest(spy, tmp_config(context={"prior_sessions": "relevant"}), query="database migrations")
     assert sessions(report)[0] == "s-1"
-    assert "fallback" not in report.meta and report.meta["policy"] == "relevant"
+    assert "gate" not in report.meta and report.meta["policy"] == "relevant"
 
 
 @pytest.mark.parametrize(
     ("query", "why"),
-    [("", "newest (empty query)"), ("kubernetes quota", "newest (no summary matched the query)")],
+    [
+        ("", "closed (empty query: nothing to measure overlap with)"),
+        ("kubernetes quota", "closed (no prior session overlaps the query)"),
+    ],
 )
-def test_relevant_falls_back_to_newest_and_says_so(spy, tmp_config, query, why) -> None:
-    _, report = digest(spy, tmp_config(context={"prior_sessions": "relevant"}), query=query)
-    assert report.meta["fallback"] == why
-    assert sessions(report) == ["s-3", "s-2", "s-1"]
+def test_relevant_gates_the_digest_and_says_why(spy, tmp_config, query, why) -> None:
+    # ADR D9: the digest is injected only when the turn overlaps a prior session; no fallback.
+    p, report = digest(spy, tmp_config(context={"prior_sessions": "relevant"}), query=query)
+    assert report.meta["gate"] == why
+    assert report.item_ids == () and "<prior_sessions>" not in p.text
+    assert spy.loads == ([] if not query else ["relevant"])  # newest is never consulted
 
 
 def test_hostile_query_text_does_not_break_relevance(spy, tmp_config) -> None:

@@ -89,7 +89,11 @@ def register_backend(backend: Any) -> None:
     it set; any other store is remembered here for the life of the process (backends are
     long-lived, so keeping the pair is cheaper than asking every store author for a slot)."""
     store = backend.memories
-    if getattr(store, "backend", False) is None:
+    try:
+        declared = object.__getattribute__(store, "backend")
+    except AttributeError:
+        declared = False
+    if declared is None:
         store.backend = backend
         return
     with _lock:
@@ -99,14 +103,27 @@ def register_backend(backend: Any) -> None:
             _by_id[id(store)] = (store, backend)
 
 
+def is_backend(obj: object) -> bool:
+    """True when ``obj``'s class has the backend's parts. Asked of the class, not the instance,
+    so a proxy's ``__getattr__`` (a spy, a lazy wrapper) is never triggered by the question."""
+    kind = type(obj)
+    return all(hasattr(kind, attr) for attr, _ in _PARTS)
+
+
 def backend_of(store: Any) -> Any:
     """The backend ``store`` belongs to: ``store`` itself if it is one, the store's own
-    ``backend`` attribute, else the one that registered it; None when it belongs to none."""
+    ``backend`` attribute, else the one that registered it; None when it belongs to none.
+
+    Only plain attribute lookups are made (never a proxy's ``__getattr__``): composition asks
+    this of every store it is handed, and must not read a store that no section reads."""
     if store is None:
         return None
-    if not check_backend(store):
+    if is_backend(store):
         return store
-    own = getattr(store, "backend", None)
+    try:
+        own = object.__getattribute__(store, "backend")
+    except AttributeError:
+        own = None
     if own is not None:
         return own
     with _lock:

@@ -35,6 +35,9 @@ class SectionInput:
     config: Config = attrs.field(factory=Config)
     session_id: str = "conformance-a"
     project: str | None = None
+    #: Where the turn's records live (a ``contextplane.Backend``): the digest's summaries, the
+    #: injection log. None lets the core find the store's own backend, if it has one.
+    backend: Any = None
     extra: Mapping[str, Any] = attrs.field(factory=dict, converter=_mapping)
 
     def request(self, *, incognito: bool = False) -> ProjectionRequest:
@@ -49,6 +52,7 @@ class SectionInput:
             turn_index=0,
             project=self.project if self.project is not None else self.config.context.project,
             incognito=incognito,
+            backend=self.backend,
             extra=self.extra,
         )
 
@@ -62,6 +66,7 @@ class SectionInput:
             "config": self.config,
             "session_id": self.session_id,
             "project": self.project,
+            "backend": self.backend,
             "extra": self.extra,
         }
 

@@ -406,13 +406,24 @@ class InMemorySnapshotStore:
 
 
 class InMemoryBackend:
-    """Every record protocol in memory; ``trajectory`` is an optional ``TrajectoryWriter``."""
+    """Every record protocol in memory; ``trajectory`` is an optional ``TrajectoryWriter``.
 
-    def __init__(self, memories: InMemoryKnowledgeStore | None = None, trajectory: Any = None) -> None:
+    Any part may be given instead (a test's fake memory store, a real summaries table): the
+    backend is then the bundle that routes a turn's records, which is all composition needs."""
+
+    def __init__(
+        self,
+        memories: Any = None,
+        trajectory: Any = None,
+        *,
+        summaries: Any = None,
+        injections: Any = None,
+        snapshots: Any = None,
+    ) -> None:
         self._memories = memories if memories is not None else InMemoryKnowledgeStore()
-        self._summaries = InMemorySessionSummaries()
-        self._injections = InMemoryInjectionLog()
-        self._snapshots = InMemorySnapshotStore()
+        self._summaries = summaries if summaries is not None else InMemorySessionSummaries()
+        self._injections = injections if injections is not None else InMemoryInjectionLog()
+        self._snapshots = snapshots if snapshots is not None else InMemorySnapshotStore()
         self._trajectory = trajectory
         register_backend(self)
 
@@ -421,19 +432,19 @@ class InMemoryBackend:
         return f"memory:{id(self):x}"
 
     @property
-    def memories(self) -> InMemoryKnowledgeStore:
+    def memories(self) -> Any:
         return self._memories
 
     @property
-    def summaries(self) -> InMemorySessionSummaries:
+    def summaries(self) -> Any:
         return self._summaries
 
     @property
-    def injections(self) -> InMemoryInjectionLog:
+    def injections(self) -> Any:
         return self._injections
 
     @property
-    def snapshots(self) -> InMemorySnapshotStore:
+    def snapshots(self) -> Any:
         return self._snapshots
 
     @property
