@@ -232,7 +232,10 @@ def compose(request: ProjectionRequest, *, host: PluginHost | None = None, stric
     plans: list[SectionPlan] = []
     # Reports are built once, at the end; these hold what is known before fitting.
     skipped: list[tuple[Registered[ContextSection], str | None, str | None]] = []
-    drafting = [(reg, request.suppression(reg.section)) for reg in registered]
+    # Drafted in priority order (then name), whatever order plugins registered in: a section
+    # that acts on what an earlier one saw can rely on the order the sections declare.
+    ordered_regs = sorted(registered, key=lambda r: (r.section.priority, r.section.name))
+    drafting = [(reg, request.suppression(reg.section)) for reg in ordered_regs]
     needs_memory = any(why is None and reg.section.carries_memory for reg, why in drafting)
     with consistent_view(request.knowledge_store if needs_memory else None) as view:
         seen = request if view is None or view is request.knowledge_store else request.with_store(view)
