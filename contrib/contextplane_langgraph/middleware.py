@@ -2,19 +2,23 @@
 
 Lifecycle of one turn on a ``langchain.agents.create_agent`` graph:
 
-1. ``before_agent`` composes the projection once (``compose_projected_context``) and returns
-   it in the private, untracked channel ``contextplane_projection``
+1. ``before_agent`` builds the turn's ``ProjectionRequest`` (surface ``NATIVE``, the incognito
+   and goal-turn flags, ``extra={"reason": ...}``), composes it once
+   (``contextplane.projection.compose``; the records observer writes the injection-log row and
+   the trajectory entry) and returns the projection in the private, untracked channel
+   ``contextplane_projection``
    (``Annotated[..., UntrackedValue, PrivateStateAttr]``): never checkpointed, absent from
    ``invoke`` results and ``get_state()``, and scoped to this run. Nothing turn-scoped lives
    on the middleware instance, because one compiled graph serves every concurrent turn.
 2. ``before_model`` finds the channel empty only on a run that skipped ``before_agent``: a
    resume (``Command(resume=...)``). It then recomposes once, querying with the turn's
    newest operator input, which writes its own injection-log row.
-3. ``wrap_model_call`` / ``awrap_model_call`` strip context frames stored by v1 from the
-   model-visible list, place cache breakpoints on the stable prefix and the last history
-   block if caching is on, append the projection as the last message through
-   ``request.override(messages=...)``, and capture a prompt snapshot. No state update
-   carries the projection.
+3. ``wrap_model_call`` / ``awrap_model_call`` call ``contextplane.delivery.deliver`` once:
+   it strips context frames stored by v1 from the model-visible list, appends the projection
+   as the last message and tells the ``observe_model_call`` observers (the records observer
+   writes the prompt snapshot). The middleware then places cache breakpoints on the stable
+   prefix and the last history block if caching is on, and hands the result to the model
+   through ``request.override(messages=...)``. No state update carries the projection.
 
 What stream consumers see is documented in docs/runtime.md ("Streams and tracing");
 ``without_projection`` removes the channel from a stream chunk.
@@ -41,19 +45,13 @@ from langgraph.runtime import Runtime
 
 from contextplane.authority import StablePrefix, build_stable_prefix
 from contextplane.config import Config
-from contextplane.observability.snapshots import PrefixRef, PromptRecorder, StrippedFrame, TurnRecord
+from contextplane.delivery import deliver
 from contextplane.plugins import PluginHost, get_host
-from contextplane.projection import ProjectedContext, compose_projected_context
-from contextplane.request import BuildContext, Mode
+from contextplane.projection import ProjectedContext, compose
+from contextplane.request import BuildContext, ProjectionRequest, Surface
 from contextplane.subagents import SubagentContract, build_subagent_prompt, compose_subagent_context
 from contextplane_langgraph.caching import place_breakpoints
-from contextplane_langgraph.frames import (
-    PROJECTION_MARKER,
-    frame_digest,
-    message_text,
-    strip_context_frames,
-    turn_position,
-)
+from contextplane_langgraph.frames import PROJECTION_MARKER, is_context_frame, message_text, turn_position
 
 PROJECTION_KEY = "contextplane_projection"
 #: State keys that are agent machinery, not working state, so never handed to sections.
@@ -69,26 +67,25 @@ class ProjectionCarrier:
     chunks (``updates``, ``values``, ``debug``, ``astream_events``) does not print memory.
     """
 
-    __slots__ = ("message", "projection", "query", "reason", "turn")
+    __slots__ = ("message", "projection", "query", "reason")
     projection: ProjectedContext
     message: HumanMessage | None
     query: str
     reason: str
-    turn: TurnRecord | None
 
     def __init__(
-        self,
-        projection: ProjectedContext,
-        message: HumanMessage | None,
-        query: str,
-        reason: str,
-        turn: TurnRecord | None,
+        self, projection: ProjectedContext, message: HumanMessage | None, query: str, reason: str
     ) -> None:
         self.projection = projection
         self.message = message
         self.query = query
         self.reason = reason
-        self.turn = turn
+
+    def wrap(self, text: str) -> BaseMessage:
+        """The projection message ``deliver`` places last: the one built for the turn."""
+        if self.message is not None:
+            return self.message
+        return projection_message(text, self.projection.turn_index)  # not reached: deliver wraps text only
 
     @property
     def text(self) -> str:
@@ -122,6 +119,17 @@ def _flag(value: Flag, name: str, state: Mapping[str, Any], runtime: Any) -> boo
     return bool(value)
 
 
+def projection_message(text: str, turn_index: int) -> HumanMessage:
+    """The projection as a ``HumanMessage`` marked as a context frame, so a later turn strips it."""
+    return HumanMessage(
+        content=text, additional_kwargs={PROJECTION_MARKER: True}, id=f"contextplane-projection-{turn_index}"
+    )
+
+
+def _role(message: BaseMessage) -> str:
+    return str(message.type)
+
+
 def without_projection(chunk: Any) -> Any:
     """A copy of a stream chunk with the private projection channel removed, at any depth.
 
@@ -143,12 +151,14 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
     Args:
         host: the plugin host with the context and prompt sections (default: ``get_host``).
         config: configuration (default: the host's).
-        knowledge_store, skills_index: handed to ``compose_projected_context``.
+        knowledge_store, skills_index: put on every turn's ``ProjectionRequest``.
+        backend: where the turn's records go (a ``contextplane.records.Backend``: injection
+            log, prompt snapshots, trajectory). Default: the backend ``knowledge_store``
+            belongs to, if any; with neither, composition reads ``backend.memories``.
         stable_prefix: a ``StablePrefix``, ``True`` to build one from the host now (with
             ``tools`` as the bound tool names), or ``None`` to leave the system message to
             ``create_agent(system_prompt=...)``. The prefix is delivered as the system
             message only when the agent has none of its own.
-        recorder: a ``PromptRecorder`` for snapshots and the trajectory, or ``None``.
         incognito, goal_turn: a bool, or ``f(state, runtime) -> bool``; a bool is
             overridden per run by ``runtime.context`` carrying the same key or attribute.
         session_id: a fixed id, or ``f(runtime) -> str``; default the LangGraph thread id.
@@ -172,7 +182,7 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
         skills_index: Sequence[Any] | None = None,
         stable_prefix: StablePrefix | bool | None = None,
         tools: Sequence[str] = (),
-        recorder: PromptRecorder | None = None,
+        backend: Any = None,
         incognito: Flag = False,
         goal_turn: Flag = False,
         session_id: str | Callable[[Any], str] | None = None,
@@ -188,6 +198,7 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
         self.config = config if config is not None else self.host.config
         self.knowledge_store = knowledge_store
         self.skills_index = skills_index
+        self.backend = backend
         if stable_prefix is True:
             stable_prefix = build_stable_prefix(
                 self.host, BuildContext(config=self.config, tools=tuple(tools))
@@ -206,7 +217,6 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
             self._prefix = build_subagent_prompt(subagent)
         text = self._prefix.text if isinstance(self._prefix, StablePrefix) else self._prefix
         self._system_message = SystemMessage(content=text) if text else None
-        self.recorder = recorder
         self.incognito = incognito
         self.goal_turn = goal_turn
         self.session_id = session_id
@@ -233,84 +243,56 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
             return self.working_state(state, runtime)
         return {k: v for k, v in state.items() if k not in _NOT_WORKING_STATE}
 
-    def compose(self, state: Mapping[str, Any], runtime: Any, *, reason: str) -> ProjectionCarrier:
-        """Compose this turn's projection from the agent state (the query is the newest
-        operator input) and record its trajectory entry."""
+    def projection_request(self, state: Mapping[str, Any], runtime: Any, *, reason: str) -> ProjectionRequest:
+        """This turn's ``ProjectionRequest``: the query is the newest operator input, the
+        session the thread, the flags from ``incognito`` / ``goal_turn`` (or the run's context)."""
         messages: list[BaseMessage] = list(state.get("messages") or ())
         turn_index, _calls, query = turn_position(messages)
-        incognito = _flag(self.incognito, "incognito", state, runtime)
-        goal_turn = _flag(self.goal_turn, "goal_turn", state, runtime)
-        session_id = self._session(runtime)
-        if self.subagent is not None:
-            return self._compose_subagent(state, runtime, query, session_id, turn_index, incognito, reason)
-        projection = compose_projected_context(
-            query,
-            self.knowledge_store,
-            self.skills_index,
-            self._state_for_sections(state, runtime),
-            incognito=incognito,
-            goal_turn=goal_turn,
-            budget_tokens=self.budget_tokens,
-            record=True,
-            session_id=session_id,
-            turn_index=turn_index,
-            project=self.project,
-            context_window=self.context_window,
-            host=self.host,
+        return ProjectionRequest(
+            query=query,
             config=self.config,
-            extra={"reason": reason},
-        )
-        return self._carrier(projection, query, reason)
-
-    def _compose_subagent(
-        self,
-        state: Mapping[str, Any],
-        runtime: Any,
-        query: str,
-        session_id: str,
-        turn_index: int,
-        incognito: bool,
-        reason: str,
-    ) -> ProjectionCarrier:
-        assert self.subagent is not None
-        projection = compose_subagent_context(
-            self.subagent,
-            query,
-            host=self.host,
             knowledge_store=self.knowledge_store,
             skills_index=self.skills_index,
             state=self._state_for_sections(state, runtime),
-            session_id=session_id,
+            session_id=self._session(runtime),
             turn_index=turn_index,
-            incognito=incognito,
+            project=self.project if self.project is not None else self.config.context.project,
+            surface=Surface.NATIVE,
+            incognito=_flag(self.incognito, "incognito", state, runtime),
+            goal_turn=_flag(self.goal_turn, "goal_turn", state, runtime),
+            budget_tokens=self.budget_tokens,
+            context_window=self.context_window,
+            record=True,
+            backend=self.backend,
+            extra={"reason": reason},
         )
-        if projection is None:
-            # The default contract: nothing is projected, nothing is composed or logged.
-            projection = ProjectedContext(
-                text="",
-                sections=(),
-                overflow=(),
-                budget_chars=None,
-                used_chars=0,
-                injection=None,
-                session_id=session_id,
-                turn_index=turn_index,
-                incognito=incognito,
-                mode=Mode.SUBAGENT,
-            )
-        return self._carrier(projection, query, reason)
 
-    def _carrier(self, projection: ProjectedContext, query: str, reason: str) -> ProjectionCarrier:
-        turn_index = projection.turn_index
-        message = None
-        if projection.text:
-            message = HumanMessage(
-                content=projection.text,
-                additional_kwargs={PROJECTION_MARKER: True},
-                id=f"contextplane-projection-{turn_index}",
-            )
-        turn = self.recorder.begin_turn(projection, query=query, reason=reason) if self.recorder else None
-        return ProjectionCarrier(projection, message, query, reason, turn)
+    def compose(self, state: Mapping[str, Any], runtime: Any, *, reason: str) -> ProjectionCarrier:
+        """Compose this turn's projection from the agent state. The records observer writes
+        its injection-log row and trajectory entry (never for incognito)."""
+        request = self.projection_request(state, runtime, reason=reason)
+        if self.subagent is not None:
+            projection = compose_subagent_context(self.subagent, request, host=self.host)
+            if projection is None:
+                # The default contract: nothing is projected, composed or recorded. The empty
+                # projection carries no request, so delivery notifies no observer either.
+                projection = ProjectedContext(
+                    text="",
+                    sections=(),
+                    overflow=(),
+                    budget_chars=None,
+                    used_chars=0,
+                    injection=None,
+                    session_id=request.session_id,
+                    turn_index=request.turn_index,
+                    incognito=request.incognito,
+                    goal_turn=request.goal_turn,
+                    surface=Surface.SUBAGENT,
+                )
+        else:
+            projection = compose(request, host=self.host)
+        message = projection_message(projection.text, projection.turn_index) if projection.text else None
+        return ProjectionCarrier(projection, message, request.query, reason)
 
     def before_agent(self, state: ContextPlaneState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         return {PROJECTION_KEY: self.compose(state, runtime, reason="turn")}
@@ -336,8 +318,6 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
             # Only reachable if the graph skipped both hooks (e.g. a hand-built graph).
             carrier = self.compose(request.state, request.runtime, reason="model_call")
 
-        history, stripped = strip_context_frames(request.messages)
-
         system = request.system_message
         prefix: StablePrefix | str | None
         if system is None and self._system_message is not None:
@@ -354,58 +334,34 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
                 )
             prefix = system.text if system is not None else None
 
+        history: Sequence[BaseMessage] = request.messages
+        _turn, call_index, _query = turn_position(history)
+        delivered = deliver(
+            carrier.projection,
+            history,
+            prefix=prefix,
+            call_index=call_index,
+            wrap=carrier.wrap,
+            is_frame=is_context_frame,
+            text_of=message_text,
+            role_of=_role,
+            host=self.host,
+        )
+        messages: list[BaseMessage] = delivered.messages
+
         settings = request.model_settings
         cache_control = settings.get("cache_control") or self.cache_control
         overrides: dict[str, Any] = {}
         if cache_control:
-            system, history = place_breakpoints(system, history, cache_control)
+            # Breakpoints on the prefix and the last history block, never on the projection.
+            split = len(messages) - 1 if carrier.projection.text else len(messages)
+            system, marked = place_breakpoints(system, messages[:split], cache_control)
+            messages = [*marked, *messages[split:]]
             if "cache_control" in settings:
                 overrides["model_settings"] = {k: v for k, v in settings.items() if k != "cache_control"}
         if system is not request.system_message:
             overrides["system_message"] = system
-
-        messages = [*history, carrier.message] if carrier.message is not None else history
-        if self.recorder is not None:
-            self._capture(request, carrier, prefix, history, stripped, system, messages)
         return request.override(messages=cast("list[AnyMessage]", messages), **overrides)
-
-    def _capture(
-        self,
-        request: ModelRequest[Any],
-        carrier: ProjectionCarrier,
-        prefix: StablePrefix | str | None,
-        history: Sequence[BaseMessage],
-        stripped: Sequence[BaseMessage],
-        system: SystemMessage | None,
-        messages: Sequence[BaseMessage],
-    ) -> None:
-        assert self.recorder is not None
-        projection = carrier.projection
-        incognito = projection.incognito
-        _turn, call_index, _q = turn_position(history)
-        prefix_ref: PrefixRef = self.recorder.register_prefix(
-            prefix, session_id=projection.session_id, incognito=incognito
-        )
-        frames = [StrippedFrame(*frame_digest(m)) for m in stripped]
-
-        def full_text() -> str:
-            parts = [f"[system]\n{system.text}"] if system is not None else []
-            parts.extend(f"[{m.type}]\n{message_text(m)}" for m in messages)
-            return "\n\n".join(parts)
-
-        self.recorder.capture(
-            session_id=projection.session_id,
-            turn_index=projection.turn_index,
-            call_index=call_index,
-            prefix=prefix_ref,
-            turn=carrier.turn,
-            stripped=frames,
-            history_messages=len(history),
-            history_chars=sum(len(c) if isinstance(c := m.content, str) else len(m.text) for m in history),
-            incognito=incognito,
-            mode=projection.mode.value,
-            full_text=full_text,
-        )
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]

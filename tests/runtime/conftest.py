@@ -29,8 +29,8 @@ from contextplane import (
     hookimpl,
     plugin_host_with,
 )
+from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.config import structure
-from contextplane.observability import PromptRecorder, SnapshotStore, TrajectoryWriter
 from contextplane_langgraph import ContextPlaneMiddleware, is_context_frame
 
 from .fakes import RecordingChatModel
@@ -125,7 +125,8 @@ class MarkerSections:
 
 
 class InjectionLog:
-    """An observe_projection observer standing in for the lead's injection log."""
+    """A second ``observe_projection`` observer beside the built-in records one: what every
+    observer is handed (the backend's own injection log is asserted separately)."""
 
     plugin_name = "injection_log"
 
@@ -154,10 +155,12 @@ def host(sections: MarkerSections, injection_log: InjectionLog) -> PluginHost:
 
 
 @pytest.fixture
-def recorder(tmp_path: Any) -> Iterator[PromptRecorder]:
-    rec = PromptRecorder(SnapshotStore(tmp_path / "telemetry.sqlite3"), TrajectoryWriter(tmp_path / "traj"))
-    yield rec
-    rec.close()
+def backend(tmp_path: Any, host: PluginHost) -> Iterator[SQLiteBackend]:
+    """The embedded backend in a fresh file: injection log, snapshots, and the trajectory
+    beside it (``tmp_path / "trajectories"``)."""
+    b = SQLiteBackend(tmp_path / "m.sqlite3", config=host.config)
+    yield b
+    b.close()
 
 
 # --- tools and the policy of the fake model ----------------------------------------------

@@ -53,9 +53,9 @@ def assert_each_call_sees_only_its_own_turn(model: Any) -> None:
 # --- concurrency --------------------------------------------------------------------------
 
 
-def test_concurrent_sync_turns_stay_separate(host, sections, recorder) -> None:
+def test_concurrent_sync_turns_stay_separate(host, sections, backend) -> None:
     TOOL_SPANS.clear()
-    agent, model, saver, _mw = make_agent(host, recorder=recorder)
+    agent, model, saver, _mw = make_agent(host, backend=backend)
 
     async def main() -> None:
         await asyncio.gather(
@@ -89,14 +89,14 @@ def test_concurrent_sync_turns_stay_separate(host, sections, recorder) -> None:
         ("beta", 0, "turn"),
         ("beta", 1, "turn"),
     ]
-    assert sorted(s.key for s in recorder.store.list()) == [
+    assert sorted(s.key for s in backend.snapshots.list()) == [
         (t, turn, call) for t in ("alpha", "beta") for turn in (0, 1) for call in (0, 1)
     ]
 
 
-def test_concurrent_async_turns_stay_separate(host, sections, recorder) -> None:
+def test_concurrent_async_turns_stay_separate(host, sections, backend) -> None:
     TOOL_SPANS.clear()
-    agent, model, saver, _mw = make_agent(host, recorder=recorder)
+    agent, model, saver, _mw = make_agent(host, backend=backend)
 
     async def main() -> list[dict[str, Any]]:
         return await asyncio.gather(
@@ -115,7 +115,7 @@ def test_concurrent_async_turns_stay_separate(host, sections, recorder) -> None:
     assert MARK not in saver_dump(saver)
     assert all(MARK not in repr(agent.get_state(cfg(t))) for t in ("a1", "a2", "a3"))
     # Capture survived asyncio: one snapshot per model call, keyed (session, turn, call).
-    keys = sorted(s.key for s in recorder.store.list())
+    keys = sorted(s.key for s in backend.snapshots.list())
     assert keys == [(t, 0, c) for t in ("a1", "a2", "a3") for c in (0, 1)]
 
 
@@ -227,9 +227,9 @@ def test_a_folded_steer_is_the_query_but_guard_notes_and_summaries_are_not(host,
 # --- migration ----------------------------------------------------------------------------
 
 
-def test_legacy_frames_are_stripped_from_the_model_view_and_kept_in_the_checkpoint(host, recorder) -> None:
+def test_legacy_frames_are_stripped_from_the_model_view_and_kept_in_the_checkpoint(host, backend) -> None:
     agent, model, _saver, _mw = make_agent(
-        host, policy=lambda _m: AIMessage("ok"), tools=[], recorder=recorder
+        host, policy=lambda _m: AIMessage("ok"), tools=[], backend=backend
     )
     legacy = HumanMessage(
         "<injected_memory>LEGACY-FRAME stale fact</injected_memory>",
@@ -249,7 +249,7 @@ def test_legacy_frames_are_stripped_from_the_model_view_and_kept_in_the_checkpoi
     assert markers_in(seen[-1].content) == {("old", 1, "old:v2 question")}
     stored = agent.get_state(cfg("old")).values["messages"]
     assert [m.id for m in stored if is_context_frame(m)] == ["legacy-frame-1"]
-    [snap] = recorder.store.list("old")
+    [snap] = backend.snapshots.list("old")
     assert [(f.message_id, f.chars) for f in snap.stripped] == [("legacy-frame-1", len(legacy.content))]
 
 
@@ -370,11 +370,11 @@ def test_without_projection_filters_stream_chunks(host) -> None:
     assert MARK in carrier.text and MARK not in repr(carrier)
 
 
-def test_snapshot_rows_for_every_model_call_with_keys_and_ids(host, recorder) -> None:
-    agent, model, _saver, mw = make_agent(host, recorder=recorder, stable_prefix=True)
+def test_snapshot_rows_for_every_model_call_with_keys_and_ids(host, backend) -> None:
+    agent, model, _saver, mw = make_agent(host, backend=backend, stable_prefix=True)
     agent.invoke({"messages": [HumanMessage("snap:one")]}, cfg("snap"))
     agent.invoke({"messages": [HumanMessage("snap:two")]}, cfg("snap"))
-    snaps = recorder.store.list("snap")
+    snaps = backend.snapshots.list("snap")
     assert [s.key for s in snaps] == [("snap", 0, 0), ("snap", 0, 1), ("snap", 1, 0), ("snap", 1, 1)]
     assert len(model.calls) == 4
     for s in snaps:
@@ -388,8 +388,8 @@ def test_snapshot_rows_for_every_model_call_with_keys_and_ids(host, recorder) ->
         assert s.full_text is None
     assert snaps[1].history_messages == 3  # question, tool call, tool result
     # The prefix text is stored once, and the trajectory holds the projection text by reference.
-    assert recorder.store.prefix_text(mw.stable_prefix.sha256) == mw.stable_prefix.text
-    traj = recorder.trajectory.read("snap")
+    assert backend.snapshots.prefix_text(mw.stable_prefix.sha256) == mw.stable_prefix.text
+    traj = backend.trajectory.read("snap")
     kinds = [e.kind for e in traj.entries]
     assert kinds == ["projection", "stable_prefix", "projection"]
     for s in snaps:
@@ -399,3 +399,10 @@ def test_snapshot_rows_for_every_model_call_with_keys_and_ids(host, recorder) ->
         assert proj.data["turn_index"] == s.turn_index
         assert proj.data["sha256"] == s.projection_sha256
     assert traj.get(snaps[2].trajectory_refs[-1]).data["text"] == model.calls[2][-1].content
+    assert [e.data["reason"] for e in traj.entries if e.kind == "projection"] == ["turn", "turn"]
+    # One injection-log row per turn (not per call), in the same backend.
+    rows = backend.injections.rows("snap")
+    assert [(r.turn_index, r.mode, r.delivered) for r in rows] == [
+        (t, "native", {"working": ["ws-1", "ws-2"], "memory": [f"mem-{t}"], "digest": ["digest-1"]})
+        for t in (0, 1)
+    ]

@@ -6,24 +6,20 @@ import hashlib
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 import apsw
 import pytest
 from click.testing import CliRunner
 from langchain_core.messages import AIMessage, HumanMessage
 
-from contextplane.observability import (
-    PromptRecorder,
-    Redactor,
-    SnapshotStore,
-    TrajectoryWriter,
-    bound_bytes,
-    read_trajectory,
-)
+from contextplane import PluginHost, plugin_host_with
+from contextplane.backends.sqlite import SQLiteBackend, SQLiteSnapshotStore
+from contextplane.config import structure
+from contextplane.observability import Redactor, TrajectoryWriter, bound_bytes, read_trajectory
 from contextplane.observability.cli import snapshots
+from contextplane.records import SnapshotRow
 
-from .conftest import MARK, MEMTEXT, cfg, make_agent
+from .conftest import MARK, MEMTEXT, InjectionLog, MarkerSections, cfg, make_agent
 
 
 def db_dump(path: Path) -> str:
@@ -108,8 +104,8 @@ def test_bound_bytes_cuts_on_a_character_boundary() -> None:
 # --- the store ----------------------------------------------------------------------------
 
 
-def row(session: str, turn: int, call: int, created: float, prefix: str | None = "p" * 64) -> tuple[Any, ...]:
-    return (
+def row(session: str, turn: int, call: int, created: float, prefix: str | None = "p" * 64) -> SnapshotRow:
+    return SnapshotRow(
         session,
         turn,
         call,
@@ -131,13 +127,13 @@ def row(session: str, turn: int, call: int, created: float, prefix: str | None =
 
 
 def test_retention_by_days_and_by_count(tmp_path: Path) -> None:
-    store = SnapshotStore(tmp_path / "t.sqlite3", retention_days=1, retention_count=3)
+    store = SQLiteSnapshotStore(tmp_path / "t.sqlite3", retention_days=1, retention_count=3)
     now = time.time()
     store.register_prefix("p" * 64, "prefix text", "[]")
     store.register_prefix("q" * 64, "orphan prefix", "[]")
-    store.insert(row("old", 0, 0, now - 2 * 86_400))
+    store.put(row("old", 0, 0, now - 2 * 86_400))
     for i in range(5):
-        store.insert(row("new", i, 0, now - 10 + i))
+        store.put(row("new", i, 0, now - 10 + i))
     assert store.prune(now) == 3  # 1 too old, then 2 beyond the newest 3
     assert [s.key for s in store.list()] == [("new", 2, 0), ("new", 3, 0), ("new", 4, 0)]
     assert store.prefix_text("p" * 64) == "prefix text"
@@ -146,10 +142,10 @@ def test_retention_by_days_and_by_count(tmp_path: Path) -> None:
 
 
 def test_batched_rows_are_written_on_flush(tmp_path: Path) -> None:
-    store = SnapshotStore(tmp_path / "t.sqlite3", batch_size=10)
+    store = SQLiteSnapshotStore(tmp_path / "t.sqlite3", batch_size=10)
     for i in range(3):
-        store.insert(row("b", 0, i, time.time()))
-    other = SnapshotStore(tmp_path / "t.sqlite3")
+        store.put(row("b", 0, i, time.time()))
+    other = SQLiteSnapshotStore(tmp_path / "t.sqlite3")
     assert other.count() == 0
     store.flush()
     assert other.count() == 3
@@ -157,29 +153,29 @@ def test_batched_rows_are_written_on_flush(tmp_path: Path) -> None:
     other.close()
 
 
-def test_prefix_text_is_stored_once_per_hash(tmp_path: Path, host, recorder) -> None:
+def test_prefix_text_is_stored_once_per_hash(tmp_path: Path, host, backend) -> None:
     agent, _model, _saver, mw = make_agent(
-        host, policy=lambda _m: AIMessage("ok"), tools=[], recorder=recorder, stable_prefix=True
+        host, policy=lambda _m: AIMessage("ok"), tools=[], backend=backend, stable_prefix=True
     )
     for n in range(3):
         agent.invoke({"messages": [HumanMessage(f"p:{n}")]}, cfg("p1"))
         agent.invoke({"messages": [HumanMessage(f"p:{n}")]}, cfg("p2"))
-    dump = db_dump(recorder.store.path)
+    dump = db_dump(backend.snapshots.path)
     assert dump.count("PREFIX-IDENTITY") == 1
-    snaps = recorder.store.list()
+    snaps = backend.snapshots.list()
     assert len(snaps) == 6 and {s.prefix_sha256 for s in snaps} == {mw.stable_prefix.sha256}
     # One stable_prefix trajectory entry per session, referenced by every snapshot of it.
     for session in ("p1", "p2"):
-        kinds = [e.kind for e in recorder.trajectory.read(session).entries]
+        kinds = [e.kind for e in backend.trajectory.read(session).entries]
         assert kinds.count("stable_prefix") == 1 and kinds.count("projection") == 3
 
 
-def test_projected_sections_are_stored_by_label_chars_hash_and_ids(host, recorder) -> None:
+def test_projected_sections_are_stored_by_label_chars_hash_and_ids(host, backend) -> None:
     agent, model, _saver, _mw = make_agent(
-        host, policy=lambda _m: AIMessage("ok"), tools=[], recorder=recorder
+        host, policy=lambda _m: AIMessage("ok"), tools=[], backend=backend
     )
     agent.invoke({"messages": [HumanMessage("h:q")]}, cfg("h"))
-    [snap] = recorder.store.list("h")
+    [snap] = backend.snapshots.list("h")
     text = model.calls[0][-1].content
     assert snap.projection_sha256 == hashlib.sha256(text.encode()).hexdigest()
     assert [(s.label, s.ids) for s in snap.sections] == [
@@ -189,64 +185,72 @@ def test_projected_sections_are_stored_by_label_chars_hash_and_ids(host, recorde
     ]
     assert all(s.sha256 is not None and len(s.sha256) == 64 for s in snap.sections)
     assert all(s.chars > 0 for s in snap.sections)
-    # The snapshot holds no text: the projection lives in the trajectory only.
-    assert MARK not in db_dump(recorder.store.path)
-    assert MARK in files_dump(recorder.trajectory.directory)
+    # The snapshot (and the injection log beside it) holds no text: the projection lives in
+    # the trajectory only.
+    assert MARK not in db_dump(backend.path)
+    assert MARK in files_dump(backend.trajectory.directory)
 
 
 # --- full text and incognito --------------------------------------------------------------
 
 
-def full_text_recorder(tmp_path: Path, limit: int = 4096) -> PromptRecorder:
-    return PromptRecorder(
-        SnapshotStore(tmp_path / "ft.sqlite3"),
-        TrajectoryWriter(tmp_path / "ft-traj"),
-        capture_full_text=True,
-        full_text_max_bytes=limit,
+def full_text_capture(
+    tmp_path: Path, sections: MarkerSections, limit: int = 4096
+) -> tuple[PluginHost, SQLiteBackend]:
+    """A host and backend with ``context.capture_full_text`` on, bounded at ``limit`` bytes;
+    the trajectory goes to ``tmp_path / "ft-traj"``."""
+    config = structure(
+        {
+            "context": {"context_window": 200_000, "capture_full_text": True},
+            "observability": {"full_text_max_bytes": limit, "trajectory_dir": str(tmp_path / "ft-traj")},
+        }
     )
+    host = plugin_host_with([sections, InjectionLog()], config)
+    return host, SQLiteBackend(tmp_path / "ft.sqlite3", config=config)
 
 
-def test_full_text_capture_is_redacted_and_bounded(tmp_path: Path, host) -> None:
-    rec = full_text_recorder(tmp_path, limit=400)
+def test_full_text_capture_is_redacted_and_bounded(tmp_path: Path, sections) -> None:
+    host, backend = full_text_capture(tmp_path, sections, limit=400)
     agent, _model, _saver, _mw = make_agent(
-        host, policy=lambda _m: AIMessage("ok"), tools=[], recorder=rec, stable_prefix=True
+        host, policy=lambda _m: AIMessage("ok"), tools=[], backend=backend, stable_prefix=True
     )
     agent.invoke(
         {"messages": [HumanMessage("ft:mail me at ops@example.com with token Bearer abc.def.ghi")]}, cfg("ft")
     )
-    [snap] = rec.store.list("ft")
+    [snap] = backend.snapshots.list("ft")
     assert snap.full_text is not None
     assert snap.full_text.startswith("[system]\nYou are the test agent.")
     assert "ops@example.com" not in snap.full_text and "[REDACTED:email]" in snap.full_text
     assert "abc.def.ghi" not in snap.full_text and "[REDACTED:bearer]" in snap.full_text
     assert len(snap.full_text.encode()) <= 400 and snap.full_text.endswith("[... truncated at 400 bytes]")
-    rec.close()
+    backend.close()
 
 
-def test_incognito_turn_leaves_no_text_behind(tmp_path: Path, host) -> None:
-    rec = full_text_recorder(tmp_path)
-    agent, model, _saver, _mw = make_agent(host, recorder=rec, stable_prefix=True, incognito=True)
+def test_incognito_turn_leaves_no_text_behind(tmp_path: Path, sections) -> None:
+    host, backend = full_text_capture(tmp_path, sections)
+    agent, model, _saver, _mw = make_agent(host, backend=backend, stable_prefix=True, incognito=True)
     agent.invoke({"messages": [HumanMessage("inc:a very private question")]}, cfg("inc"))
     assert len(model.calls) == 2
-    snaps = rec.store.list("inc")
+    snaps = backend.snapshots.list("inc")
     assert [s.key for s in snaps] == [("inc", 0, 0), ("inc", 0, 1)]
     assert all(s.incognito and s.full_text is None and s.projection_sha256 is None for s in snaps)
     assert all(s.sha256 is None for s in snaps[0].sections)
     assert snaps[0].delivered_ids == {"working": ("ws-1", "ws-2")}
-    stored = db_dump(rec.store.path) + files_dump(tmp_path / "ft-traj")
+    assert backend.injections.rows() == []
+    stored = db_dump(backend.path) + files_dump(tmp_path / "ft-traj")
     for secret in ("private question", MARK, MEMTEXT, "PREFIX-IDENTITY", "looked up"):
         assert secret not in stored
-    rec.close()
+    backend.close()
 
 
 # --- the inspector ------------------------------------------------------------------------
 
 
-def test_cli_list_and_show(tmp_path: Path, host, recorder) -> None:
-    agent, model, _saver, _mw = make_agent(host, recorder=recorder, stable_prefix=True)
+def test_cli_list_and_show(tmp_path: Path, host, backend) -> None:
+    agent, model, _saver, _mw = make_agent(host, backend=backend, stable_prefix=True)
     agent.invoke({"messages": [HumanMessage("cli:what now")]}, cfg("cli"))
-    recorder.flush()
-    db, traj = str(recorder.store.path), str(recorder.trajectory.directory)
+    backend.flush()
+    db, traj = str(backend.snapshots.path), str(backend.trajectory.directory)
     runner = CliRunner()
 
     listed = runner.invoke(snapshots, ["list", "--session", "cli", "--db", db])
@@ -282,7 +286,7 @@ def test_cli_list_and_show(tmp_path: Path, host, recorder) -> None:
     assert missing.exit_code == 1
     assert "no snapshot for session 'cli' turn 0 call 7; calls recorded for that turn: 0, 1" in missing.output
     nodb = runner.invoke(snapshots, ["list", "--db", str(tmp_path / "none.sqlite3")])
-    assert nodb.exit_code == 1 and "no telemetry database at" in nodb.output
+    assert nodb.exit_code == 1 and "no store or telemetry database at" in nodb.output
     # The same group is reachable from the contextplane command.
     from contextplane.cli import main
 
