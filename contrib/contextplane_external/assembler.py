@@ -2,27 +2,30 @@
 
 An external runtime (ACP, a hand-written loop, another framework) owns its session state and
 its model calls; it asks the assembler for the two things contextplane owns: the stable
-prefix, built once, and the projected context, composed per turn by the same
-``compose_projected_context`` the native middleware calls. For identical inputs the two
-surfaces produce byte-identical projected text.
+prefix, built once, and the projected context. Per turn the assembler builds one
+``ProjectionRequest`` (surface ``EXTERNAL``) and composes it with the same
+``contextplane.projection.compose`` the native middleware calls, so for identical inputs the
+two surfaces produce byte-identical projected text and identical records. Per model call it
+calls ``contextplane.delivery.deliver``, which strips legacy context frames from the history,
+places the projection last, and lets the records observer write the prompt snapshot.
 
-The caller places them: the prefix as the system prompt (cacheable), the projection after
-the last history block, for this request only, never into its stored history.
+The caller sends the delivered messages (the prefix as the system prompt, cacheable), for
+this request only, never into its stored history.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, overload
 
 import attrs
 
 from contextplane.authority import StablePrefix, build_stable_prefix
 from contextplane.config import Config
-from contextplane.observability.snapshots import PromptRecorder
+from contextplane.delivery import deliver, plain_projection_message
 from contextplane.plugins import PluginHost, get_host
-from contextplane.projection import ProjectedContext, compose_projected_context
-from contextplane.request import BuildContext, Mode
+from contextplane.projection import ProjectedContext, compose
+from contextplane.request import BuildContext, ProjectionRequest, Surface
 
 
 @attrs.frozen
@@ -33,16 +36,43 @@ class Source:
     item_id: str
 
 
-class Assembly(NamedTuple):
-    """What ``assemble`` returns; unpacks as ``(stable_prefix, projected_context, sources)``."""
+@attrs.frozen
+class Assembly:
+    """What ``assemble`` returns.
+
+    It still unpacks (and indexes) as the 3-tuple ``(stable_prefix, projected_context,
+    sources)`` it used to be; ``messages`` is the history as delivered to the model call:
+    without context frames, the projection message last.
+    """
 
     stable_prefix: StablePrefix
     projected_context: ProjectedContext
     sources: tuple[Source, ...]
+    messages: tuple[Any, ...] = attrs.field(default=(), converter=tuple)
+
+    def _triple(self) -> tuple[StablePrefix, ProjectedContext, tuple[Source, ...]]:
+        return (self.stable_prefix, self.projected_context, self.sources)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._triple())
+
+    def __len__(self) -> int:
+        return 3
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Any, ...]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        return self._triple()[index]
 
 
 class ContextAssembler:
-    """Builds the stable prefix once and composes one projection per turn."""
+    """Builds the stable prefix once, composes one projection per turn, delivers it per call.
+
+    ``backend`` is where the records go (injection log, prompt snapshots, trajectory); by
+    default the backend ``knowledge_store`` belongs to, if any.
+    """
 
     def __init__(
         self,
@@ -53,7 +83,7 @@ class ContextAssembler:
         skills_index: Sequence[Any] | None = None,
         tools: Sequence[str] = (),
         tool_descriptions: Mapping[str, str] | None = None,
-        recorder: PromptRecorder | None = None,
+        backend: Any = None,
         project: str | None = None,
         budget_tokens: int | None = None,
         context_window: int | None = None,
@@ -65,7 +95,7 @@ class ContextAssembler:
         self.build_context = BuildContext(
             config=self.config, tools=tuple(tools), tool_descriptions=dict(tool_descriptions or {})
         )
-        self.recorder = recorder
+        self.backend = backend
         self.project = project
         self.budget_tokens = budget_tokens
         self.context_window = context_window
@@ -78,6 +108,37 @@ class ContextAssembler:
             self._prefix = build_stable_prefix(self.host, self.build_context)
         return self._prefix
 
+    def request(
+        self,
+        query: str,
+        *,
+        session_id: str = "",
+        turn_index: int = 0,
+        state: Mapping[str, Any] | None = None,
+        incognito: bool = False,
+        goal_turn: bool = False,
+        record: bool = True,
+    ) -> ProjectionRequest:
+        """The turn's ``ProjectionRequest`` (surface ``EXTERNAL``)."""
+        return ProjectionRequest(
+            query=query,
+            config=self.config,
+            knowledge_store=self.knowledge_store,
+            skills_index=self.skills_index,
+            state=state or {},
+            session_id=session_id,
+            turn_index=turn_index,
+            project=self.project if self.project is not None else self.config.context.project,
+            surface=Surface.EXTERNAL,
+            incognito=incognito,
+            goal_turn=goal_turn,
+            budget_tokens=self.budget_tokens,
+            context_window=self.context_window,
+            record=record,
+            backend=self.backend,
+            extra={"reason": "turn"},
+        )
+
     def assemble(
         self,
         query: str,
@@ -88,38 +149,41 @@ class ContextAssembler:
         incognito: bool = False,
         goal_turn: bool = False,
         record: bool = True,
+        history: Sequence[Any] = (),
         call_index: int = 0,
     ) -> Assembly:
-        """Compose this turn's projection for ``query``; ``record`` notifies the injection log
-        (never for incognito) and, with a recorder, writes a snapshot for call ``call_index``."""
-        projection = compose_projected_context(
+        """Compose this turn's projection for ``query`` and deliver it to model call
+        ``call_index`` after ``history`` (plain ``{"role", "content"}`` messages).
+
+        ``record`` has the records observer write the injection-log row and the trajectory
+        entry (never for incognito) and the snapshot of this call; ``record=False`` records
+        nothing (a preview). Later calls of the same turn go through ``deliver``, not here:
+        composing again would log the turn twice."""
+        request = self.request(
             query,
-            self.knowledge_store,
-            self.skills_index,
-            state or {},
-            incognito=incognito,
-            goal_turn=goal_turn,
-            budget_tokens=self.budget_tokens,
-            record=record,
             session_id=session_id,
             turn_index=turn_index,
-            project=self.project,
-            mode=Mode.INCOGNITO if incognito else Mode.GOAL_TURN if goal_turn else Mode.EXTERNAL,
-            context_window=self.context_window,
-            host=self.host,
-            config=self.config,
+            state=state,
+            incognito=incognito,
+            goal_turn=goal_turn,
+            record=record,
         )
-        prefix = self.stable_prefix
-        if record and self.recorder is not None:
-            turn = self.recorder.begin_turn(projection, query=query, reason="external")
-            ref = self.recorder.register_prefix(prefix, session_id=session_id, incognito=incognito)
-            self.recorder.capture(
-                session_id=session_id,
-                turn_index=turn_index,
-                call_index=call_index,
-                prefix=ref,
-                turn=turn,
-                incognito=incognito,
-            )
+        projection = compose(request, host=self.host)
+        messages = self.deliver(projection, history, call_index=call_index)
         sources = tuple(Source(s.name, i) for s in projection.sections for i in s.item_ids)
-        return Assembly(prefix, projection, sources)
+        return Assembly(self.stable_prefix, projection, sources, messages)
+
+    def deliver(
+        self, projection: ProjectedContext, history: Sequence[Any] = (), *, call_index: int
+    ) -> list[Any]:
+        """The messages for one model call of the turn ``projection`` was composed for:
+        ``history`` without context frames, then the projection as a marked user message.
+        Writes the call's snapshot when the projection was composed with ``record``."""
+        return deliver(
+            projection,
+            history,
+            prefix=self.stable_prefix,
+            call_index=call_index,
+            wrap=plain_projection_message,
+            host=self.host,
+        ).messages

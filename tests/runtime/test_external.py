@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from mcp import Client
 
 from contextplane import ContextSection, IncognitoWriteError, Row, Shed, hookimpl, plugin_host_with
+from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.config import structure
 from contextplane.store import open_store
 from contextplane_external import ContextAssembler, bind_memory_tools, memory_ingest, memory_recall
@@ -67,18 +68,63 @@ def test_native_and_external_projections_are_byte_identical(store, incognito: bo
     assert stable_prefix.order == ("identity", "operator_guidelines")
 
 
-def test_assembler_builds_the_prefix_once_and_records_injection_and_snapshot(store, recorder) -> None:
+def test_assembler_builds_the_prefix_once_and_records_injection_and_snapshot(tmp_path) -> None:
     log = InjectionLog()
-    host = plugin_host_with([MarkerSections(), log], structure({"context": {"context_window": 200_000}}))
-    assembler = ContextAssembler(host=host, recorder=recorder, tools=("memory_recall",))
+    config = structure({"context": {"context_window": 200_000}})
+    host = plugin_host_with([MarkerSections(), log], config)
+    backend = SQLiteBackend(tmp_path / "ext.sqlite3", config=config)
+    assembler = ContextAssembler(host=host, backend=backend, tools=("memory_recall",))
     first = assembler.assemble("ext:one", session_id="ext", turn_index=0)
     second = assembler.assemble("ext:two", session_id="ext", turn_index=1)
     assert first.stable_prefix is second.stable_prefix
     assert [r[:2] for r in log.rows] == [("ext", 0), ("ext", 1)]
-    assert [s.key for s in recorder.store.list("ext")] == [("ext", 0, 0), ("ext", 1, 0)]
-    assert {s.mode for s in recorder.store.list("ext")} == {"external"}
+    assert [(r.session_id, r.turn_index, r.mode) for r in backend.injections.rows("ext")] == [
+        ("ext", 0, "external"),
+        ("ext", 1, "external"),
+    ]
+    assert [s.key for s in backend.snapshots.list("ext")] == [("ext", 0, 0), ("ext", 1, 0)]
+    assert {s.mode for s in backend.snapshots.list("ext")} == {"external"}
+    assert {s.prefix_sha256 for s in backend.snapshots.list("ext")} == {first.stable_prefix.sha256}
     assembler.assemble("ext:incog", session_id="ext", turn_index=2, incognito=True)
     assert len(log.rows) == 2  # incognito is never handed to the injection log
+    assert len(backend.injections.rows("ext")) == 2
+    # A preview records nothing at all.
+    assembler.assemble("ext:preview", session_id="ext", turn_index=3, record=False)
+    assert len(log.rows) == 2 and len(backend.injections.rows("ext")) == 2
+    assert [s.key for s in backend.snapshots.list("ext")] == [("ext", 0, 0), ("ext", 1, 0), ("ext", 2, 0)]
+    backend.close()
+
+
+def test_assembly_unpacks_as_before_and_carries_the_delivered_messages(tmp_path) -> None:
+    config = structure({"context": {"context_window": 200_000}})
+    host = plugin_host_with([MarkerSections()], config)
+    backend = SQLiteBackend(tmp_path / "msg.sqlite3", config=config)
+    assembler = ContextAssembler(host=host, backend=backend)
+    legacy = {"role": "user", "content": "LEGACY-FRAME", "id": "old-1", "metadata": {"context_frame": True}}
+    history = [{"role": "user", "content": "msg:q0"}, legacy, {"role": "assistant", "content": "a0"},
+               {"role": "user", "content": "msg:q1"}]  # fmt: skip
+    assembly = assembler.assemble("msg:q1", session_id="msg", turn_index=1, history=history)
+    prefix, projected, sources = assembly
+    assert (prefix, projected, sources) == (assembly[0], assembly[1], assembly[2]) and len(assembly) == 3
+    assert list(assembly.messages) == [
+        *[m for m in history if m is not legacy],
+        {"role": "user", "content": projected.text, "metadata": {"contextplane_projection": True}},
+    ]
+    # A later call of the same turn is delivered, not composed again: one injection row,
+    # one snapshot per call. Handing back what was delivered strips the old projection.
+    reply = {"role": "assistant", "content": "a1"}
+    later = assembler.deliver(projected, [*history, reply], call_index=1)
+    assert later == [*assembly.messages[:-1], reply, assembly.messages[-1]]
+    again = assembler.deliver(projected, [*assembly.messages, reply], call_index=1)
+    assert again == later
+    assert len(backend.injections.rows("msg")) == 1
+    snaps = backend.snapshots.list("msg")
+    assert [s.key for s in snaps] == [("msg", 1, 0), ("msg", 1, 1)]
+    assert [(f.message_id, f.chars) for f in snaps[0].stripped] == [("old-1", len("LEGACY-FRAME"))]
+    # The second delivery of call 1 replaced the first: it stripped our own projection message.
+    assert [(f.message_id, f.chars) for f in snaps[1].stripped] == [(None, len(projected.text))]
+    assert [s.history_messages for s in snaps] == [3, 4]
+    backend.close()
 
 
 def test_memory_tools_recall_superseded_only_when_asked_and_expire(store) -> None:
