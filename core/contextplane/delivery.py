@@ -39,7 +39,9 @@ def plain_text(message: Any) -> str:
         return content
     if isinstance(content, Sequence):  # content blocks: keep the text ones
         return "".join(
-            b.get("text", "") if isinstance(b, Mapping) else str(b) for b in content if not isinstance(b, bytes)
+            b.get("text", "") if isinstance(b, Mapping) else str(b)
+            for b in content
+            if not isinstance(b, bytes)
         )
     return str(content)
 
@@ -69,7 +71,9 @@ def frame_of(message: Any, text_of: Callable[[Any], str] = plain_text) -> Stripp
     """(message id, chars, sha256) of a stripped frame: what a snapshot keeps instead of its text."""
     text = text_of(message)
     mid = message.get("id") if isinstance(message, Mapping) else getattr(message, "id", None)
-    return StrippedFrame(None if mid is None else str(mid), len(text), hashlib.sha256(text.encode()).hexdigest())
+    return StrippedFrame(
+        None if mid is None else str(mid), len(text), hashlib.sha256(text.encode()).hexdigest()
+    )
 
 
 @attrs.frozen

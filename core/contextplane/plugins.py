@@ -283,12 +283,20 @@ class PluginHost:
         except Exception as exc:
             trace_log.info(
                 "hook %s plugin=%s (%s) raised %s in %.3f ms",
-                hook, impl.plugin_name, shown, _describe_exc(exc), (time.perf_counter() - started) * 1e3,
+                hook,
+                impl.plugin_name,
+                shown,
+                _describe_exc(exc),
+                (time.perf_counter() - started) * 1e3,
             )
             raise
         trace_log.info(
             "hook %s plugin=%s (%s) -> %s in %.3f ms",
-            hook, impl.plugin_name, shown, _trace_repr.repr(result), (time.perf_counter() - started) * 1e3,
+            hook,
+            impl.plugin_name,
+            shown,
+            _trace_repr.repr(result),
+            (time.perf_counter() - started) * 1e3,
         )
         return result
 

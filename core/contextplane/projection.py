@@ -211,7 +211,9 @@ def _resolve(request: ProjectionRequest) -> ProjectionRequest:
     return attrs.evolve(request, knowledge_store=store, backend=backend)
 
 
-def compose(request: ProjectionRequest, *, host: PluginHost | None = None, strict: bool | None = None) -> ProjectedContext:
+def compose(
+    request: ProjectionRequest, *, host: PluginHost | None = None, strict: bool | None = None
+) -> ProjectedContext:
     """Compose the projected context for one request (ADR D6, D8): the one composition.
 
     Sections the request forbids (incognito, goal turn, a subagent's subset) are never called.
@@ -261,9 +263,13 @@ def compose(request: ProjectionRequest, *, host: PluginHost | None = None, stric
                         "(strict mode; fix the plugin or disable it)"
                     ) from exc
                 log_failure(
-                    log, ("draft", reg.plugin, section.name, message),
+                    log,
+                    ("draft", reg.plugin, section.name, message),
                     "context section %r of plugin %r failed, so it is left out of this projection: %s",
-                    section.name, reg.plugin, message, exc=exc,
+                    section.name,
+                    reg.plugin,
+                    message,
+                    exc=exc,
                 )
                 skipped.append((reg, None, message))
                 continue

@@ -50,7 +50,7 @@ def clear_cache() -> None:
 def summaries_for(request: ProjectionRequest) -> SessionSummaries | None:
     """The turn's summaries: its backend's; None without a backend."""
     backend = request.backend
-    return None if backend is None else backend.summaries  # type: ignore[no-any-return]
+    return None if backend is None else backend.summaries
 
 
 def _newest(source: SessionSummaries, limit: int, exclude: str) -> list[SessionSummary]:

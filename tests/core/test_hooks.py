@@ -173,7 +173,9 @@ def test_hook_embedder() -> None:
 
     host = host_of(Stringy())
     assert host.embedder() is None
-    assert host.failures[0].error.startswith("returned str, which is not an Embedder: missing dimensions, embed")
+    assert host.failures[0].error.startswith(
+        "returned str, which is not an Embedder: missing dimensions, embed"
+    )
 
 
 def test_hook_backend() -> None:
@@ -195,9 +197,13 @@ def test_hook_backend() -> None:
 
     host = host_of(Half(), Chooses())
     assert host.backend() is backend
-    assert host.failures[0].describe().startswith(
-        "plugin '0_half' failed during backend: returned InMemoryKnowledgeStore, which is not a contextplane "
-        "Backend: it has no 'name'"
+    assert (
+        host.failures[0]
+        .describe()
+        .startswith(
+            "plugin '0_half' failed during backend: returned InMemoryKnowledgeStore, which is not a contextplane "
+            "Backend: it has no 'name'"
+        )
     )
     assert host_of().backend() is None
 

@@ -94,17 +94,21 @@ def test_trace_logs_every_hook_call_with_plugin_arguments_and_result(
         compose_projected_context("q", host=host, budget_tokens=0)
     lines = [r.getMessage() for r in caplog.records if r.name == "contextplane.plugins.trace"]
     assert any(
-        line.startswith("hook embedder plugin=0_fails (config=Config(") and "raised RuntimeError: no model in" in line
+        line.startswith("hook embedder plugin=0_fails (config=Config(")
+        and "raised RuntimeError: no model in" in line
         for line in lines
     ), lines
     assert any(
-        line.startswith("hook register_context_sections plugin=traced (register=<function") and "-> None in" in line
+        line.startswith("hook register_context_sections plugin=traced (register=<function")
+        and "-> None in" in line
         for line in lines
     ), lines
     assert any(line.startswith("hook observe_projection plugin=contextplane.records (") for line in lines)
 
 
-def test_no_trace_without_the_variable(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+def test_no_trace_without_the_variable(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.delenv(TRACE_ENV, raising=False)
     with caplog.at_level(logging.INFO, logger="contextplane.plugins.trace"):
         compose_projected_context("q", host=host_of(Sections()), budget_tokens=0)
@@ -118,7 +122,9 @@ def test_get_host_is_stable_across_calls_with_a_config(monkeypatch: pytest.Monke
         first = get_host()
         loads = []
         real = PluginHost.load_entry_points
-        monkeypatch.setattr(PluginHost, "load_entry_points", lambda self, **kw: loads.append(1) or real(self, **kw))
+        monkeypatch.setattr(
+            PluginHost, "load_entry_points", lambda self, **kw: loads.append(1) or real(self, **kw)
+        )
         for _ in range(3):
             assert get_host(load_config()) is first
             compose_projected_context("q", config=load_config(), budget_tokens=0)

@@ -173,7 +173,10 @@ def test_deep_freeze_round_trip() -> None:
     value = {"a": [1, {"b": (2, 3)}], "c": {"d"}}
     frozen = deep_freeze(value)
     assert isinstance(frozen, FrozenDict) and isinstance(frozen["a"], tuple)
-    assert isinstance(frozen["a"][1], FrozenDict) and frozen == {"a": (1, {"b": (2, 3)}), "c": frozenset({"d"})}
+    assert isinstance(frozen["a"][1], FrozenDict) and frozen == {
+        "a": (1, {"b": (2, 3)}),
+        "c": frozenset({"d"}),
+    }
     assert thaw(frozen) == {"a": [1, {"b": [2, 3]}], "c": {"d"}}
     assert hash(deep_freeze({"x": [1, 2]})) == hash(deep_freeze({"x": (1, 2)}))
 
@@ -188,6 +191,14 @@ def test_subagent_request_carries_every_field_of_the_turn() -> None:
     )
     sub = subagent_request(SubagentContract("helper", sections=("skills",), budget_tokens=500), turn)
     assert (sub.config, sub.project, sub.context_window, sub.goal_turn, sub.session_id) == (
-        cfg, "web", 32_000, True, "s",
+        cfg,
+        "web",
+        32_000,
+        True,
+        "s",
     )
-    assert sub.surface is Surface.SUBAGENT and sub.only_sections == frozenset({"skills"}) and sub.budget_tokens == 500
+    assert (
+        sub.surface is Surface.SUBAGENT
+        and sub.only_sections == frozenset({"skills"})
+        and sub.budget_tokens == 500
+    )

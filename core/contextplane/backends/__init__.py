@@ -35,7 +35,13 @@ def open_backend(host: PluginHost, path: str | os.PathLike[str] | None = None) -
     from contextplane.store import default_db_path
 
     cfg = host.config
-    target = path if path is not None else cfg.resolve_path(cfg.store.path) if cfg.store.path else default_db_path()
+    target = (
+        path
+        if path is not None
+        else cfg.resolve_path(cfg.store.path)
+        if cfg.store.path
+        else default_db_path()
+    )
     memories = host.knowledge_store() if path is None else None
     if memories is not None:
         return SQLiteBackend(target, config=cfg, memories=memories)

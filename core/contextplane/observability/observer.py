@@ -95,11 +95,15 @@ def _forget(key: int) -> None:
         _turns.pop(key, None)
 
 
-def _turn_of(projection: ProjectedContext, recorder: PromptRecorder, request: ProjectionRequest) -> TurnRecord:
+def _turn_of(
+    projection: ProjectedContext, recorder: PromptRecorder, request: ProjectionRequest
+) -> TurnRecord:
     with _lock:
         turn = _turns.get(id(projection))
     if turn is None:  # an incognito turn (never observed at composition), or a record turned on late
-        turn = recorder.begin_turn(projection, query=request.query, reason=str(request.extra.get("reason", "turn")))
+        turn = recorder.begin_turn(
+            projection, query=request.query, reason=str(request.extra.get("reason", "turn"))
+        )
         _remember(projection, turn)
     return turn
 

@@ -66,9 +66,7 @@ def check_backend(obj: object) -> list[str]:
         if part is None:
             problems.append(f"it has no {attr!r}")
         elif not isinstance(part, proto):
-            missing = sorted(
-                m for m in dir(proto) if not m.startswith("_") and not hasattr(part, m)
-            )
+            missing = sorted(m for m in dir(proto) if not m.startswith("_") and not hasattr(part, m))
             problems.append(
                 f"its {attr!r} ({type(part).__name__}) is not a {proto.__name__}"
                 + (f": missing {', '.join(missing)}" if missing else "")

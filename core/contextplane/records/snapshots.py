@@ -114,7 +114,9 @@ def decode_snapshot(row: SnapshotRow) -> PromptSnapshot:
         for s in json.loads(row.prefix_sections or "[]")
     )
     sections = tuple(
-        SectionRef(s["label"], s["chars"], s.get("sha256"), tuple(s.get("ids", ())), s.get("truncated", False))
+        SectionRef(
+            s["label"], s["chars"], s.get("sha256"), tuple(s.get("ids", ())), s.get("truncated", False)
+        )
         for s in json.loads(row.projection)
     )
     frames = tuple(StrippedFrame(f.get("id"), f["chars"], f.get("sha256")) for f in json.loads(row.stripped))
@@ -158,7 +160,9 @@ class SnapshotStore(Protocol):
 
     def count(self, session_id: str | None = None) -> int: ...
 
-    def list(self, session_id: str | None = None, *, limit: int | None = None) -> builtins.list[PromptSnapshot]:
+    def list(
+        self, session_id: str | None = None, *, limit: int | None = None
+    ) -> builtins.list[PromptSnapshot]:
         """Snapshots in key order; ``limit`` keeps the newest rows."""
         ...
 

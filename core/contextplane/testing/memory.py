@@ -379,7 +379,9 @@ class InMemorySnapshotStore:
         with self._lock:
             return sum(1 for k in self._rows if session_id is None or k[0] == session_id)
 
-    def list(self, session_id: str | None = None, *, limit: int | None = None) -> builtins.list[PromptSnapshot]:
+    def list(
+        self, session_id: str | None = None, *, limit: int | None = None
+    ) -> builtins.list[PromptSnapshot]:
         with self._lock:
             rows = [r for k, r in sorted(self._rows.items()) if session_id is None or k[0] == session_id]
         if limit is not None:

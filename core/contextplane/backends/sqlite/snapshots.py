@@ -50,7 +50,6 @@ CREATE INDEX IF NOT EXISTS prompt_snapshots_created ON prompt_snapshots(created_
 """
 
 
-
 class SQLiteSnapshotStore:
     """``SnapshotStore`` in SQLite: the ``prompt_snapshots`` table and the once-per-hash prefix texts.
 
@@ -213,5 +212,3 @@ _COLUMNS = (
     "stripped, trajectory_refs, full_text"
 )
 _INSERT = f"INSERT OR REPLACE INTO prompt_snapshots({_COLUMNS}) VALUES ({','.join('?' * 17)})"
-
-
