@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import re
 
+from contextplane.memo import MEMO_LIMIT, clear_memos, new_memo
+
 _LINE_BREAKS = re.compile(r"\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 #: Anything that needs more than entity escaping: odd line breaks and control characters.
 _SLOW_PATH = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
@@ -27,19 +29,14 @@ _ANY = re.compile(r"[&<>\[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 _INSTRUCTION_TOKENS = re.compile(r"\[(/?)(INST|SYS|SYSTEM|ASSISTANT|USER)\]", re.IGNORECASE)
 
 
-#: Escaped forms of recently seen texts. Most rows recur turn after turn (the skills index,
-#: always-on memories, the digest within its TTL), so a bounded memo saves most of the work;
-#: it is cleared whole when full, which keeps it cheap and its memory bounded.
-_MEMO: dict[str, str] = {}
-MEMO_LIMIT = 8192
+#: Escaped forms of recently seen texts (see ``contextplane.memo``).
+_MEMO: dict[str, str] = new_memo()
 
 
 def clear_escape_memo() -> None:
-    """Drop the memos (benchmarks measure the cold path with it)."""
-    _MEMO.clear()
-    from contextplane import fitting
-
-    fitting._MEASURED.clear()
+    """Drop every composition memo, this one and the measured lines of ``fitting`` (benchmarks
+    measure the cold path with it)."""
+    clear_memos()
 
 
 def escape_untrusted(text: str) -> str:

@@ -28,7 +28,8 @@ from typing import Any
 
 import attrs
 
-from contextplane.escaping import MEMO_LIMIT, escape_untrusted
+from contextplane.escaping import escape_untrusted
+from contextplane.memo import MEMO_LIMIT, new_memo
 from contextplane.sections import ContextSection, Envelope, Row, Shed
 
 ROW_PREFIX = "- "
@@ -48,7 +49,7 @@ def _line_len(escaped: str) -> int:
     return len(escaped) + 3 + (2 * escaped.count("\n") if "\n" in escaped else 0)
 
 
-_MEASURED: dict[str, tuple[str, int]] = {}
+_MEASURED: dict[str, tuple[str, int]] = new_memo()
 
 
 def escape_measured(text: str) -> tuple[str, int]:
