@@ -138,6 +138,7 @@ class PluginHost:
         self._skipped: list[PluginInfo] = []
         self._prompt: list[Registered[PromptSection]] | None = None
         self._context: list[Registered[ContextSection]] | None = None
+        self._ordered: tuple[Registered[ContextSection], ...] | None = None
         self._lock = threading.Lock()
         self.trace = os.environ.get(TRACE_ENV, "").strip().lower() not in ("", "0", "false", "no")
         disabled = set(self.config.plugins.disabled)
@@ -254,6 +255,7 @@ class PluginHost:
         self._meta[pname] = (distribution, version)
         self._prompt = None
         self._context = None
+        self._ordered = None
         return pname
 
     def unregister(self, name: str) -> None:
@@ -263,6 +265,7 @@ class PluginHost:
         self._meta.pop(name, None)
         self._prompt = None
         self._context = None
+        self._ordered = None
 
     # --- the typed facade ---------------------------------------------------------------
 
@@ -335,6 +338,16 @@ class PluginHost:
             if self._context is None:
                 self._context = self._collect("register_context_sections", ContextSection)
             return list(self._context)
+
+    def ordered_context_sections(self) -> tuple[Registered[ContextSection], ...]:
+        """The context sections in draft order: priority, then name (cached; the same tuple
+        object until a plugin is registered or removed, so callers may memoise checks on it)."""
+        with self._lock:
+            if self._context is None:
+                self._context = self._collect("register_context_sections", ContextSection)
+            if self._ordered is None:
+                self._ordered = tuple(sorted(self._context, key=lambda r: (r.section.priority, r.section.name)))
+            return self._ordered
 
     def _first(self, hook_name: str, fits: Any = None, what: str = "") -> Any:
         # firstresult semantics, but in our documented order and with failures isolated. A

@@ -170,6 +170,18 @@ def _check_envelopes(sections: Sequence[Registered[ContextSection]]) -> None:
 
 
 _NO_VIEW = "no consistent_read"
+#: Section tuples whose names and envelopes were checked (the host's cached tuple objects).
+_valid: dict[int, tuple[Registered[ContextSection], ...]] = {}
+
+
+def _checked(sections: tuple[Registered[ContextSection], ...]) -> None:
+    """``_check_envelopes`` once per registration state, not once per turn."""
+    if _valid.get(id(sections)) is sections:
+        return
+    _check_envelopes(sections)
+    if len(_valid) > 64:
+        _valid.clear()
+    _valid[id(sections)] = sections
 
 
 @contextlib.contextmanager
@@ -227,16 +239,15 @@ def compose(
     strict = host.strict if strict is None else strict
     request = _resolve(request)
     cfg = request.config
-    registered = host.context_sections()
-    _check_envelopes(registered)
+    # Drafted in priority order (then name), whatever order plugins registered in: a section
+    # that acts on what an earlier one saw can rely on the order the sections declare.
+    ordered_regs = host.ordered_context_sections()
+    _checked(ordered_regs)
     timeout_s = cfg.context.provider_timeout_ms / 1000 if cfg.context.provider_timeout_ms else None
 
     plans: list[SectionPlan] = []
     # Reports are built once, at the end; these hold what is known before fitting.
     skipped: list[tuple[Registered[ContextSection], str | None, str | None]] = []
-    # Drafted in priority order (then name), whatever order plugins registered in: a section
-    # that acts on what an earlier one saw can rely on the order the sections declare.
-    ordered_regs = sorted(registered, key=lambda r: (r.section.priority, r.section.name))
     drafting = [(reg, request.suppression(reg.section)) for reg in ordered_regs]
     needs_memory = any(why is None and reg.section.carries_memory for reg, why in drafting)
     with consistent_view(request.knowledge_store if needs_memory else None) as view:
