@@ -19,10 +19,14 @@ bytes are measured on a 20-turn run with ``InMemorySaver`` for both.
 
 Overhead. Per-turn time (one model call per turn) of a bare agent, the same agent with no-op
 middleware hooks (what LangGraph charges for the extra before_agent/before_model nodes), with
-the middleware, and with the middleware plus snapshot capture, measured round-robin in the
-same run and reported as ratios; then the middleware's own work timed directly (compose per
-turn, delivery per call, capture per call), and the synchronous cost of one snapshot row,
-written per call and batched.
+the middleware recording nothing (no backend), and with the middleware recording into an
+embedded SQLite backend (injection row and trajectory entry per turn, snapshot per call),
+measured round-robin in the same run and reported as ratios; then the middleware's own work
+timed directly (compose per turn, delivery per call, delivery with the records observer per
+call), and the cost of one snapshot per model call as an adapter pays it:
+``contextplane.delivery.deliver`` with the records observer writing the row, written per call
+and batched, against the same ``deliver`` with nothing recorded in the same run. (The
+variants without a backend log, once, that they record nothing: that is what they measure.)
 """
 
 from __future__ import annotations
@@ -46,14 +50,18 @@ from langgraph.checkpoint.memory import InMemorySaver
 from contextplane import (
     ContextSection,
     Envelope,
+    ProjectionRequest,
     Row,
     Shed,
+    Surface,
     compose_projected_context,
     hookimpl,
     plugin_host_with,
 )
+from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.config import structure
-from contextplane.observability import PromptRecorder, SnapshotStore, TrajectoryWriter
+from contextplane.delivery import deliver, plain_projection_message
+from contextplane.projection import compose
 from contextplane_langgraph import ContextPlaneMiddleware, is_context_frame
 
 WINDOW_TOKENS = 200_000  # budget: 8% of the window = 16,000 tokens = 64,000 chars
@@ -211,10 +219,8 @@ def headline(turns: list[int]) -> tuple[list[str], bool]:
 def overhead(iterations: int, tmp: Path) -> list[str]:
     config = structure({"context": {"context_window": WINDOW_TOKENS}})
     host = plugin_host_with([Sections()], config)
-    recorder = PromptRecorder(
-        SnapshotStore(tmp / "telemetry.sqlite3", prune_every=10**9), TrajectoryWriter(tmp / "traj")
-    )
-    snap_mw = ContextPlaneMiddleware(host=host, recorder=recorder)
+    records = SQLiteBackend(tmp / "records.sqlite3", config=config)
+    snap_mw = ContextPlaneMiddleware(host=host, backend=records)
     agents = {
         "bare": create_agent(FastModel(), tools=[], checkpointer=InMemorySaver()),
         "no-op hooks": create_agent(
@@ -226,7 +232,7 @@ def overhead(iterations: int, tmp: Path) -> list[str]:
             middleware=[ContextPlaneMiddleware(host=host)],
             checkpointer=InMemorySaver(),
         ),
-        "middleware+snapshots": create_agent(
+        "middleware+records": create_agent(
             FastModel(), tools=[], middleware=[snap_mw], checkpointer=InMemorySaver()
         ),
     }
@@ -244,7 +250,7 @@ def overhead(iterations: int, tmp: Path) -> list[str]:
     lines = [f"whole turn (1 model call), median of {iterations} interleaved turns, ms:"]
     for k in agents:
         lines.append(
-            f"  {k:<22} {med[k]:7.3f} ms   x{med[k] / med['bare']:.2f} of bare   x{med[k] / med['no-op hooks']:.2f} of no-op hooks"
+            f"  {k:<20} {med[k]:7.3f} ms   x{med[k] / med['bare']:.2f} of bare   x{med[k] / med['no-op hooks']:.2f} of no-op hooks"
         )
 
     # The middleware's own work, timed directly (the agent-level numbers above include
@@ -278,41 +284,52 @@ def overhead(iterations: int, tmp: Path) -> list[str]:
     deliver_snap_ms = per_call_ms(lambda: snap_mw._prepare(snap_request))
     lines += [
         "middleware work, timed directly (21-message history, ~12k-char projection):",
-        f"  compose (once per turn, before_agent)      {compose_ms:.4f} ms",
-        f"  delivery (per model call, wrap_model_call)  {deliver_ms:.4f} ms",
-        f"  delivery + snapshot capture (per call)      {deliver_snap_ms:.4f} ms  "
-        f"(capture share {deliver_snap_ms - deliver_ms:.4f} ms)",
+        f"  compose (once per turn, before_agent; no backend)   {compose_ms:.4f} ms",
+        f"  delivery (per model call, wrap_model_call; no backend) {deliver_ms:.4f} ms",
+        f"  delivery + records observer (per call, SQLite)       {deliver_snap_ms:.4f} ms  "
+        f"(snapshot share {deliver_snap_ms - deliver_ms:.4f} ms)",
     ]
-    recorder.close()
+    records.close()
 
-    # The synchronous capture itself, from precomputed turn/prefix parts (what wrap_model_call does).
+    # One snapshot per model call as an adapter pays it: deliver() notifying the records
+    # observer, which writes the row, against the same deliver() recording nothing.
     from contextplane.authority import build_stable_prefix
 
-    p = compose_projected_context("q", host=host, record=False)
-    for batch in (1, 64):
-        rec = PromptRecorder(
-            SnapshotStore(tmp / f"cap{batch}.sqlite3", batch_size=batch, prune_every=10**9),
-            TrajectoryWriter(tmp / f"t{batch}"),
-        )
-        prefix = rec.register_prefix(build_stable_prefix(host), session_id="s")
-        turn = rec.begin_turn(p, query="q")
-        n = 5_000
+    prefix = build_stable_prefix(host)
+    calls = [
+        m
+        for n in range(20)
+        for m in ({"role": "user", "content": f"q {n} " + "x" * 220}, {"role": "assistant", "content": "a" * 220})
+    ]  # 40 plain messages, ~9,000 chars
+
+    def deliver_loop(projection: Any, n: int) -> float:
         t0 = time.perf_counter()
         for i in range(n):
-            rec.capture(
-                session_id="s",
-                turn_index=i // 4,
-                call_index=i % 4,
-                prefix=prefix,
-                turn=turn,
-                history_messages=40,
-                history_chars=9_000,
-            )
-        rec.flush()
-        per = (time.perf_counter() - t0) / n * 1e3
-        rec.close()
+            deliver(projection, calls, prefix=prefix, call_index=i, wrap=plain_projection_message, host=host)
+        return time.perf_counter() - t0
+
+    n = 5_000
+    quiet = compose(ProjectionRequest(query="q", config=config, session_id="s", record=False), host=host)
+    deliver_loop(quiet, 200)
+    base_ms = deliver_loop(quiet, n) / n * 1e3
+    lines.append(f"deliver() with nothing recorded (baseline): {base_ms:.4f} ms per model call")
+    for batch in (1, 64):
+        backend = SQLiteBackend(tmp / f"cap{batch}.sqlite3", config=config, snapshot_batch_size=batch)
+        request = ProjectionRequest(
+            query="q", config=config, session_id="s", surface=Surface.EXTERNAL, backend=backend
+        )
+        projection = compose(request, host=host)  # the turn's injection row and trajectory entry
+        deliver_loop(projection, 1)  # the session's first call stores the prefix text once
+        t0 = time.perf_counter()
+        deliver_loop(projection, n)
+        backend.flush()
+        total = (time.perf_counter() - t0) / n * 1e3
+        rows = backend.snapshots.count("s")
+        backend.close()
+        assert rows == n, f"expected {n} snapshot rows, found {rows}"
         lines.append(
-            f"snapshot capture, batch {batch:>2}: {per:.4f} ms per model call (target <= 0.3 ms synchronous)"
+            f"deliver() + snapshot, batch {batch:>2}: {total:.4f} ms per model call, "
+            f"snapshot share {total - base_ms:.4f} ms (target <= 0.3 ms synchronous)"
         )
     return lines
 
