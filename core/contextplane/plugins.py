@@ -346,7 +346,9 @@ class PluginHost:
             if self._context is None:
                 self._context = self._collect("register_context_sections", ContextSection)
             if self._ordered is None:
-                self._ordered = tuple(sorted(self._context, key=lambda r: (r.section.priority, r.section.name)))
+                self._ordered = tuple(
+                    sorted(self._context, key=lambda r: (r.section.priority, r.section.name))
+                )
             return self._ordered
 
     def _first(self, hook_name: str, fits: Any = None, what: str = "") -> Any:
