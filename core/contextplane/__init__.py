@@ -4,6 +4,8 @@ The public surface is re-exported here; ``hookimpl`` is what plugins decorate ho
 Test helpers (``reset_host``, the conformance kit) live in their modules, not here.
 """
 
+import logging as _logging
+
 from contextplane.authority import AUTHORITY_ORDER, PrefixSection, StablePrefix, build_stable_prefix
 from contextplane.backends import open_backend
 from contextplane.config import Config, load_config
@@ -85,3 +87,7 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+# Library etiquette: our records go to ``contextplane.*`` loggers and reach whatever handlers the
+# application configures; none are printed on their own (the CLI installs a one-line handler).
+_logging.getLogger("contextplane").addHandler(_logging.NullHandler())
