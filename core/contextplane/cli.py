@@ -2,12 +2,30 @@
 
 Each command is thin: it loads the configuration and the plugin host and calls the same public
 functions a runtime calls, so what ``preview`` shows is what a model would see.
+
+Commands from other distributions (``contextplane demo`` from ``contextplane_demo``, say)
+plug in through the ``contextplane.commands`` entry-point group: each entry point names a
+``click.Command``. Why an entry point rather than a lazy import here: the core must not name
+the packages that plug into it (tests/core/test_layout.py holds it to that, lazy imports
+included), a command module is loaded only when its command is asked for (or listed by
+``--help``), and a third party adds a command the same way our own demo does.
+
+While a command runs, Python warnings and ``contextplane.*`` log records at WARNING and above
+reach stderr as one line each (``warning: ...``), never with the warning's source line or a
+traceback: an operator wants to know what was skipped, not where in our code it was noticed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib.metadata as md
 import json
-from typing import Any
+import logging
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
 
 import attrs
 import click
@@ -19,11 +37,90 @@ from contextplane.errors import ContextPlaneError
 from contextplane.plugins import PluginHost
 from contextplane.projection import ProjectedContext, compose_projected_context
 from contextplane.request import BuildContext
-from contextplane.textui import table
+from contextplane.textui import budget_table, one_line, table
+
+#: Entry-point group of commands other distributions add to ``contextplane``.
+COMMANDS_GROUP = "contextplane.commands"
+
+log = logging.getLogger("contextplane.cli")
+
+
+class _OneLineHandler(logging.Handler):
+    """A ``contextplane`` log record as ``warning: <message>`` on stderr; no traceback."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(f"warning: {one_line(record.getMessage())}", err=True)
+        except Exception:
+            self.handleError(record)
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    click.echo(f"warning: {one_line(str(message))}", err=True)
+
+
+@contextlib.contextmanager
+def _one_line_notices() -> Iterator[None]:
+    """Warnings and ``contextplane`` log records as one line each on stderr, for one invocation
+    (put back afterwards, so a program that calls ``main`` keeps its own)."""
+    logger = logging.getLogger("contextplane")
+    handler = _OneLineHandler(logging.WARNING)
+    previous = warnings.showwarning
+    warnings.showwarning = _show_warning
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        warnings.showwarning = previous
+
+
+@functools.cache
+def _plugged_commands() -> Mapping[str, click.Command]:
+    """The commands of the ``contextplane.commands`` entry points, loaded once; one that fails
+    to load is skipped with a warning naming it."""
+    found: dict[str, click.Command] = {}
+    for ep in sorted(md.entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        dist = ep.dist.name if ep.dist is not None else "?"
+        try:
+            command = ep.load()
+        except Exception as exc:
+            log.warning(
+                "command %r (entry point %s of %s) could not be loaded, so it is not available: %s: %s",
+                ep.name,
+                ep.value,
+                dist,
+                type(exc).__name__,
+                exc,
+            )
+            continue
+        if not isinstance(command, click.Command):
+            log.warning(
+                "command %r (entry point %s of %s) is a %s, not a click.Command; skipped",
+                ep.name,
+                ep.value,
+                dist,
+                type(command).__name__,
+            )
+            continue
+        found.setdefault(ep.name, command)
+    return found
 
 
 class _Group(click.Group):
-    """Turns our deliberate errors into one clean line and exit code 2, never a traceback."""
+    """Turns our deliberate errors into one clean line and exit code 2, never a traceback; adds
+    the commands other distributions plug in."""
+
+    def main(self, args: Sequence[str] | None = None, *pos: Any, **kwargs: Any) -> Any:
+        with _one_line_notices():
+            return super().main(args, *pos, **kwargs)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -32,31 +129,18 @@ class _Group(click.Group):
             click.echo(f"error: {exc}", err=True)
             ctx.exit(2)
 
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_plugged_commands()})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        own = super().get_command(ctx, cmd_name)
+        return own if own is not None else _plugged_commands().get(cmd_name)
+
 
 def _load(config_path: str | None, strict: bool | None = None) -> tuple[Config, PluginHost]:
     config = load_config(config_path)
     host = PluginHost.from_entry_points(config, strict=strict)
     return config, host
-
-
-def budget_table(projection: ProjectedContext) -> str:
-    """Per-section budget table: what each section offered, delivered and why."""
-    rows = []
-    for s in projection.sections:
-        if s.suppressed:
-            status = f"suppressed ({s.suppressed})"
-        elif s.error:
-            status = f"error: {s.error[:60]}"
-        elif s.truncated:
-            status = "shed"
-        else:
-            status = "ok"
-        rows.append([s.name, s.plugin, s.priority, s.offered, len(s.item_ids), s.chars, s.chars // 4, status])
-    budget = "unbounded" if projection.budget_chars is None else str(projection.budget_chars)
-    rows.append(
-        ["total", "", "", "", "", projection.used_chars, projection.approx_tokens, f"budget {budget}"]
-    )
-    return table(["section", "plugin", "prio", "offered", "kept", "chars", "~tokens", "status"], rows)
 
 
 @click.group(cls=_Group)
@@ -127,7 +211,9 @@ def preview_cmd(
             json.dumps(
                 {
                     "stable_prefix": attrs.asdict(prefix),
-                    "projected_context": attrs.asdict(projection, value_serializer=_json_value),
+                    "projected_context": attrs.asdict(
+                        projection, filter=_NOT_THE_REQUEST, value_serializer=_json_value
+                    ),
                 },
                 indent=2,
             )
@@ -155,27 +241,14 @@ def preview_cmd(
         click.echo(f"! {f.describe()}")
 
 
+#: The request a projection was composed for holds the store and the config: not output.
+_NOT_THE_REQUEST = attrs.filters.exclude(attrs.fields(ProjectedContext).request)
+
+
 def _json_value(_inst: Any, _field: Any, value: Any) -> Any:
     if hasattr(value, "value") and not isinstance(value, int | str | float):
         return value.value
     return value
-
-
-@main.command("demo")
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Where to create the demo store (default: a new temporary directory).",
-)
-def demo_cmd(directory: str | None) -> None:
-    """Seed a local SQLite store, run a scripted session and check the ADR's promises."""
-    from contextplane.demo import run_demo
-
-    result = run_demo(directory, echo=click.echo)
-    if not result.ok:
-        raise SystemExit(1)
 
 
 @main.command("injections")
@@ -187,18 +260,20 @@ def demo_cmd(directory: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def injections_cmd(db: str | None, session_id: str | None, config_path: str | None, as_json: bool) -> None:
     """Show the injection log: per projection, the ids delivered after shedding."""
-    from contextplane_sections.injection_log import InjectionLog
+    from contextplane.backends.sqlite import SQLiteInjectionLog
 
     if db is None:
         config = load_config(config_path)
         from contextplane.store import default_db_path
 
         db = str(config.resolve_path(config.store.path)) if config.store.path else str(default_db_path())
-    from pathlib import Path
-
     if not Path(db).exists():
         raise ContextPlaneError(f"no store at {db}: pass --db, or run `contextplane demo` first")
-    rows = InjectionLog(db).rows(session_id)
+    injections = SQLiteInjectionLog(db)
+    try:
+        rows = injections.rows(session_id)
+    finally:
+        injections.close()
     if as_json:
         click.echo(json.dumps([attrs.asdict(r) for r in rows], indent=2))
         return

@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from contextplane.cli import main
-from contextplane.demo import TURNS, run_demo
+from contextplane_demo import TURNS, run_demo
 
 
 def test_demo_passes_its_checks(tmp_path: Path) -> None:
