@@ -126,8 +126,13 @@ def projection_message(text: str, turn_index: int) -> HumanMessage:
     )
 
 
+#: LangChain message types as the chat roles plain messages use, so a full-text snapshot reads
+#: the same whichever surface delivered it.
+_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
 def _role(message: BaseMessage) -> str:
-    return str(message.type)
+    return _ROLES.get(str(message.type), str(message.type))
 
 
 def without_projection(chunk: Any) -> Any:

@@ -209,7 +209,7 @@ def consistent_view(store: Any) -> Iterator[Any]:
 
 def _resolve(request: ProjectionRequest) -> ProjectionRequest:
     """Fill in the memory store and the backend from each other (ADR D8: a caller may hand
-    either one)."""
+    either one), and the turn's project from ``context.project`` when the request names none."""
     store, backend = request.knowledge_store, request.backend
     if store is not None and is_backend(store):  # a backend passed as the store
         backend = backend if backend is not None else store
@@ -218,9 +218,10 @@ def _resolve(request: ProjectionRequest) -> ProjectionRequest:
         backend = resolve_backend(store, request.config)
     if store is None and backend is not None:
         store = backend.memories
-    if store is request.knowledge_store and backend is request.backend:
+    project = request.project if request.project is not None else request.config.context.project
+    if store is request.knowledge_store and backend is request.backend and project == request.project:
         return request
-    return attrs.evolve(request, knowledge_store=store, backend=backend)
+    return attrs.evolve(request, knowledge_store=store, backend=backend, project=project)
 
 
 def compose(

@@ -248,3 +248,17 @@ def test_an_incognito_turn_records_no_row_and_a_snapshot_without_text_or_hashes(
     assert snapshots(native) == snapshots(external)
     assert labels(native) == labels(external) == ([], ["incognito"], ["incognito"])
     assert trajectory(native) == trajectory(external)
+
+
+def test_full_text_capture_reads_the_same_on_both_surfaces(tmp_path: Path) -> None:
+    """Roles are the chat roles on both surfaces (LangChain's human/ai become user/assistant),
+    so the operator's full-text capture of one turn is byte-identical whichever delivered it."""
+    host = make_host({"capture_full_text": True})
+    native, external = make_backend(tmp_path / "native"), make_backend(tmp_path / "external")
+    native_turn(host, native)
+    external_turn(host, external)
+    [n], [e] = native.snapshots.list(), external.snapshots.list()
+    assert n.full_text is not None and n.full_text == e.full_text
+    assert "[user]\npipe:earlier" in n.full_text and "[assistant]\nearlier answer" in n.full_text
+    assert "LEGACY-FRAME" not in n.full_text  # the stripped frame never reached the model
+    assert snapshots(native) == snapshots(external)

@@ -33,38 +33,56 @@ if TYPE_CHECKING:
 PLUGIN_NAME = "contextplane.records"
 log = logging.getLogger("contextplane.records")
 
+#: What decides how a turn is recorded: full text, trajectory, redaction, the text bound.
+Policy = tuple[bool, bool, tuple[str, ...], bool, int]
+
 _lock = threading.Lock()
 #: One recorder per backend (it caches prefix hashes and per-session trajectory refs); weak, so
 #: a closed and dropped backend takes its recorder with it.
-_recorders: weakref.WeakKeyDictionary[Any, PromptRecorder] = weakref.WeakKeyDictionary()
-_recorders_by_id: dict[int, tuple[Any, PromptRecorder]] = {}
+_recorders: weakref.WeakKeyDictionary[Any, dict[Policy, PromptRecorder]] = weakref.WeakKeyDictionary()
+_recorders_by_id: dict[int, tuple[Any, dict[Policy, PromptRecorder]]] = {}
 #: The turn record of each live projection, dropped when the projection is collected.
 _turns: dict[int, TurnRecord] = {}
 
 
+def _policy(request: ProjectionRequest) -> Policy:
+    cfg = request.config
+    obs = cfg.observability
+    return (
+        cfg.context.capture_full_text,
+        obs.trajectory,
+        tuple(obs.redact_patterns),
+        obs.redact_defaults,
+        obs.full_text_max_bytes,
+    )
+
+
 def recorder_for(backend: Any, request: ProjectionRequest) -> PromptRecorder:
-    """The recorder writing to ``backend`` (made on first use, with the request's config)."""
+    """The recorder writing to ``backend`` under the request's recording policy (made on first
+    use; a request with another policy, e.g. full-text capture on, gets its own)."""
+    policy = _policy(request)
     with _lock:
         try:
-            found = _recorders.get(backend)
-        except TypeError:
+            by_policy = _recorders.get(backend)
+            if by_policy is None:
+                by_policy = _recorders[backend] = {}
+        except TypeError:  # not weak-referenceable: keep it for the life of the process
             pair = _recorders_by_id.get(id(backend))
-            found = pair[1] if pair is not None and pair[0] is backend else None
+            if pair is None or pair[0] is not backend:
+                pair = _recorders_by_id[id(backend)] = (backend, {})
+            by_policy = pair[1]
+        found = by_policy.get(policy)
         if found is not None:
             return found
-        cfg = request.config
-        obs = cfg.observability
+        capture, trajectory, patterns, defaults, max_bytes = policy
         recorder = PromptRecorder(
             backend.snapshots,
-            backend.trajectory if obs.trajectory else None,
-            capture_full_text=cfg.context.capture_full_text,
-            redactor=Redactor.from_patterns(obs.redact_patterns, defaults=obs.redact_defaults),
-            full_text_max_bytes=obs.full_text_max_bytes,
+            backend.trajectory if trajectory else None,
+            capture_full_text=capture,
+            redactor=Redactor.from_patterns(list(patterns), defaults=defaults),
+            full_text_max_bytes=max_bytes,
         )
-        try:
-            _recorders[backend] = recorder
-        except TypeError:  # not weak-referenceable: keep it for the life of the process
-            _recorders_by_id[id(backend)] = (backend, recorder)
+        by_policy[policy] = recorder
         return recorder
 
 
