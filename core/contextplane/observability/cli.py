@@ -18,9 +18,9 @@ from contextplane.authority import SECTION_SEPARATOR
 from contextplane.backends.sqlite import SQLiteSnapshotStore
 from contextplane.config import load_config
 from contextplane.observability.snapshots import as_dict, snapshot_time
+from contextplane.observability.trajectory import read_trajectory, session_filename
 from contextplane.records.snapshots import PromptSnapshot
 from contextplane.store import default_db_path
-from contextplane.observability.trajectory import read_trajectory, session_filename
 from contextplane.textui import table
 
 
