@@ -1,0 +1,181 @@
+"""The ``chunks`` columns as the embedded store reads and writes them: one table, everything
+else derived from it.
+
+Why one table: the select list, the keywords ``add_chunk`` accepts, what a superseding row
+inherits and the insert statements used to be five parallel lists, and a column added to one
+and forgotten in another is a row stored without it. Each ``Column`` says how ``add_chunk``
+fills it and whether a superseding row inherits it; the rest follows. The schema itself (the
+``CREATE TABLE`` and the version-1 migration) is ``migrate``'s.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
+
+import attrs
+
+from contextplane.memory.model import (
+    DELIVERY_POLICIES,
+    MEMORY_KINDS,
+    REVIEW_STATES,
+    DeliveryPolicy,
+    MemoryChunk,
+    MemoryKind,
+    ReviewState,
+    read_timestamp,
+)
+from contextplane.memory.stamps import legacy_kind_and_policy
+
+#: How ``add_chunk`` fills a column: ``content`` (required text), ``text`` (validated text,
+#: ``default`` when absent), ``namespace`` (a validated scope), ``stamp`` (the D7 creation
+#: stamps: kind, delivery policy, review state, expiry), ``now`` (the write's time), or
+#: ``never`` (the store assigns it, or a later lifecycle step does).
+OnAdd = Literal["content", "text", "namespace", "stamp", "now", "never"]
+
+
+@attrs.frozen
+class Column:
+    name: str
+    on_add: OnAdd
+    default: str = ""
+    #: A superseding row takes the value of the row it replaces unless given. Provenance and
+    #: review state are *not* inherited: an agent superseding an operator row must not gain
+    #: operator trust.
+    inherited: bool = False
+
+
+#: In select order. The order of the ``text`` columns is also the order their values are
+#: validated in, so a row with several bad values names the same one first every time.
+COLUMNS: Final[tuple[Column, ...]] = (
+    Column("id", "never"),
+    Column("content", "content"),
+    Column("domain", "text", "general", inherited=True),
+    Column("source_type", "text"),
+    Column("memory_kind", "stamp", inherited=True),
+    Column("delivery_policy", "stamp", inherited=True),
+    Column("review_state", "stamp"),
+    Column("expires_at", "stamp"),
+    Column("heading", "text", inherited=True),
+    Column("source", "text"),
+    Column("subject", "text", inherited=True),
+    Column("namespace", "namespace", inherited=True),
+    Column("epoch", "text", inherited=True),
+    Column("invalidated_at", "never"),
+    Column("invalidation_reason", "never"),
+    Column("created_at", "now"),
+    Column("updated_at", "now"),
+)
+
+COLUMN_NAMES: Final[tuple[str, ...]] = tuple(c.name for c in COLUMNS)
+#: The select list, for ``SELECT ... FROM chunks AS c``.
+SELECT_COLUMNS: Final[str] = ", ".join(f"c.{name}" for name in COLUMN_NAMES)
+
+#: Keywords ``add_chunk`` accepts; bulk rows are checked against the same set. ``expires_in_days``
+#: is the one keyword that is not a column: it is turned into ``expires_at``.
+ADD_FIELDS: Final[frozenset[str]] = frozenset(
+    {c.name for c in COLUMNS if c.on_add not in ("never", "now")} | {"expires_in_days"}
+)
+#: Everything stamped besides the content (the memoisation key for bulk rows).
+ATTRIBUTE_FIELDS: Final[tuple[str, ...]] = tuple(sorted(ADD_FIELDS - {"content"}))
+INHERITED_ON_SUPERSEDE: Final[tuple[str, ...]] = tuple(c.name for c in COLUMNS if c.inherited)
+
+#: What an insert writes, in the order of a prepared row: the content first.
+INSERT_COLUMNS: Final[tuple[Column, ...]] = tuple(c for c in COLUMNS if c.on_add != "never")
+assert INSERT_COLUMNS[0].on_add == "content"
+_INSERT_NAMES: Final[str] = ", ".join(c.name for c in INSERT_COLUMNS)
+INSERT_SQL: Final[str] = (
+    f"INSERT INTO chunks({_INSERT_NAMES}) VALUES ({', '.join('?' for _ in INSERT_COLUMNS)})"
+)
+#: One statement for a whole batch: the prepared rows as one JSON array of arrays.
+BULK_INSERT_SQL: Final[str] = (
+    f"INSERT INTO chunks({_INSERT_NAMES}) SELECT "
+    + ", ".join(f"j.value ->> {i}" for i in range(len(INSERT_COLUMNS)))
+    + " FROM json_each(?) AS j ORDER BY j.key"
+)
+
+
+def as_id(chunk_id: object) -> int | None:
+    """Store ids are decimal text (opaque to callers); anything else names no row."""
+    if isinstance(chunk_id, bool):
+        return None
+    if isinstance(chunk_id, int):
+        return chunk_id
+    if isinstance(chunk_id, str) and chunk_id.strip().isdigit():
+        return int(chunk_id.strip())
+    return None
+
+
+#: The cells ``chunk_from_row`` reads, by name, picked out of a row in one call.
+_READ: Final[tuple[str, ...]] = (
+    "id",
+    "content",
+    "domain",
+    "source_type",
+    "memory_kind",
+    "delivery_policy",
+    "review_state",
+    "namespace",
+    "heading",
+    "source",
+    "subject",
+    "epoch",
+    "invalidated_at",
+    "invalidation_reason",
+    "expires_at",
+    "created_at",
+    "updated_at",
+)
+_cells = operator.itemgetter(*(COLUMN_NAMES.index(name) for name in _READ))
+
+
+def chunk_from_row(row: Sequence[Any]) -> MemoryChunk:
+    """Build a chunk from the cells of ``SELECT_COLUMNS`` (a search row has its score after
+    them), reading legacy NULLs as the spec says: NULL kind is the D4 table applied to
+    ``domain``, NULL review state is pending, NULL policy is retrieved."""
+    (
+        id_,
+        content,
+        domain,
+        source_type,
+        kind,
+        policy,
+        review,
+        namespace,
+        heading,
+        source,
+        subject,
+        epoch,
+        invalidated_at,
+        reason,
+        expires_at,
+        created_at,
+        updated_at,
+    ) = _cells(row)
+    domain = str(domain or "")
+    source_type = str(source_type or "")
+    memory_kind: MemoryKind = kind if kind in MEMORY_KINDS else legacy_kind_and_policy(domain, source_type)[0]
+    delivery_policy: DeliveryPolicy | None = policy if policy in DELIVERY_POLICIES else None
+    review_state: ReviewState = review if review in REVIEW_STATES else "pending"
+    created = read_timestamp(created_at) or datetime.fromtimestamp(0, UTC)  # unreadable legacy stamp
+    return MemoryChunk(
+        id=str(id_),
+        content=str(content),
+        domain=domain,
+        source_type=source_type,
+        memory_kind=memory_kind,
+        delivery_policy=delivery_policy,
+        review_state=review_state,
+        namespace=str(namespace or ""),
+        heading=str(heading or ""),
+        source=str(source or ""),
+        subject=str(subject or ""),
+        epoch=str(epoch or ""),
+        invalidated_at=read_timestamp(invalidated_at),
+        invalidation_reason=reason,
+        expires_at=read_timestamp(expires_at),
+        created_at=created,
+        updated_at=read_timestamp(updated_at) or created,
+    )

@@ -1,0 +1,130 @@
+"""A row's life after it is written (ADR D7): review, expiry, invalidation, supersession, purge.
+
+Rows are never edited in place and never deleted while they explain something: a rejected,
+expired or invalidated row stays for audit until ``purge``, and a superseded row (and the row
+that superseded it) stays for good, so the chain can always be read back.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import apsw
+
+from contextplane.errors import StoreError, ValidationError
+from contextplane.memory.model import (
+    SUPERSEDED_PREFIX,
+    MemoryChunk,
+    format_timestamp,
+    parse_timestamp,
+    utc_now,
+    validate_review_state,
+    validate_text,
+)
+from contextplane.store.columns import INHERITED_ON_SUPERSEDE, as_id
+from contextplane.store.writes import StoreWrites
+
+
+class StoreLifecycle(StoreWrites):
+    """Review, expiry, invalidation, supersession and purge."""
+
+    def set_review_state(self, chunk_id: str, state: str) -> MemoryChunk:
+        """Confirm, reject or reset a row to pending (D7 step 2)."""
+        checked = validate_review_state(state)
+        with self._writing() as conn:
+            self._require(conn, chunk_id)
+            conn.execute(
+                "UPDATE chunks SET review_state = ?, updated_at = ? WHERE id = ?",
+                (checked, format_timestamp(utc_now()), as_id(chunk_id)),
+            )
+            return self._require(conn, chunk_id)
+
+    def set_expires_at(self, chunk_id: str, expires_at: datetime | str | None) -> MemoryChunk:
+        """Set (or clear, with ``None``) a row's expiry; stored as UTC."""
+        value = None if expires_at is None else format_timestamp(parse_timestamp(expires_at, "expires_at"))
+        with self._writing() as conn:
+            self._require(conn, chunk_id)
+            conn.execute(
+                "UPDATE chunks SET expires_at = ?, updated_at = ? WHERE id = ?",
+                (value, format_timestamp(utc_now()), as_id(chunk_id)),
+            )
+            return self._require(conn, chunk_id)
+
+    def invalidate_chunk(
+        self, chunk_id: str, *, superseded_by: str | None = None, reason: str | None = None
+    ) -> MemoryChunk:
+        """Stamp ``invalidated_at`` and a reason; ``superseded_by`` records ``superseded_by:<id>``.
+        The row is kept for audit (D7); only ``purge`` ever deletes, and never a superseded row."""
+        with self._writing() as conn:
+            return self._invalidate(conn, chunk_id, superseded_by=superseded_by, reason=reason)
+
+    def _invalidate(
+        self, conn: apsw.Connection, chunk_id: str, *, superseded_by: str | None, reason: str | None
+    ) -> MemoryChunk:
+        if superseded_by is not None and reason is not None:
+            raise ValidationError("reason: give either superseded_by or reason, not both")
+        current = self._require(conn, chunk_id)
+        if current.invalidated_at is not None:
+            raise StoreError(
+                f"{self.path}: memory {chunk_id} is already invalidated ({current.invalidation_reason}); "
+                + (f"supersede {current.superseded_by} instead" if current.superseded_by else "nothing to do")
+            )
+        if superseded_by is not None:
+            successor = self._require(conn, superseded_by)
+            if successor.id == current.id:
+                raise ValidationError("superseded_by: a memory cannot supersede itself")
+            text = f"{SUPERSEDED_PREFIX}{successor.id}"
+        else:
+            text = validate_text(reason if reason is not None else "invalidated", "reason", allow_empty=False)
+            if text.startswith(SUPERSEDED_PREFIX):
+                raise ValidationError("reason: use superseded_by=<id> to record a supersession")
+        stamp = format_timestamp(utc_now())
+        conn.execute(
+            "UPDATE chunks SET invalidated_at = ?, invalidation_reason = ?, updated_at = ? WHERE id = ?",
+            (stamp, text, stamp, as_id(chunk_id)),
+        )
+        return self._require(conn, chunk_id)
+
+    def supersede(self, old_id: str, content: str, **attrs: Any) -> str:
+        """Write the newer row, then invalidate the old one with ``superseded_by:<new id>``, in one
+        transaction, insert first: if the insert fails the old row is untouched and still valid.
+        Scope, domain, kind, delivery policy, heading, subject and epoch are inherited unless
+        given; provenance and review state are not (they describe the new write)."""
+        with self._lock:
+            old = self._require(self.conn, old_id)
+        if old.invalidated_at is not None:
+            hint = f"supersede {old.superseded_by} instead" if old.superseded_by else "it is not valid"
+            raise StoreError(f"{self.path}: memory {old_id} is already invalidated; {hint}")
+        row: dict[str, Any] = {name: getattr(old, name) for name in INHERITED_ON_SUPERSEDE}
+        row.update(attrs)
+        row["content"] = content
+        now = utc_now()
+        prepared = [self._prepare(row, now, format_timestamp(now), 0)]  # validate before embedding
+        vectors = self._embed([prepared[0][0]]) if self._embedder is not None else None
+        with self._writing() as conn:
+            new_id = str(self._insert(conn, prepared, vectors)[0])
+            # raises (rolling the insert back) if someone invalidated the old row meanwhile
+            self._invalidate(conn, old.id, superseded_by=new_id, reason=None)
+        self._maybe_train()
+        return new_id
+
+    def purge(self, now: datetime | None = None) -> int:
+        """Delete expired rows and rows invalidated for a reason other than supersession; return
+        how many. Never deletes a superseded row, nor a row that superseded another (the chain
+        stays readable)."""
+        now_text = format_timestamp(now or utc_now())
+        with self._writing() as conn:
+            conn.execute(
+                f"""DELETE FROM chunks WHERE
+                    ((expires_at IS NOT NULL AND expires_at <= :now)
+                     OR (invalidated_at IS NOT NULL
+                         AND substr(coalesce(invalidation_reason, ''), 1, 14) != '{SUPERSEDED_PREFIX}'))
+                    AND NOT (invalidated_at IS NOT NULL
+                             AND substr(coalesce(invalidation_reason, ''), 1, 14) = '{SUPERSEDED_PREFIX}')
+                    AND CAST(id AS TEXT) NOT IN (
+                        SELECT substr(invalidation_reason, 15) FROM chunks
+                        WHERE substr(invalidation_reason, 1, 14) = '{SUPERSEDED_PREFIX}')""",
+                {"now": now_text},
+            )
+            return int(conn.changes())
