@@ -26,6 +26,9 @@ import pytest
 
 _CHECK_MODULES = (
     "contextplane.testing._base",
+    "contextplane.testing.harness",
+    "contextplane.testing.prompt_checks",
+    "contextplane.testing.context_checks",
     "contextplane.testing.sections",
     "contextplane.testing.stores",
 )
@@ -33,7 +36,14 @@ pytest.register_assert_rewrite(*_CHECK_MODULES)
 
 if TYPE_CHECKING:
     from contextplane.testing._base import ConformanceBase, KitUsageError, MissingFixture, PluginNotLoadable
+    from contextplane.testing.context_checks import (
+        ContextBudgetChecks,
+        ContextDraftChecks,
+        ContextIsolationChecks,
+        SpyStore,
+    )
     from contextplane.testing.inputs import PAYLOAD_MARKER, SectionInput, hostile_payload
+    from contextplane.testing.prompt_checks import PromptSectionChecks
     from contextplane.testing.requirements import (
         REQUIREMENTS,
         STORE_CAPABILITIES,
@@ -43,15 +53,10 @@ if TYPE_CHECKING:
         requirements_of,
     )
     from contextplane.testing.sections import (
-        ContextBudgetChecks,
-        ContextDraftChecks,
-        ContextIsolationChecks,
         ContextSectionChecks,
         ContextSectionConformance,
-        PromptSectionChecks,
         PromptSectionConformance,
         SectionPluginConformance,
-        SpyStore,
     )
     from contextplane.testing.stores import (
         D4_TABLE,
@@ -81,15 +86,15 @@ _WHERE: dict[str, str] = {
     "Requirement": "requirements",
     "requirement": "requirements",
     "requirements_of": "requirements",
-    "ContextBudgetChecks": "sections",
-    "ContextDraftChecks": "sections",
-    "ContextIsolationChecks": "sections",
+    "ContextBudgetChecks": "context_checks",
+    "ContextDraftChecks": "context_checks",
+    "ContextIsolationChecks": "context_checks",
     "ContextSectionChecks": "sections",
     "ContextSectionConformance": "sections",
-    "PromptSectionChecks": "sections",
+    "PromptSectionChecks": "prompt_checks",
     "PromptSectionConformance": "sections",
     "SectionPluginConformance": "sections",
-    "SpyStore": "sections",
+    "SpyStore": "context_checks",
     "D4_TABLE": "stores",
     "HOSTILE_QUERIES": "stores",
     "KnowledgeStoreConformance": "stores",
