@@ -61,8 +61,3 @@ def trust_label(tier: int) -> TrustLabel:
 def initial_review_state(tier: int) -> Literal["confirmed", "pending"]:
     """Review state a new row starts in: only operator-tier rows start confirmed (D7 + amendment)."""
     return "confirmed" if tier >= 3 else "pending"
-
-
-def source_types_for_tier(tier: int) -> tuple[str, ...]:
-    """Every listed source type with this tier, sorted (used to generate SQL from this one table)."""
-    return tuple(sorted(k for k, v in SOURCE_TYPE_TIERS.items() if v == tier))

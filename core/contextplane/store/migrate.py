@@ -275,13 +275,6 @@ def pending_passes(conn: apsw.Connection) -> list[str]:
     return [name for name in PASSES if _meta_get(conn, name) is None]
 
 
-def needs_migration(conn: apsw.Connection) -> bool:
-    if not table_exists(conn, "chunks"):
-        return False
-    missing = {name for name, _ in V2_COLUMNS} - column_names(conn, "chunks")
-    return bool(missing) or bool(pending_passes(conn)) or schema_version(conn) < SCHEMA_VERSION
-
-
 # --------------------------------------------------------------------------- dry run
 
 
