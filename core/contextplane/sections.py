@@ -73,8 +73,10 @@ class Shed(enum.Enum):
 class Envelope:
     """The tag a group of context sections is wrapped in, with its trusted framing text.
 
-    ``untrusted`` envelopes hold data recalled from memory; their framing tells the model the
-    content is reference data, never instructions. Escaping applies to every row either way.
+    ``untrusted`` declares that the envelope holds data recalled from memory or fetched from
+    outside. It is a declaration only: the core escapes every row either way, and what tells
+    the model the content is reference data, never instructions, is the ``preamble``. It is
+    part of the envelope's identity, so sections that share a tag must declare it alike.
     """
 
     tag: str = attrs.field(validator=_check_tag)
