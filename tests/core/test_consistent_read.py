@@ -72,6 +72,7 @@ def delivered(projection: Any) -> set[str]:
 
 STORES: dict[str, Callable[[Path], Any]] = {
     "sqlite-file": lambda tmp: SQLiteKnowledgeStore(tmp / "m.sqlite3"),
+    "sqlite-memory": lambda tmp: SQLiteKnowledgeStore(":memory:"),
     "in-memory-kit": lambda tmp: InMemoryBackend(InMemoryKnowledgeStore()).memories,
 }
 

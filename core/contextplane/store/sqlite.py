@@ -127,16 +127,20 @@ class SQLiteKnowledgeStore(StoreLifecycle):
 
         On a file it is a read transaction on a pooled reader connection (WAL: it never blocks
         writers, and it starts its snapshot at once, not at the first section's read). An
-        in-memory database has one connection, so the view holds the store's lock instead."""
+        in-memory database has no second connection to read from, so the view reads a copy of
+        it taken when the view opens (``serialize``): a write made during composition, even
+        from a section on this thread, lands in the store and stays out of the view."""
         if self.path == ":memory:":
             with self._lock:
-                conn = self.conn
-                conn.execute("BEGIN")
-                try:
-                    yield StoreView(self, conn, None)
-                finally:
-                    with contextlib.suppress(apsw.Error):
-                        conn.execute("COMMIT")
+                image = self.conn.serialize("main")
+            copy = apsw.Connection(":memory:")
+            try:
+                if image:
+                    copy.deserialize("main", image)
+                self._load_vectors(copy)
+                yield StoreView(self, copy, threading.Lock())
+            finally:
+                copy.close()
             return
         reader = self._take_reader()
         try:
@@ -157,16 +161,21 @@ class SQLiteKnowledgeStore(StoreLifecycle):
                 return self._readers.pop()
         self.conn  # noqa: B018 - raises StoreError when the store is closed
         reader = connect(self.path, create=False, busy_timeout_ms=self._busy_timeout_ms)
-        if self._embedder is not None:
-            # Loaded once already on the main connection, so this cannot newly fail quietly.
-            path = self._sqlite_vec_path
-            if path is None:
-                import sqlite_vec
-
-                path = str(sqlite_vec.loadable_path())
-            reader.enable_load_extension(True)
-            reader.load_extension(path)
+        self._load_vectors(reader)
         return reader
+
+    def _load_vectors(self, conn: apsw.Connection) -> None:
+        """sqlite-vec on a reader, when this store searches vectors. It loaded once already on
+        the main connection, so a failure here is a real error, not a quiet downgrade."""
+        if self._embedder is None:
+            return
+        path = self._sqlite_vec_path
+        if path is None:
+            import sqlite_vec
+
+            path = str(sqlite_vec.loadable_path())
+        conn.enable_load_extension(True)
+        conn.load_extension(path)
 
     def _give_back(self, reader: apsw.Connection, healthy: bool) -> None:
         with self._readers_lock:
