@@ -35,7 +35,7 @@ from contextplane.authority import build_stable_prefix
 from contextplane.config import Config, load_config
 from contextplane.errors import ContextPlaneError
 from contextplane.plugins import PluginHost
-from contextplane.projection import ProjectedContext, compose_projected_context
+from contextplane.projection import compose_projected_context
 from contextplane.request import BuildContext
 from contextplane.textui import budget_table, one_line, table
 
@@ -211,9 +211,7 @@ def preview_cmd(
             json.dumps(
                 {
                     "stable_prefix": attrs.asdict(prefix),
-                    "projected_context": attrs.asdict(
-                        projection, filter=_NOT_THE_REQUEST, value_serializer=_json_value
-                    ),
+                    "projected_context": projection.as_dict(),
                 },
                 indent=2,
             )
@@ -239,16 +237,6 @@ def preview_cmd(
         click.echo(f"! {w}")
     for f in host.failures:
         click.echo(f"! {f.describe()}")
-
-
-#: The request a projection was composed for holds the store and the config: not output.
-_NOT_THE_REQUEST = attrs.filters.exclude(attrs.fields(ProjectedContext).request)
-
-
-def _json_value(_inst: Any, _field: Any, value: Any) -> Any:
-    if hasattr(value, "value") and not isinstance(value, int | str | float):
-        return value.value
-    return value
 
 
 @main.command("injections")

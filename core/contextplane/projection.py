@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import enum
 import hashlib
 import logging
 import operator
@@ -54,9 +55,15 @@ class SectionReport:
     error: str | None = None
     #: Why ``draft`` was not called: "incognito", "goal_turn" or "not_selected".
     suppressed: str | None = None
-    #: sha256 of the section's rendered part of its envelope (what snapshots reference).
-    sha256: str | None = None
     meta: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen)
+    #: The section's rendered part of its envelope (kept for ``sha256``; not compared).
+    rendered: str = attrs.field(default="", repr=False, eq=False)
+
+    @property
+    def sha256(self) -> str | None:
+        """sha256 of the rendered part (what snapshots reference); hashed when asked, because
+        most projections (previews, unrecorded turns) never are."""
+        return hashlib.sha256(self.rendered.encode()).hexdigest() if self.rendered else None
 
     @property
     def label(self) -> str:
@@ -117,7 +124,22 @@ class ProjectedContext:
     def section(self, name: str) -> SectionReport | None:
         return next((s for s in self.sections if s.name == name), None)
 
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: enums as their values, each section with its ``sha256`` (not its rendered
+        text, which ``text`` already holds), and without the request (a store, a config)."""
 
+        def plain(_inst: Any, _field: Any, value: Any) -> Any:
+            return value.value if isinstance(value, enum.Enum) else value
+
+        out = attrs.asdict(self, filter=_AS_DICT_FILTER, value_serializer=plain)
+        for report, section in zip(self.sections, out["sections"], strict=True):
+            section["sha256"] = report.sha256
+        return out
+
+
+_AS_DICT_FILTER = attrs.filters.exclude(
+    attrs.fields(ProjectedContext).request, attrs.fields(SectionReport).rendered
+)
 _ROW_ID = operator.attrgetter("id")
 
 
@@ -312,7 +334,7 @@ def compose(
             offered=len(p.rows),
             truncated=p.truncated,
             meta=p.meta,
-            sha256=hashlib.sha256(p.rendered.encode()).hexdigest() if p.rendered else None,
+            rendered=p.rendered,
         )
         for p in layout.plans
     ]
