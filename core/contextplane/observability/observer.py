@@ -178,10 +178,3 @@ def observe_model_call(call: ModelCall, request: ProjectionRequest) -> None:
         full_text=call.full_text,
     )
 
-
-def reset() -> None:
-    """Forget recorders and turn records (tests that reopen backends at the same address)."""
-    with _lock:
-        _recorders.clear()
-        _recorders_by_id.clear()
-        _turns.clear()
