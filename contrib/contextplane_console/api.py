@@ -247,7 +247,10 @@ async def csrf(console: Console, request: Request) -> JSONResponse:
 
 async def index(console: Console, request: Request) -> JSONResponse:
     return JSONResponse(
-        {"endpoints": [{"method": m, "path": p, "doc": d} for m, p, _fn, d in ROUTES], "docs": "docs/console.md"}
+        {
+            "endpoints": [{"method": m, "path": p, "doc": d} for m, p, _fn, d in ROUTES],
+            "docs": "docs/console.md",
+        }
     )
 
 

@@ -22,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from contextplane import Backend, ContextPlaneError, PluginHost, StoreError
@@ -128,13 +128,14 @@ def create_app(
                     log, ("console", request.url.path, type(exc).__name__), "console: %s failed",
                     request.url.path, exc=exc,
                 )
-                return _error_response(
-                    console, request, 500, "server", f"server: internal error ({type(exc).__name__}); see the log"
-                )
+                message = f"server: internal error ({type(exc).__name__}); see the log"
+                return _error_response(console, request, 500, "server", message)
 
         return endpoint
 
-    routes = [Route(path, bind(fn), methods=[method]) for method, path, fn, _doc in api.ROUTES + pages.ROUTES]
+    routes: list[BaseRoute] = [
+        Route(path, bind(fn), methods=[method]) for method, path, fn, _doc in api.ROUTES + pages.ROUTES
+    ]
     routes.append(Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"))
 
     async def http_error(request: Request, exc: Exception) -> Response:

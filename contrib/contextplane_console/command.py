@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from pathlib import Path
@@ -51,14 +52,20 @@ def console(db: str | None, host: str, port: int, config_path: str | None) -> No
     It listens on loopback unless --host says otherwise; anywhere else every request needs
     the access token ($CONTEXTPLANE_CONSOLE_TOKEN, else a new one, printed below)."""
     if db is not None and not Path(db).is_file():
-        raise ContextPlaneError(f"--db {db}: no store there; pass an existing store, or run `contextplane demo` first")
+        raise ContextPlaneError(
+            f"--db {db}: no store there; pass an existing store, or run `contextplane demo` first"
+        )
     token = access_token(host)
     config = load_config(config_path)
     plugin_host = PluginHost.from_entry_points(config)
     backend = open_backend(plugin_host, db)
     try:
         app = create_app(
-            backend, plugin_host, token=token, loopback_only=token is None, cookie_name=f"contextplane_console_{port}"
+            backend,
+            plugin_host,
+            token=token,
+            loopback_only=token is None,
+            cookie_name=f"contextplane_console_{port}",
         )
         server = ConsoleServer(app, host, port)
         click.echo(f"contextplane console over {backend.name}")
@@ -69,6 +76,8 @@ def console(db: str | None, host: str, port: int, config_path: str | None) -> No
                 f"(the link sets it; API clients send 'Authorization: Bearer <token>')"
             )
         click.echo("press Ctrl+C to stop")
-        server.serve()
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn stops on Ctrl+C, then re-raises it
+            server.serve()
+        click.echo("console stopped")
     finally:
         backend.close()

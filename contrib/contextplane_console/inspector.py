@@ -191,7 +191,9 @@ def call_view(
             "the projection's text, budget table and shed steps are not available"
         )
     elif "overflow" not in projection:
-        notes.append("this turn was recorded before shed steps were kept: budget table and shed steps unknown")
+        notes.append(
+            "this turn was recorded before shed steps were kept: budget table and shed steps unknown"
+        )
     return CallView(
         snapshot, prefix, projection, memory_sections(host), _injection(backend, snapshot), tuple(notes)
     )

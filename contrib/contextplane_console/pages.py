@@ -15,7 +15,8 @@ from urllib.parse import parse_qsl, urlencode
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from contextplane.memory.model import DELIVERY_POLICIES, MEMORY_KINDS, REVIEW_STATES, utc_now
+from contextplane import StoreError, ValidationError
+from contextplane.memory.model import DELIVERY_POLICIES, MEMORY_KINDS, utc_now
 from contextplane_console import api, memories
 from contextplane_console.errors import Refusal, refuse
 from contextplane_console.inspector import call_view, memory_sections
@@ -39,7 +40,9 @@ async def form_body(request: Request) -> tuple[dict[str, str], list[tuple[str, s
     """An htmx form post: its fields (last value wins) and every pair (for repeated names)."""
     kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if kind != "application/x-www-form-urlencoded":
-        raise refuse("Content-Type", f"expected a form (application/x-www-form-urlencoded), got {kind!r}", 415)
+        raise refuse(
+            "Content-Type", f"expected a form (application/x-www-form-urlencoded), got {kind!r}", 415
+        )
     pairs = parse_qsl((await api.read_body(request)).decode("utf-8", "replace"), keep_blank_values=True)
     return dict(pairs), pairs
 
@@ -119,13 +122,19 @@ async def _act(console: Console, request: Request, action: Callable[[str, dict[s
     template = "_row.html" if form.get("view") == "row" else "_panel.html"
     try:
         flash = await console.call(action, chunk_id, form)
-        context = await console.call(_panel, console, chunk_id, flash=flash)
-        return console.render(template, **context)
     except Refusal as exc:
         if exc.status == 404:
             raise
-        context = await console.call(_panel, console, chunk_id, error=exc.message)
-        return console.render(template, exc.status, **context)
+        status, message = exc.status, exc.message
+    except ValidationError as exc:  # the core's own check (an expiry it cannot read), by field
+        status, message = 400, str(exc)
+    except StoreError as exc:  # a lifecycle conflict: someone else changed the row meanwhile
+        status, message = 409, str(exc)
+    else:
+        context = await console.call(_panel, console, chunk_id, flash=flash)
+        return console.render(template, **context)
+    context = await console.call(_panel, console, chunk_id, error=message)
+    return console.render(template, status, **context)
 
 
 async def memory_review(console: Console, request: Request) -> Response:
@@ -151,7 +160,9 @@ async def memory_expiry(console: Console, request: Request) -> Response:
             return f"memory {chunk_id}: expiry cleared"
         value = form.get("expires_at", "").strip()
         if not value:
-            raise refuse("expires_at", "required: an ISO-8601 timestamp with an offset, e.g. 2027-01-31T12:00:00Z")
+            raise refuse(
+                "expires_at", "required: an ISO-8601 timestamp with an offset, e.g. 2027-01-31T12:00:00Z"
+            )
         api.expire_one(console, chunk_id, value)
         return f"memory {chunk_id}: expires {value}"
 

@@ -206,7 +206,8 @@ class Guard:
 
     async def _accept_link(self, scope: Scope, send: Send) -> None:
         """The printed link: set the token cookie and redirect to the same URL without it."""
-        query = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")) if k != "token"]
+        pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"))
+        query = [(k, v) for k, v in pairs if k != "token"]
         location = scope.get("path", "/") + (f"?{urlencode(query)}" if query else "")
         assert self.token is not None
         cookie = f"{self.cookie_name}={self.token}; HttpOnly; SameSite=Strict; Path=/"
