@@ -9,7 +9,7 @@ the D7 lifecycle calls. What that costs, and how it is kept cheap:
   per review state, each with ``limit`` set, so the first page reads about one page of rows.
 - **Filters the protocol has** (kind, delivery policy, review state, scope, and "active",
   which is ``deliverable`` for the non-rejected states) go to the store. **Filters it lacks**
-  (trust tier, the other lifecycle states) are applied here, on batches that double in size,
+  (trust tier, the other lifecycle states) are applied here, on batches that grow fourfold,
   so a rare value costs a scan but a common one costs a page.
 - **Pagination** is by offset; the protocol has no offset, so page ``n`` reads the ``n``
   pages before it. Fine for a review queue read from the front; a deep page of a 100k-row
@@ -197,7 +197,7 @@ def _take(rows: Iterator[MemoryChunk], n: int) -> list[MemoryChunk]:
 
 
 def _state_rows(store: KnowledgeStore, flt: MemoryFilter, state: str, now: datetime) -> Iterator[MemoryChunk]:
-    """The rows of one review state that pass every filter, oldest first, read in doubling
+    """The rows of one review state that pass every filter, oldest first, read in growing
     batches (the protocol has no offset, so each batch re-reads the one before it)."""
     # "active" is the store's "deliverable" for every state but rejected (never deliverable)
     deliverable = flt.lifecycle == "active" and state != "rejected"
@@ -221,7 +221,7 @@ def _state_rows(store: KnowledgeStore, flt: MemoryFilter, state: str, now: datet
                 yield chunk
         if len(rows) < batch:
             return
-        seen, batch = len(rows), batch * 2
+        seen, batch = len(rows), batch * 4
 
 
 def chain(store: KnowledgeStore, chunk: MemoryChunk) -> list[MemoryChunk]:

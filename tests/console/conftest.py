@@ -127,8 +127,10 @@ def chromium() -> str:
     return found
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium: str) -> Iterator[Any]:
+    """One Chromium per test module. Not per session: Playwright's sync API keeps an event
+    loop running on the main thread while it is open, and later tests call asyncio.run()."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
