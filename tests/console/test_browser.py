@@ -74,7 +74,10 @@ def test_confirm_and_reject_pending_memories_one_by_one_and_in_bulk(
     screenshot(page, "memory-review-after-bulk")
 
     page.select_option("select[name=review_state]", "rejected")
-    page.wait_for_function("document.querySelectorAll('table.memories tbody tr[data-review=pending]').length === 0")
+    page.wait_for_function(
+        "() => { const rows = [...document.querySelectorAll('table.memories tbody tr[data-id]')];"
+        " return rows.length > 0 && rows.every(r => r.dataset.review === 'rejected'); }"
+    )
     shown = page.locator("table.memories tbody tr").evaluate_all("rows => rows.map(r => r.dataset.id)")
     assert set(shown) == {c.id for c in store.list_chunks(review_state="rejected")}
     assert "review_state=rejected" in page.url  # the filter is in the address, so it can be shared
