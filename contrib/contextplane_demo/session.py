@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -14,14 +15,25 @@ from contextplane import (
     ProjectedContext,
     build_stable_prefix,
     compose_projected_context,
+    deliver,
     open_backend,
 )
+from contextplane.delivery import plain_projection_message
 from contextplane.textui import budget_table
 from contextplane_demo.checks import Check, run_checks
 from contextplane_demo.fixtures import SESSION, demo_config, seed, write_fixture_files
 from contextplane_demo.script import TURNS, Turn
 
 TOOLS = ("search_memory", "deploy", "read_ticket")
+
+#: The session's history as a checkpoint from before ADR 0108 holds it: a v1 context frame
+#: that delivery keeps out of the model's view (and every prompt snapshot records as stripped).
+LEGACY_FRAME = {
+    "role": "user",
+    "content": "<context>v1 injected memories, persisted by an old runtime</context>",
+    "metadata": {"context_frame": True},
+    "id": "v1-frame-1",
+}
 
 
 @attrs.frozen
@@ -40,7 +52,9 @@ class DemoResult:
 def run_demo(directory: str | Path | None = None, echo: Callable[[str], None] = print) -> DemoResult:
     """Run the scripted session in ``directory`` (default: a new temporary directory); return
     what was composed and the checks. ``echo`` receives every line of the report."""
-    root = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="contextplane-demo-"))
+    # absolute: the config resolves store.path against root, so a relative root would nest twice
+    chosen = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="contextplane-demo-"))
+    root = chosen.resolve()
     root.mkdir(parents=True, exist_ok=True)
     write_fixture_files(root)
     config = demo_config(root)
@@ -54,6 +68,7 @@ def run_demo(directory: str | Path | None = None, echo: Callable[[str], None] = 
         logged_before = len(backend.injections.rows(SESSION))
 
         results: list[tuple[Turn, ProjectedContext]] = []
+        history: list[dict[str, Any]] = [LEGACY_FRAME]
         for index, turn in enumerate(TURNS, start=1):
             projection = compose_projected_context(
                 turn.query,
@@ -69,6 +84,11 @@ def run_demo(directory: str | Path | None = None, echo: Callable[[str], None] = 
                 host=host,
             )
             results.append((turn, projection))
+            # One model call per turn, as a runtime makes it: the prompt snapshot is recorded here.
+            history.append({"role": "user", "content": turn.query})
+            deliver(
+                projection, history, prefix=prefix, call_index=0, wrap=plain_projection_message, host=host
+            )
             echo(f"\n== turn {turn.label}: {turn.query!r} (window {turn.context_window} tokens) ==")
             echo(budget_table(projection))
             for step in projection.overflow:

@@ -50,6 +50,8 @@ __all__ = [
     "StrippedFrame",
     "TurnRecord",
     "as_dict",
+    "budget_rows",
+    "shed_steps",
     "snapshot_time",
 ]
 
@@ -72,6 +74,34 @@ class TurnRecord:
     used_chars: int
     text: str
     trajectory_ref: str | None = None
+
+
+def budget_rows(projection: ProjectedContext, *, errors: bool = True) -> list[dict[str, Any]]:
+    """The budget table of one projection as JSON-ready rows, one per section in draft order:
+    what each offered and kept, its size, and why it was shed, suppressed or failed.
+
+    Kept in the trajectory beside the text so an inspector can show a recorded turn's budget
+    exactly as the preview shows a fresh one. ``errors=False`` leaves out error text (it may
+    quote a provider's data), for incognito turns."""
+    return [
+        {
+            "name": s.name,
+            "plugin": s.plugin,
+            "priority": s.priority,
+            "offered": s.offered,
+            "kept": len(s.item_ids),
+            "chars": s.chars,
+            "truncated": s.truncated,
+            "suppressed": s.suppressed,
+            "error": (s.error if errors else "error") if s.error is not None else None,
+        }
+        for s in projection.sections
+    ]
+
+
+def shed_steps(projection: ProjectedContext) -> list[dict[str, Any]]:
+    """What fitting shed, in the order it was shed (ADR D6): section, action, items, chars."""
+    return [attrs.asdict(step) for step in projection.overflow]
 
 
 def _prefix_sections_json(sections: Iterable[PrefixSection]) -> str:
@@ -181,6 +211,8 @@ class PromptRecorder:
                 "sections": sections,
                 "budget_chars": projection.budget_chars,
                 "used_chars": projection.used_chars,
+                "budget": budget_rows(projection, errors=not incognito),
+                "overflow": shed_steps(projection),
             }
             if not incognito:
                 data["query"] = query
