@@ -31,6 +31,7 @@ _CHECK_MODULES = (
     "contextplane.testing.context_checks",
     "contextplane.testing.sections",
     "contextplane.testing.stores",
+    "contextplane.testing.records",
 )
 pytest.register_assert_rewrite(*_CHECK_MODULES)
 
@@ -44,7 +45,16 @@ if TYPE_CHECKING:
     )
     from contextplane.testing.inputs import PAYLOAD_MARKER, SectionInput, hostile_payload
     from contextplane.testing.prompt_checks import PromptSectionChecks
+    from contextplane.testing.records import (
+        BackendConformance,
+        BackendShapeChecks,
+        InjectionChecks,
+        SnapshotChecks,
+        SummaryChecks,
+        TrajectoryChecks,
+    )
     from contextplane.testing.requirements import (
+        RECORDS_CAPABILITIES,
         REQUIREMENTS,
         STORE_CAPABILITIES,
         ConformanceFailure,
@@ -64,6 +74,7 @@ if TYPE_CHECKING:
         REVIEW_BY_SOURCE,
         KnowledgeStoreConformance,
         LegacyRow,
+        StoreConsistencyChecks,
         StoreDeliveryChecks,
         StoreLifecycleChecks,
         StoreMigrationChecks,
@@ -81,6 +92,14 @@ _WHERE: dict[str, str] = {
     "SectionInput": "inputs",
     "hostile_payload": "inputs",
     "REQUIREMENTS": "requirements",
+    "RECORDS_CAPABILITIES": "requirements",
+    "BackendConformance": "records",
+    "BackendShapeChecks": "records",
+    "InjectionChecks": "records",
+    "SnapshotChecks": "records",
+    "SummaryChecks": "records",
+    "TrajectoryChecks": "records",
+    "StoreConsistencyChecks": "stores",
     "STORE_CAPABILITIES": "requirements",
     "ConformanceFailure": "requirements",
     "Requirement": "requirements",
@@ -110,6 +129,14 @@ _WHERE: dict[str, str] = {
 
 __all__ = [
     "D4_TABLE",
+    "RECORDS_CAPABILITIES",
+    "BackendConformance",
+    "BackendShapeChecks",
+    "InjectionChecks",
+    "SnapshotChecks",
+    "StoreConsistencyChecks",
+    "SummaryChecks",
+    "TrajectoryChecks",
     "HOSTILE_QUERIES",
     "PAYLOAD_MARKER",
     "REQUIREMENTS",
