@@ -2,7 +2,8 @@
 database, for deployments whose agent processes run on several machines.
 
 One connection pool serves every record; the memory store and the record tables borrow from
-it. ``PostgresBackend.from_config`` is what the ``backend`` hook calls when the configuration
+it. The trajectory is a table too, unless ``observability.trajectory_dir`` names a directory
+for JSONL files (the embedded backend's format). ``PostgresBackend.from_config`` is what the ``backend`` hook calls when the configuration
 says ``[store] backend = "postgres"``; code may construct one directly with a URL.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from contextplane.config import Config
 from contextplane.embedding import Embedder
 from contextplane.errors import ConfigError
+from contextplane.observability.trajectory import TrajectoryWriter
 from contextplane.records.backend import register_backend
 from contextplane_postgres.database import Database
 from contextplane_postgres.records import (
@@ -118,9 +120,18 @@ class PostgresBackend:
         self._summaries = PostgresSessionSummaries(self.db)
         self._injections = PostgresInjectionLog(self.db)
         self._snapshots: PostgresSnapshotStore | None = None
-        self._trajectory = PostgresTrajectory(self.db) if self.config.observability.trajectory else None
+        self._trajectory = self._open_trajectory()
         self._lock = threading.Lock()
         register_backend(self)
+
+    def _open_trajectory(self) -> PostgresTrajectory | TrajectoryWriter | None:
+        """The trajectory table, or JSONL files when the operator names a directory for them."""
+        obs = self.config.observability
+        if not obs.trajectory:
+            return None
+        if obs.trajectory_dir:
+            return TrajectoryWriter(self.config.resolve_path(obs.trajectory_dir))
+        return PostgresTrajectory(self.db)
 
     @classmethod
     def from_config(cls, config: Config, *, environ: Mapping[str, str] | None = None) -> PostgresBackend:
@@ -161,11 +172,13 @@ class PostgresBackend:
             return self._snapshots
 
     @property
-    def trajectory(self) -> PostgresTrajectory | None:
+    def trajectory(self) -> PostgresTrajectory | TrajectoryWriter | None:
         return self._trajectory
 
     def flush(self) -> None:
         """Snapshots are written as they are captured; nothing is buffered."""
 
     def close(self) -> None:
+        if self._trajectory is not None:
+            self._trajectory.close()
         self.db.close()
