@@ -67,9 +67,7 @@ def explain(exc: BaseException, url: str, *, doing: str = "connect to") -> Store
         )
     if isinstance(exc, pg_errors.UndefinedFile | pg_errors.FeatureNotSupported) and "vector" in text:
         return missing_vector(url, text)
-    if isinstance(exc, psycopg.ProgrammingError) and (
-        "invalid dsn" in text or "missing" in text or "invalid" in text
-    ):
+    if isinstance(exc, psycopg.ProgrammingError) and doing == "connect to":  # libpq could not parse it
         return StoreError(
             f"{shown} is not a usable PostgreSQL connection URL ({text}); write it as "
             "postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?host=SOCKET_DIR]"

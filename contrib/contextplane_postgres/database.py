@@ -87,6 +87,13 @@ class Database:
                             "create=True (or `contextplane store init`) as a role that may create it"
                         )
                     pg_schema.ensure_namespace(conn, self.schema)
+                usable = conn.execute("SELECT has_schema_privilege(%s, 'USAGE')", (self.schema,)).fetchone()
+                if not usable or not usable[0]:
+                    raise StoreError(
+                        f"{self.shown}: the database role lacks a right the backend needs (no USAGE on "
+                        f"schema {self.schema}); grant it (see contrib/contextplane_postgres/README.md, "
+                        "'Least privileges') or connect as the schema's owner"
+                    )
                 start, end = pg_schema.ensure_schema(conn, self.schema, self.shown, target=target_version)
                 if start != end:
                     log.info("%s: schema version %d -> %d", self.shown, start, end)

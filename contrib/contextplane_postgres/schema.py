@@ -125,8 +125,8 @@ STEPS: Final[dict[int, str]] = {1: _STEP_1, 2: _STEP_2}
 assert max(STEPS) == SCHEMA_VERSION
 
 
-def _version(conn: psycopg.Connection[Any]) -> int:
-    found = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
+def _version(conn: psycopg.Connection[Any], schema: str) -> int:
+    found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{schema}.meta",)).fetchone()
     if not found or not found[0]:
         return 0
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
@@ -153,13 +153,13 @@ def ensure_schema(
 
     A database already at the target runs no DDL at all, so a role with only data rights (see
     the README's least privileges) can open a schema its owner created."""
-    found = _version(conn)
+    found = _version(conn, schema)
     check_version(found, where)
     if found >= target:
         return found, found
     conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
     try:
-        found = _version(conn)  # another process may have migrated while we waited
+        found = _version(conn, schema)  # another process may have migrated while we waited
         check_version(found, where)
         start = found
         for version in range(found + 1, target + 1):

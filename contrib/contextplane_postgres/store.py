@@ -96,8 +96,7 @@ _TYPES = {
 _UNNEST = ", ".join(f"%s::{_TYPES.get(c, 'text')}[]" for c in INSERT_COLUMNS)
 INSERT_SQL = f"INSERT INTO chunks ({', '.join(INSERT_COLUMNS)}) SELECT * FROM unnest({_UNNEST})"
 INSERT_VECTORS_SQL = (
-    f"INSERT INTO chunks ({', '.join(INSERT_COLUMNS)}, embedding) "
-    f"SELECT u.*, %s::vector[] FROM unnest({_UNNEST}) AS u"
+    f"INSERT INTO chunks ({', '.join(INSERT_COLUMNS)}, embedding) SELECT * FROM unnest({_UNNEST}, %s::vector[])"
 )
 EMBED_BATCH = 256
 

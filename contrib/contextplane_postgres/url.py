@@ -25,9 +25,10 @@ _QUERY_PASSWORD = re.compile(r"(?P<key>[?&]password=)(?P<pw>[^&#]*)", re.I)
 
 def redact(url: str) -> str:
     """``url`` with any password replaced by ``***`` (URL userinfo, query or key=value form)."""
-    text = _URL_PASSWORD.sub(lambda m: f"{m['head']}:***@", url)
-    text = _QUERY_PASSWORD.sub(lambda m: f"{m['key']}***", text)
-    return _KV_PASSWORD.sub(lambda m: f"{m['key']}***", text)
+    if "://" in url:
+        text = _URL_PASSWORD.sub(lambda m: f"{m['head']}:***@", url)
+        return _QUERY_PASSWORD.sub(lambda m: f"{m['key']}***", text)
+    return _KV_PASSWORD.sub(lambda m: f"{m['key']}***", url)
 
 
 def database_url(config: Config, environ: Mapping[str, str] | None = None) -> str:
