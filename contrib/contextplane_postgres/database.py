@@ -80,13 +80,12 @@ class Database:
         try:
             with translated(self.url, "set up"):
                 exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,))
-                if exists.fetchone() is None:
-                    if not create:
-                        raise StoreError(
-                            f"{self.shown}: there is no contextplane schema here; open it once with "
-                            "create=True (or `contextplane store init`) as a role that may create it"
-                        )
-                    pg_schema.ensure_namespace(conn, self.schema)
+                if exists.fetchone() is None and not create:
+                    raise StoreError(
+                        f"{self.shown}: there is no contextplane schema here; open it once with "
+                        "create=True (or `contextplane store init`) as a role that may create it"
+                    )
+                pg_schema.ensure_namespace(conn, self.schema)
                 usable = conn.execute("SELECT has_schema_privilege(%s, 'USAGE')", (self.schema,)).fetchone()
                 if not usable or not usable[0]:
                     raise StoreError(

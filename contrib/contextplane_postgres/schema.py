@@ -129,7 +129,7 @@ def _version(conn: psycopg.Connection[Any], schema: str) -> int:
     found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{schema}.meta",)).fetchone()
     if not found or not found[0]:
         return 0
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    row = conn.execute(f"SELECT value FROM {schema}.meta WHERE key = 'schema_version'").fetchone()
     return int(row[0]) if row else 0
 
 
@@ -181,7 +181,14 @@ def ensure_namespace(conn: psycopg.Connection[Any], schema: str) -> None:
     """Create the PostgreSQL schema the tables live in, unless it exists (then no right is needed)."""
     row = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
     if row is None:
-        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
+        try:
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
+    # A search path naming a schema that did not exist when the session began is not
+    # re-resolved when another session creates it: set it again now that it exists.
+    conn.execute(f"SET search_path = {schema}, public")
 
 
 def meta_get(conn: psycopg.Connection[Any], key: str) -> str | None:
