@@ -3,7 +3,8 @@ database, for deployments whose agent processes run on several machines.
 
 One connection pool serves every record; the memory store and the record tables borrow from
 it. The trajectory is a table too, unless ``observability.trajectory_dir`` names a directory
-for JSONL files (the embedded backend's format). ``PostgresBackend.from_config`` is what the ``backend`` hook calls when the configuration
+for JSONL files (the embedded backend's format).
+``PostgresBackend.from_config`` is what the ``backend`` hook calls when the configuration
 says ``[store] backend = "postgres"``; code may construct one directly with a URL.
 """
 
@@ -54,14 +55,14 @@ def settings(config: Config) -> dict[str, Any]:
         )
     out = dict(SETTINGS)
     for key, value in given.items():
-        default = SETTINGS[key]
         kind = str if key in ("schema", "embedder") else int
-        if isinstance(value, bool) or not isinstance(value, kind) or (kind is int and value < 1):
+        if isinstance(value, bool) or not isinstance(value, kind) or (isinstance(value, int) and value < 1):
             want = "text" if kind is str else "a whole number >= 1"
             raise ConfigError(
-                f"invalid value for plugin.postgres.{key}: expected {want}, got {value!r} (in {config.source})"
+                f"invalid value for plugin.postgres.{key}: expected {want}, got {value!r} "
+                f"(in {config.source})"
             )
-        out[key] = value if value is not None else default
+        out[key] = value
     return out
 
 
@@ -140,7 +141,9 @@ class PostgresBackend:
         spec = opts.pop("embedder")
         fts = opts.pop("fts_candidates")
         embedder = load_embedder(spec, config) if spec else None
-        return cls(database_url(config, environ), config=config, embedder=embedder, fts_candidates=fts, **opts)
+        return cls(
+            database_url(config, environ), config=config, embedder=embedder, fts_candidates=fts, **opts
+        )
 
     def __repr__(self) -> str:
         return f"<PostgresBackend {self.db.shown}>"

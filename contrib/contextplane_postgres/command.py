@@ -10,6 +10,7 @@ version and the row counts.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,9 @@ _SCHEMA = click.option(
 
 
 def _url(url: str | None) -> str:
-    from contextplane_postgres.url import URL_ENV_VAR
-
     import os
+
+    from contextplane_postgres.url import URL_ENV_VAR
 
     found = url or os.environ.get(URL_ENV_VAR)
     if not found:
@@ -53,18 +54,18 @@ def store() -> None:
 @click.argument("src", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("dst", metavar="DST", required=False)
 @_SCHEMA
-@click.option("--batch-rows", default=5_000, show_default=True, type=click.IntRange(min=1), help="Rows per transaction.")
+@click.option(
+    "--batch-rows", default=5_000, show_default=True, type=click.IntRange(min=1), help="Rows per transaction."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def copy(src: Path, dst: str | None, schema: str, batch_rows: int, as_json: bool) -> None:
     """Copy the embedded store SRC (a SQLite file) into PostgreSQL DST (a URL, else
     $CONTEXTPLANE_DATABASE_URL). Interrupted? Run the same command again: it resumes."""
-    from contextplane_postgres.copy import _Source, copy_store
+    from contextplane_postgres.copy import copy_store, source_vector_dims
 
-    probe = _Source(src)
-    wants_vectors = probe.dims is not None
-    probe.close()
-    db = _database(_url(dst), schema, vectors=wants_vectors)
+    db = _database(_url(dst), schema, vectors=source_vector_dims(src) is not None)
     try:
+
         def progress(table: str, done: int, total: int) -> None:
             if not as_json:
                 click.echo(f"{table}: {done}/{total}", err=True)
@@ -80,8 +81,14 @@ def copy(src: Path, dst: str | None, schema: str, batch_rows: int, as_json: bool
                     "destination": result.destination,
                     "resumed": result.resumed,
                     "vectors": result.vectors,
-                    "tables": {t.table: {"source_rows": t.source_rows, "copied": t.copied,
-                                         "already_copied": t.already} for t in result.tables},
+                    "tables": {
+                        t.table: {
+                            "source_rows": t.source_rows,
+                            "copied": t.copied,
+                            "already_copied": t.already,
+                        }
+                        for t in result.tables
+                    },
                 },
                 indent=2,
             )

@@ -95,6 +95,13 @@ def _meta(conn: apsw.Connection, key: str) -> str | None:
     return None if row is None else str(row[0])
 
 
+def _count(conn: Any, statement: str, args: Any = ()) -> int:
+    """The first cell of a statement that always returns one row (a count)."""
+    row = conn.execute(statement, args).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def _ts(value: Any) -> datetime | None:
     return read_timestamp(value) if isinstance(value, str) else None
 
@@ -105,7 +112,7 @@ class _Source:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.conn = _open_source(path)
-        self.version = int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+        self.version = _count(self.conn, "PRAGMA user_version")
         tables = _tables(self.conn)
         if "chunks" not in tables:
             raise StoreError(f"{path}: not a contextplane memory store (it has no chunks table)")
@@ -127,11 +134,13 @@ class _Source:
     def count(self, table: str) -> int:
         if table not in self.tables:
             return 0
-        return int(self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+        return _count(self.conn, f"SELECT count(*) FROM {table}")
 
     def chunks(self, after: int, limit: int) -> list[tuple[Any, ...]]:
         typed = (
-            "c.memory_kind, c.delivery_policy, c.review_state, c.expires_at" if self.typed else "NULL, NULL, NULL, NULL"
+            "c.memory_kind, c.delivery_policy, c.review_state, c.expires_at"
+            if self.typed
+            else "NULL, NULL, NULL, NULL"
         )
         vec = "v.embedding" if self.dims is not None else "NULL"
         join = "LEFT JOIN chunks_vec AS v ON v.chunk_id = c.id" if self.dims is not None else ""
@@ -236,7 +245,9 @@ _RECORDS: Final[tuple[tuple[str, str, str], ...]] = (
 def _record_values(table: str, row: tuple[Any, ...]) -> tuple[Any, ...]:
     values = list(row[1:])  # without the rowid
     if table == "session_summaries":
-        values[1], values[3], values[4], values[5] = (enc(str(v)) for v in (values[1], values[3], values[4], values[5]))
+        values[1], values[3], values[4], values[5] = (
+            enc(str(v)) for v in (values[1], values[3], values[4], values[5])
+        )
     elif table == "injection_log":
         values[1] = enc(str(values[1]))
     elif table == "prefix_texts":
@@ -246,6 +257,15 @@ def _record_values(table: str, row: tuple[Any, ...]) -> tuple[Any, ...]:
         values[5] = bool(values[5])
         values[16] = enc_opt(values[16])
     return tuple(values)
+
+
+def source_vector_dims(path: str | os.PathLike[str]) -> int | None:
+    """The width of the vectors the embedded store at ``path`` holds (None: it holds none)."""
+    src = _Source(Path(path))
+    try:
+        return src.dims
+    finally:
+        src.close()
 
 
 def cursor_key(path: Path) -> str:
@@ -281,7 +301,7 @@ def _copy(src: _Source, db: Database, batch_rows: int, on_batch: BatchCallback |
     resumed = cursors is not None
     if cursors is None:
         with db.connection("read from") as conn:
-            present = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            present = _count(conn, "SELECT count(*) FROM chunks")
         if present:
             raise StoreError(
                 f"{db.shown}: already holds {present} memories that were not copied from {src.path}; "
@@ -299,7 +319,7 @@ def _copy(src: _Source, db: Database, batch_rows: int, on_batch: BatchCallback |
     total = src.count("chunks")
     last = cursors.get("chunks", 0)
     with db.connection("read from") as conn:
-        already = int(conn.execute("SELECT count(*) FROM chunks WHERE id <= %s", (last,)).fetchone()[0])
+        already = _count(conn, "SELECT count(*) FROM chunks WHERE id <= %s", (last,))
     copied = 0
     unnest = ", ".join(f"%s::{t}[]" for t in _CHUNK_TYPES)
     while True:
@@ -313,13 +333,15 @@ def _copy(src: _Source, db: Database, batch_rows: int, on_batch: BatchCallback |
         cursors["chunks"] = last
         with db.transaction() as conn:
             cur = conn.execute(
-                f"INSERT INTO chunks({_CHUNK_COLUMNS}) SELECT * FROM unnest({unnest}) ON CONFLICT (id) DO NOTHING",
+                f"INSERT INTO chunks({_CHUNK_COLUMNS}) SELECT * FROM unnest({unnest}) "
+                "ON CONFLICT (id) DO NOTHING",
                 columns,
             )
             copied += cur.rowcount
             if embedded:
                 conn.execute(
-                    "UPDATE chunks AS c SET embedding = u.v FROM unnest(%s::bigint[], %s::vector[]) AS u(id, v) "
+                    "UPDATE chunks AS c SET embedding = u.v "
+                    "FROM unnest(%s::bigint[], %s::vector[]) AS u(id, v) "
                     "WHERE c.id = u.id",
                     ([i for i, _ in embedded], [v for _, v in embedded]),
                 )
@@ -356,7 +378,7 @@ def _copy_records(
     if table not in src.tables:
         return TableCopy(table, 0, 0, 0)
     last = cursors.get(table, 0)
-    already = int(src.conn.execute(f"SELECT count(*) FROM {table} WHERE rowid <= ?", (last,)).fetchone()[0])
+    already = _count(src.conn, f"SELECT count(*) FROM {table} WHERE rowid <= ?", (last,))
     copied = 0
     for batch in _batches(src, table, columns_text, last, batch_rows):
         cursors[table] = int(batch[-1][0])
@@ -369,7 +391,9 @@ def _copy_records(
     return TableCopy(table, total, copied, already)
 
 
-def _batches(src: _Source, table: str, columns: str, after: int, size: int) -> Iterator[list[tuple[Any, ...]]]:
+def _batches(
+    src: _Source, table: str, columns: str, after: int, size: int
+) -> Iterator[list[tuple[Any, ...]]]:
     while True:
         batch = src.rows(table, columns, after, size)
         if not batch:

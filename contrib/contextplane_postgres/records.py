@@ -70,7 +70,8 @@ class PostgresSessionSummaries:
         if not terms:
             return []
         return self._rows(
-            "SELECT s.id, s.session_id, s.created_at, s.kind, s.topic, s.summary FROM session_summaries AS s, "
+            "SELECT s.id, s.session_id, s.created_at, s.kind, s.topic, s.summary "
+            "FROM session_summaries AS s, "
             f"to_tsquery('{TS_CONFIG}', %(q)s) AS q WHERE s.tsv @@ q AND s.session_id <> %(ex)s "
             "ORDER BY ts_rank(s.tsv, q, 1) DESC, s.created_at DESC, s.id DESC LIMIT %(n)s",
             {"q": sql.tsquery_text(terms), "ex": enc(exclude_session or ""), "n": limit},
@@ -222,7 +223,8 @@ class PostgresSnapshotStore:
         with self.db.transaction() as conn:
             if self.retention_days > 0:
                 cur = conn.execute(
-                    "DELETE FROM prompt_snapshots WHERE created_at < %s", (now - self.retention_days * 86_400,)
+                    "DELETE FROM prompt_snapshots WHERE created_at < %s",
+                    (now - self.retention_days * 86_400,),
                 )
                 dropped += cur.rowcount
             if self.retention_count > 0:
@@ -266,7 +268,7 @@ class PostgresSnapshotStore:
         with self.db.connection("read from") as conn:
             found = conn.execute(
                 f"SELECT {_SNAPSHOT_COLUMNS} FROM prompt_snapshots {where} "
-                "ORDER BY session_id COLLATE \"C\", turn_index, call_index",
+                'ORDER BY session_id COLLATE "C", turn_index, call_index',
                 args,
             ).fetchall()
         rows = [_snapshot(r) for r in found]
@@ -325,7 +327,8 @@ class PostgresTrajectory:
     def read(self, session_id: str) -> TrajectoryRead:
         with self.db.connection("read from") as conn:
             found = conn.execute(
-                "SELECT seq, kind, entry FROM trajectory WHERE session_id = %s ORDER BY seq", (enc(session_id),)
+                "SELECT seq, kind, entry FROM trajectory WHERE session_id = %s ORDER BY seq",
+                (enc(session_id),),
             ).fetchall()
         return TrajectoryRead(tuple(TrajectoryEntry(str(s), k, json.loads(e)) for s, k, e in found))
 

@@ -62,7 +62,9 @@ def deliverable_filter(
     clauses.append("(c.review_state IS NULL OR c.review_state <> 'rejected')")
     clauses.append("(c.expires_at IS NULL OR c.expires_at > %(now)s)")
     if include_superseded:
-        clauses.append(f"(c.invalidated_at IS NULL OR left(c.invalidation_reason, 14) = '{SUPERSEDED_PREFIX}')")
+        clauses.append(
+            f"(c.invalidated_at IS NULL OR left(c.invalidation_reason, 14) = '{SUPERSEDED_PREFIX}')"
+        )
     else:
         clauses.append("c.invalidated_at IS NULL")
 
@@ -161,7 +163,9 @@ def search_sql(has_words: bool, has_vector: bool, where: str) -> str:
     legs = vector_legs(where)
     union = "SELECT id, r FROM vec"
     if has_words:
-        legs.append(f"fts AS (SELECT id, row_number() OVER (ORDER BY s DESC, id) AS r FROM ({fts_leg(where)}) AS f)")
+        legs.append(
+            f"fts AS (SELECT id, row_number() OVER (ORDER BY s DESC, id) AS r FROM ({fts_leg(where)}) AS f)"
+        )
         union += " UNION ALL SELECT id, r FROM fts"
     legs.append(f"fused AS (SELECT id, sum(1.0 / ({RRF_K} + r)) AS score FROM ({union}) AS u GROUP BY id)")
     return (

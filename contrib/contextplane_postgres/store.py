@@ -96,7 +96,8 @@ _TYPES = {
 _UNNEST = ", ".join(f"%s::{_TYPES.get(c, 'text')}[]" for c in INSERT_COLUMNS)
 INSERT_SQL = f"INSERT INTO chunks ({', '.join(INSERT_COLUMNS)}) SELECT * FROM unnest({_UNNEST})"
 INSERT_VECTORS_SQL = (
-    f"INSERT INTO chunks ({', '.join(INSERT_COLUMNS)}, embedding) SELECT * FROM unnest({_UNNEST}, %s::vector[])"
+    f"INSERT INTO chunks ({', '.join(INSERT_COLUMNS)}, embedding) "
+    f"SELECT * FROM unnest({_UNNEST}, %s::vector[])"
 )
 EMBED_BATCH = 256
 
@@ -368,7 +369,8 @@ class PostgresKnowledgeStore:
             if key is None
             else conn.execute(
                 "UPDATE chunks AS c SET invalidated_at = %(now)s, invalidation_reason = %(why)s, "
-                f"updated_at = %(now)s WHERE c.id = %(id)s AND c.invalidated_at IS NULL RETURNING {SELECT_COLUMNS}",
+                "updated_at = %(now)s WHERE c.id = %(id)s AND c.invalidated_at IS NULL "
+                f"RETURNING {SELECT_COLUMNS}",
                 {"now": now, "why": enc(text), "id": key},
             ).fetchone()
         )

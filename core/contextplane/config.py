@@ -106,7 +106,9 @@ class StoreConfig:
     path: str | None = attrs.field(default=None, metadata=_expect("a file path"))
     #: Which backend holds the records: the embedded "sqlite" file, or one a plugin offers
     #: through the ``backend`` hook under this name (``contextplane_postgres``: "postgres").
-    backend: str = attrs.field(default="sqlite", metadata=_expect('a backend name, e.g. "sqlite" or "postgres"'))
+    backend: str = attrs.field(
+        default="sqlite", metadata=_expect('a backend name, e.g. "sqlite" or "postgres"')
+    )
     #: The server backend's connection URL (``$CONTEXTPLANE_DATABASE_URL`` when unset).
     url: str | None = attrs.field(default=None, metadata=_expect("a connection URL"))
     #: Lists the IVF vector leg scans per query; None = max(8, lists/32). Real text clusters

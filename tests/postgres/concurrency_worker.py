@@ -26,7 +26,9 @@ def head_of(store: Any, start: str) -> str:
     return start
 
 
-def run_thread(store: Any, worker: int, thread: int, ops: int, chains: list[str], log: list[dict[str, Any]]) -> None:
+def run_thread(
+    store: Any, worker: int, thread: int, ops: int, chains: list[str], log: list[dict[str, Any]]
+) -> None:
     rng = random.Random(worker * 100 + thread)
     own: list[str] = []
     heads = dict(enumerate(chains))

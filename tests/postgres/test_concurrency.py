@@ -49,6 +49,8 @@ class SlowSection:
             return [Row("slow", 1, "slow section")]
 
         register(ContextSection("slow", 35, Shed.DROP_SECTION, draft, Envelope("slow")))
+
+
 PROCESSES, THREADS, OPS, CHAINS = 4, 4, 30, 3
 
 
@@ -79,10 +81,22 @@ def test_four_processes_of_four_threads_lose_nothing_and_keep_chains_linear(
     reader.start()
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.postgres.concurrency_worker", pg_url, pg_schema, str(w), str(OPS),
-             str(tmp_path / f"w{w}.json"), json.dumps(roots)],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "tests.postgres.concurrency_worker",
+                pg_url,
+                pg_schema,
+                str(w),
+                str(OPS),
+                str(tmp_path / f"w{w}.json"),
+                json.dumps(roots),
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for w in range(PROCESSES)
     ]
     outputs = [p.communicate(timeout=120) for p in procs]

@@ -68,10 +68,37 @@ def generate(path: Path, rows: int = ROWS, seed: int = 7) -> dict[str, Any]:
         if m.get(cid).invalidated_at is None:
             m.invalidate_chunk(cid, reason="found wrong")
     for s in range(30):
-        backend.summaries.add(f"s{s}", f"summary {s} about kiwi {s % 3}", topic=f"t{s}", at=f"2026-01-{1 + s % 28:02d}T00:00:00+00:00")
-        backend.injections.record(InjectionRow(f"s{s}", s, "2026-01-01T00:00:00Z", "native", s, 4 * s, 16_000, {"retrieved": [str(s)]}))
+        backend.summaries.add(
+            f"s{s}",
+            f"summary {s} about kiwi {s % 3}",
+            topic=f"t{s}",
+            at=f"2026-01-{1 + s % 28:02d}T00:00:00+00:00",
+        )
+        backend.injections.record(
+            InjectionRow(
+                f"s{s}", s, "2026-01-01T00:00:00Z", "native", s, 4 * s, 16_000, {"retrieved": [str(s)]}
+            )
+        )
         backend.snapshots.put(
-            SnapshotRow(f"s{s}", s, 0, 1.9e9 + s, "native", False, "h1", "[]", "p", "[]", 16_000, s, 1, 2, "[]", "[]", f"full \x00 {s}")
+            SnapshotRow(
+                f"s{s}",
+                s,
+                0,
+                1.9e9 + s,
+                "native",
+                False,
+                "h1",
+                "[]",
+                "p",
+                "[]",
+                16_000,
+                s,
+                1,
+                2,
+                "[]",
+                "[]",
+                f"full \x00 {s}",
+            )
         )
     backend.snapshots.register_prefix("h1", "the prefix text", "[]")
     backend.close()
@@ -96,7 +123,10 @@ def assert_same(src: Path, dst: PostgresBackend) -> None:
     finally:
         sqlite.close()
     conn = apsw.Connection(str(src), flags=apsw.SQLITE_OPEN_READONLY)
-    want = {str(i): np.frombuffer(v, dtype=np.float32) for i, v in conn.execute("SELECT chunk_id, embedding FROM chunks_vec")}
+    want = {
+        str(i): np.frombuffer(v, dtype=np.float32)
+        for i, v in conn.execute("SELECT chunk_id, embedding FROM chunks_vec")
+    }
     conn.close()
     with psycopg.connect(dst.db.url, options=f"-c search_path={dst.db.schema},public") as pg:
         got = {str(i): np.array([float(x) for x in e.strip("[]").split(",")], dtype=np.float32)
@@ -126,23 +156,33 @@ KILLER = textwrap.dedent(
 )
 
 
-def test_copy_killed_midway_resumes_with_nothing_lost_or_doubled(tmp_path: Path, pg_url: str, pg_schema: str) -> None:
+def test_copy_killed_midway_resumes_with_nothing_lost_or_doubled(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
     src = tmp_path / "memory.sqlite3"
     made = generate(src)
     before = sha(src)
     run = subprocess.run(
-        [sys.executable, "-c", KILLER, str(src), pg_url, pg_schema], cwd=REPO, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", KILLER, str(src), pg_url, pg_schema],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode == -9, run.stdout + run.stderr
     with psycopg.connect(pg_url) as pg:
         copied = pg.execute(f"SELECT count(*) FROM {pg_schema}.chunks").fetchone()[0]
-        cursor = json.loads(pg.execute(f"SELECT value FROM {pg_schema}.meta WHERE key = %s", (cursor_key(src),)).fetchone()[0])
+        cursor = json.loads(
+            pg.execute(f"SELECT value FROM {pg_schema}.meta WHERE key = %s", (cursor_key(src),)).fetchone()[0]
+        )
     assert 800 <= copied < ROWS + 200 and copied == cursor["chunks"], (copied, cursor)  # whole batches only
     assert "done" not in cursor
 
-    res = CliRunner().invoke(main, ["store", "copy", str(src), pg_url, "--schema", pg_schema, "--batch-rows", "500", "--json"])
+    res = CliRunner().invoke(
+        main, ["store", "copy", str(src), pg_url, "--schema", pg_schema, "--batch-rows", "500", "--json"]
+    )
     assert res.exit_code == 0, res.output
-    report = json.loads(res.output[res.output.index("{"):])
+    report = json.loads(res.output[res.output.index("{") :])
     assert report["resumed"] is True
     chunks = report["tables"]["chunks"]
     total = ROWS + sum(len(c) - 1 for c in made["chains"])
@@ -172,7 +212,10 @@ def test_copy_killed_midway_resumes_with_nothing_lost_or_doubled(tmp_path: Path,
 
     again = CliRunner().invoke(main, ["store", "copy", str(src), pg_url, "--schema", pg_schema])
     assert again.exit_code == 0, again.output
-    assert "resumed and finished" in again.output and f"chunks: {total} in the source, 0 copied now, {total + 0} before" in again.output
+    assert (
+        "resumed and finished" in again.output
+        and f"chunks: {total} in the source, 0 copied now, {total + 0} before" in again.output
+    )
 
 
 def test_a_destination_holding_other_memories_is_refused(tmp_path: Path, pg_url: str, pg_schema: str) -> None:
@@ -189,7 +232,9 @@ def test_a_destination_holding_other_memories_is_refused(tmp_path: Path, pg_url:
     assert "copy into an empty schema" in str(err.value)
 
 
-def test_a_newer_embedded_schema_is_refused_rather_than_half_copied(tmp_path: Path, pg_url: str, pg_schema: str) -> None:
+def test_a_newer_embedded_schema_is_refused_rather_than_half_copied(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
     src = tmp_path / "memory.sqlite3"
     SQLiteBackend(src).close()
     conn = apsw.Connection(str(src))

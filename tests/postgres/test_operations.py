@@ -26,11 +26,15 @@ SECRET = "s3cr3t-Pa55"
 
 
 def test_redact_hides_every_form_of_password() -> None:
-    assert redact(f"postgresql://app:{SECRET}@db.internal:5432/cp") == "postgresql://app:***@db.internal:5432/cp"
+    assert (
+        redact(f"postgresql://app:{SECRET}@db.internal:5432/cp") == "postgresql://app:***@db.internal:5432/cp"
+    )
     assert redact(f"postgresql://db/cp?user=app&password={SECRET}&sslmode=require") == (
         "postgresql://db/cp?user=app&password=***&sslmode=require"
     )
-    assert redact(f"host=db user=app password={SECRET} dbname=cp") == "host=db user=app password=*** dbname=cp"
+    assert (
+        redact(f"host=db user=app password={SECRET} dbname=cp") == "host=db user=app password=*** dbname=cp"
+    )
     assert redact(f"host=db password='{SECRET} x' dbname=cp") == "host=db password=*** dbname=cp"
     assert redact("postgresql://app@db/cp") == "postgresql://app@db/cp"
 
@@ -47,7 +51,9 @@ def test_server_down_is_one_clear_error_without_the_password(caplog: pytest.LogC
 
 
 def test_a_socket_directory_with_no_server(tmp_path: Any) -> None:
-    with pytest.raises(StoreError, match=r"cannot connect to the PostgreSQL server at postgresql://postgres@/cp\?host="):
+    with pytest.raises(
+        StoreError, match=r"cannot connect to the PostgreSQL server at postgresql://postgres@/cp\?host="
+    ):
         PostgresBackend(f"postgresql://postgres@/cp?host={tmp_path}")
 
 
@@ -55,7 +61,9 @@ def test_a_socket_directory_with_no_server(tmp_path: Any) -> None:
 def test_a_malformed_url_names_the_expected_form(bad: str) -> None:
     with pytest.raises(StoreError) as err:
         PostgresBackend(bad, connect_timeout_s=2)
-    assert "postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE" in str(err.value) or "cannot connect" in str(err.value)
+    assert "postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE" in str(err.value) or "cannot connect" in str(
+        err.value
+    )
     assert bad.split("//")[-1][:4] in str(err.value)
 
 
@@ -66,7 +74,9 @@ def test_no_such_database_or_role(pg_url: str) -> None:
         PostgresBackend(url_for(pg_url, user="nosuchrole", password=SECRET))
 
 
-def test_the_password_never_reaches_a_name_repr_or_log(pg_url: str, pg_schema: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_the_password_never_reaches_a_name_repr_or_log(
+    pg_url: str, pg_schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     url = url_for(pg_url, password=SECRET)  # the test server trusts local connections: any password works
     backend = PostgresBackend(url, schema=pg_schema)
@@ -114,7 +124,7 @@ def test_a_role_without_rights_is_told_what_to_grant(pg_url: str, limited_role: 
     assert "the database role lacks a right the backend needs (no USAGE on schema cp)" in text
     assert "'Least privileges'" in text
     # ... and may not create one either:
-    with pytest.raises(StoreError, match="lacks a right.*permission denied for database"):
+    with pytest.raises(StoreError, match=r"lacks a right.*permission denied for database"):
         PostgresBackend(url_for(pg_url, user=role, database=db), schema="mine")
 
 
@@ -214,7 +224,9 @@ def test_the_command_line_shows_one_line_and_no_traceback_when_the_server_is_dow
     assert "Traceback" not in res.output and SECRET not in res.output
     lines = [line for line in res.output.splitlines() if line.startswith("error: ")]
     assert len(lines) == 1
-    assert lines[0].startswith("error: store.backend = 'postgres', but no plugin offered that backend: StoreError: ")
+    assert lines[0].startswith(
+        "error: store.backend = 'postgres', but no plugin offered that backend: StoreError: "
+    )
     assert "cannot connect to the PostgreSQL server at postgresql://app:***@127.0.0.1:9/cp" in lines[0]
 
 

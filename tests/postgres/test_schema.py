@@ -61,7 +61,9 @@ def test_an_older_schema_is_migrated_and_every_read_and_write_works(pg_url: str,
         assert m.get(a).superseded_by == c
         assert m.set_review_state(b, "confirmed").review_state == "confirmed"
         assert m.set_expires_at(b, "2030-01-01T00:00:00Z").expires_at is not None
-        ids = m.add_chunks([{"content": "kiwi bulk one"}, {"content": "kiwi bulk two", "namespace": "session:x"}])
+        ids = m.add_chunks(
+            [{"content": "kiwi bulk one"}, {"content": "kiwi bulk two", "namespace": "session:x"}]
+        )
         assert [h.chunk.id for h in m.search("kiwi", 10, namespaces=["", "session:x"])] == sorted(
             [c, *ids], key=int
         ) or {h.chunk.id for h in m.search("kiwi", 10, namespaces=["", "session:x"])} == {c, *ids}
@@ -72,14 +74,24 @@ def test_an_older_schema_is_migrated_and_every_read_and_write_works(pg_url: str,
             assert view.get(ids[0]) is None and view.get(c) is not None
         s = backend.summaries
         s.add("s1", "kiwi orchard planning", topic="orchard")
-        assert [r.session_id for r in s.newest(5)] == ["s1"] and s.relevant("orchard", 5)[0].session_id == "s1"
+        assert [r.session_id for r in s.newest(5)] == ["s1"] and s.relevant("orchard", 5)[
+            0
+        ].session_id == "s1"
         assert s.count() == 1
-        rid = backend.injections.record(InjectionRow("s1", 0, "2026-01-01T00:00:00Z", "native", 3, 12, 100, {"r": [c]}))
+        rid = backend.injections.record(
+            InjectionRow("s1", 0, "2026-01-01T00:00:00Z", "native", 3, 12, 100, {"r": [c]})
+        )
         assert [r.id for r in backend.injections.rows("s1")] == [rid]
         snaps = backend.snapshots
         snaps.register_prefix("h", "the prefix", "[]")
-        snaps.put(SnapshotRow("s1", 0, 0, 1.9e9, "native", False, "h", "[]", None, "[]", None, 0, 0, 0, "[]", "[]"))
-        assert snaps.count() == 1 and snaps.get("s1", 0, 0) is not None and snaps.prefix_text("h") == "the prefix"
+        snaps.put(
+            SnapshotRow("s1", 0, 0, 1.9e9, "native", False, "h", "[]", None, "[]", None, 0, 0, 0, "[]", "[]")
+        )
+        assert (
+            snaps.count() == 1
+            and snaps.get("s1", 0, 0) is not None
+            and snaps.prefix_text("h") == "the prefix"
+        )
         assert snaps.sessions() == [("s1", 1, 1.9e9)] and [x.key for x in snaps.list()] == [("s1", 0, 0)]
         traj = backend.trajectory
         assert traj is not None and traj.append("s1", "projection", {"turn_index": 0}) == "1"
@@ -123,8 +135,9 @@ def test_vectors_are_added_once_and_another_width_is_refused(pg_url: str, pg_sch
     again.close()
     with pytest.raises(StoreError) as err:
         PostgresBackend(pg_url, schema=pg_schema, embedder=HashEmbedder(32, name="narrow"))
-    assert "stored vectors have 64 dimensions (embedder 'test-hash-bow') but embedder 'narrow' produces 32" in str(
-        err.value
+    assert (
+        "stored vectors have 64 dimensions (embedder 'test-hash-bow') but embedder 'narrow' produces 32"
+        in str(err.value)
     )
     plain = PostgresBackend(pg_url, schema=pg_schema)  # without an embedder: full text only
     assert [h.chunk.id for h in plain.memories.search("orchard")] == [cid]

@@ -21,7 +21,9 @@ def host_for(settings: dict[str, Any]) -> PluginHost:
     return PluginHost.from_entry_points(structure(settings))
 
 
-def test_the_toml_keys_select_postgres(tmp_path: Path, pg_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_toml_keys_select_postgres(
+    tmp_path: Path, pg_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "contextplane.toml").write_text(
         f'[store]\nbackend = "postgres"\nurl = "{pg_url}"\n\n[plugin.postgres]\nschema = "{pg_schema}"\n'
     )
@@ -36,7 +38,9 @@ def test_the_toml_keys_select_postgres(tmp_path: Path, pg_url: str, pg_schema: s
     assert not (tmp_path / "memory.sqlite3").exists()
 
 
-def test_the_url_may_come_from_the_environment(pg_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_url_may_come_from_the_environment(
+    pg_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CONTEXTPLANE_STORE__BACKEND", "postgres")
     monkeypatch.setenv("CONTEXTPLANE_DATABASE_URL", pg_url)
     monkeypatch.setenv("CONTEXTPLANE_PLUGIN__POSTGRES", f'{{schema = "{pg_schema}"}}')
@@ -61,7 +65,9 @@ def test_no_url_is_an_error_not_a_local_file(tmp_path: Path, monkeypatch: pytest
 
 
 def test_an_unknown_backend_name_is_an_error() -> None:
-    with pytest.raises(StoreError, match=r"store.backend = 'mysql', but no plugin offered that backend; is the plugin"):
+    with pytest.raises(
+        StoreError, match=r"store.backend = 'mysql', but no plugin offered that backend; is the plugin"
+    ):
         open_backend(host_for({"store": {"backend": "mysql"}}))
 
 
@@ -77,14 +83,22 @@ def test_the_default_is_still_the_embedded_file(tmp_path: Path) -> None:
     ("settings", "message"),
     [
         ({"schem": "x"}, "unknown key plugin.postgres.schem: remove it or check its spelling"),
-        ({"pool_max_size": 0}, "invalid value for plugin.postgres.pool_max_size: expected a whole number >= 1, got 0"),
+        (
+            {"pool_max_size": 0},
+            "invalid value for plugin.postgres.pool_max_size: expected a whole number >= 1, got 0",
+        ),
         ({"schema": "Bad-Name"}, "schema: 'Bad-Name' is not a plain lowercase identifier"),
-        ({"embedder": "no_such_module:make"}, "invalid value for plugin.postgres.embedder: 'no_such_module:make'"),
+        (
+            {"embedder": "no_such_module:make"},
+            "invalid value for plugin.postgres.embedder: 'no_such_module:make'",
+        ),
     ],
 )
 def test_bad_plugin_settings_name_the_key(pg_url: str, settings: dict[str, Any], message: str) -> None:
     with pytest.raises(StoreError) as err:
-        open_backend(host_for({"store": {"backend": "postgres", "url": pg_url}, "plugin": {"postgres": settings}}))
+        open_backend(
+            host_for({"store": {"backend": "postgres", "url": pg_url}, "plugin": {"postgres": settings}})
+        )
     assert message in str(err.value)
 
 

@@ -34,7 +34,9 @@ from contextplane.testing.stores import HOSTILE_QUERIES
 AWKWARD_TEXT = "kiwi Ünïcödé 🥝 NUL\x00 \u2028 'single' \"double\" \\ back\nslash e\u0301"
 
 
-def _snapshot(session: str, turn: int, call: int = 0, *, created_at: float = 1.0e9, **changes: Any) -> SnapshotRow:
+def _snapshot(
+    session: str, turn: int, call: int = 0, *, created_at: float = 1.0e9, **changes: Any
+) -> SnapshotRow:
     row = SnapshotRow(
         session_id=session,
         turn_index=turn,
@@ -104,7 +106,10 @@ class BackendShapeChecks(_BackendBase):
             requirement.check(isinstance(part, proto), f"{type(part).__name__} is not a {proto.__name__}")
         trajectory = backend.trajectory
         requirement.check(
-            trajectory is None or (callable(getattr(trajectory, "append", None)) and callable(getattr(trajectory, "read", None))),
+            trajectory is None
+            or (
+                callable(getattr(trajectory, "append", None)) and callable(getattr(trajectory, "read", None))
+            ),
             f"trajectory {type(trajectory).__name__} has no append/read",
         )
 
@@ -120,7 +125,9 @@ class SummaryChecks(_BackendBase):
             s.add("s-new", "deploy window moved", at="2026-03-01T00:00:00+00:00"),
             s.add("s-new", "second summary of the same session", at="2026-03-01T00:00:00+00:00"),
         ]
-        requirement.check(len(set(ids)) == 4 and all(isinstance(i, str) for i in ids), f"add returned ids {ids}")
+        requirement.check(
+            len(set(ids)) == 4 and all(isinstance(i, str) for i in ids), f"add returned ids {ids}"
+        )
         requirement.check(s.count() == 4, f"count() is {s.count()} after four adds")
         newest = s.newest(10)
         requirement.check(
@@ -129,7 +136,8 @@ class SummaryChecks(_BackendBase):
             "(newest created_at first, then the later insertion)",
         )
         requirement.check(
-            [r.id for r in s.newest(2)] == [ids[3], ids[2]], f"newest(2) returned {[r.id for r in s.newest(2)]}"
+            [r.id for r in s.newest(2)] == [ids[3], ids[2]],
+            f"newest(2) returned {[r.id for r in s.newest(2)]}",
         )
         excluded = s.newest(10, exclude_session="s-new")
         requirement.check(
@@ -151,18 +159,23 @@ class SummaryChecks(_BackendBase):
         found = s.relevant("kiwi pricing", 10, exclude_session="active")
         requirement.check(
             [r.id for r in found] == [both, one],
-            f"relevant('kiwi pricing', exclude_session='active') returned {[(r.id, r.summary) for r in found]}; "
+            "relevant('kiwi pricing', exclude_session='active') returned "
+            f"{[(r.id, r.summary) for r in found]}; "
             f"expected the summary matching both words ({both}) before the one matching one ({one}), "
             f"and never the active session's ({own})",
         )
-        requirement.check(s.relevant("zebra", 10) == [], "relevant('zebra') matched summaries with no such word")
+        requirement.check(
+            s.relevant("zebra", 10) == [], "relevant('zebra') matched summaries with no such word"
+        )
         requirement.check(len(s.relevant("kiwi pricing", 1)) == 1, "relevant(..., 1) returned more than one")
         for query in HOSTILE_QUERIES:
             try:
                 got = s.relevant(query, 5)
             except Exception as exc:
                 requirement.fail(f"relevant({query[:60]!r}) raised {type(exc).__name__}: {exc}")
-            requirement.check(isinstance(got, list), f"relevant({query[:60]!r}) returned {type(got).__name__}")
+            requirement.check(
+                isinstance(got, list), f"relevant({query[:60]!r}) returned {type(got).__name__}"
+            )
 
     @checks("RECORDS-SUMMARIES-INVALID")
     def test_records_summaries_invalid(self, backend: Backend, requirement: Requirement) -> None:
@@ -182,7 +195,9 @@ class SummaryChecks(_BackendBase):
             except ValidationError:
                 continue
             except Exception as exc:
-                requirement.fail(f"add({session!r}, {summary!r}, {args}) raised {type(exc).__name__}, not ValidationError")
+                requirement.fail(
+                    f"add({session!r}, {summary!r}, {args}) raised {type(exc).__name__}, not ValidationError"
+                )
             requirement.fail(f"add({session!r}, {summary!r}, {args}) was accepted")
         requirement.check(s.count() == 0, f"refused summaries were stored: count() is {s.count()}")
 
@@ -192,9 +207,13 @@ class InjectionChecks(_BackendBase):
     def test_records_injections_append(self, backend: Backend, requirement: Requirement) -> None:
         log = backend.injections
         rows = [
-            InjectionRow("a", 0, "2026-01-01T00:00:00Z", "native", 100, 400, 16_000, {"retrieved": ["1", "2"]}),
+            InjectionRow(
+                "a", 0, "2026-01-01T00:00:00Z", "native", 100, 400, 16_000, {"retrieved": ["1", "2"]}
+            ),
             InjectionRow("b", 0, "2026-01-01T00:00:01Z", "external", 5, 20, None, {}),
-            InjectionRow("a", 1, "2026-01-01T00:00:02Z", "subagent", 7, 28, 800, {"always_on": ["9"], "x": []}),
+            InjectionRow(
+                "a", 1, "2026-01-01T00:00:02Z", "subagent", 7, 28, 800, {"always_on": ["9"], "x": []}
+            ),
         ]
         ids = [log.record(r) for r in rows]
         requirement.check(
@@ -206,12 +225,16 @@ class InjectionChecks(_BackendBase):
             [attrs.evolve(r, id=0) for r in stored] == rows,
             f"rows() read back {stored}, not the rows recorded (in order)",
         )
-        requirement.check([r.id for r in stored] == ids, f"rows() carry ids {[r.id for r in stored]}, not {ids}")
+        requirement.check(
+            [r.id for r in stored] == ids, f"rows() carry ids {[r.id for r in stored]}, not {ids}"
+        )
         requirement.check(
             [r.turn_index for r in log.rows("a")] == [0, 1], f"rows('a') returned {log.rows('a')}"
         )
         requirement.check(log.rows("nobody") == [], "rows('nobody') returned rows")
-        requirement.check([r.id for r in log.rows(limit=2)] == ids[:2], f"rows(limit=2) returned {log.rows(limit=2)}")
+        requirement.check(
+            [r.id for r in log.rows(limit=2)] == ids[:2], f"rows(limit=2) returned {log.rows(limit=2)}"
+        )
 
 
 class SnapshotChecks(_BackendBase):
@@ -235,11 +258,13 @@ class SnapshotChecks(_BackendBase):
             f"get('s1', 0, 0) read back {got}",
         )
         requirement.check(
-            got.delivered_ids == {"retrieved": ("1", "2")} and [p.name for p in got.prefix_sections] == ["identity"],
+            got.delivered_ids == {"retrieved": ("1", "2")}
+            and [p.name for p in got.prefix_sections] == ["identity"],
             f"manifests read back as {got.sections} / {got.prefix_sections}",
         )
         requirement.check(
-            [(f.message_id, f.chars) for f in got.stripped] == [("m-1", 5)] and got.trajectory_refs == ("1", "2"),
+            [(f.message_id, f.chars) for f in got.stripped] == [("m-1", 5)]
+            and got.trajectory_refs == ("1", "2"),
             f"stripped frames / trajectory refs read back as {got.stripped} / {got.trajectory_refs}",
         )
         incog = snaps.get("s1", 0, 1)
@@ -253,7 +278,8 @@ class SnapshotChecks(_BackendBase):
         again = snaps.get("s1", 0, 0)
         requirement.check(
             again is not None and again.used_chars == 99 and again.full_text is None and snaps.count() == 3,
-            f"a second put of key ('s1', 0, 0) did not replace the first (read back {again}, count {snaps.count()})",
+            "a second put of key ('s1', 0, 0) did not replace the first "
+            f"(read back {again}, count {snaps.count()})",
         )
         requirement.check(
             [s.key for s in snaps.list("s1")] == [("s1", 0, 0), ("s1", 0, 1)],
@@ -309,23 +335,31 @@ class TrajectoryChecks(_BackendBase):
     def test_records_trajectory(self, backend: Backend, requirement: Requirement) -> None:
         self._require(requirement)
         trajectory = backend.trajectory
-        requirement.check(trajectory is not None, 'capability "trajectory" declared, but backend.trajectory is None')
+        requirement.check(
+            trajectory is not None, 'capability "trajectory" declared, but backend.trajectory is None'
+        )
         refs = [
             trajectory.append("t1", "stable_prefix", {"sha256": "a", "text": AWKWARD_TEXT}),
             trajectory.append("t2", "projection", {"turn_index": 0}),
             trajectory.append("t1", "projection", {"turn_index": 1, "ids": ["1", "2"]}),
         ]
-        requirement.check(refs == ["1", "1", "2"], f"append returned refs {refs}; expected ['1', '1', '2'] (per session)")
+        requirement.check(
+            refs == ["1", "1", "2"], f"append returned refs {refs}; expected ['1', '1', '2'] (per session)"
+        )
         entries = trajectory.read("t1").entries
         got = [(e.ref, e.kind, e.data.get("text"), e.data.get("ids")) for e in entries]
         requirement.check(
             got == [("1", "stable_prefix", AWKWARD_TEXT, None), ("2", "projection", None, ["1", "2"])],
             f"read('t1') returned {got}",
         )
-        requirement.check(len(trajectory.read("nobody").entries) == 0, "read of an unknown session has entries")
+        requirement.check(
+            len(trajectory.read("nobody").entries) == 0, "read of an unknown session has entries"
+        )
 
 
-class BackendConformance(TrajectoryChecks, SnapshotChecks, InjectionChecks, SummaryChecks, BackendShapeChecks):
+class BackendConformance(
+    TrajectoryChecks, SnapshotChecks, InjectionChecks, SummaryChecks, BackendShapeChecks
+):
     """Every records check. Subclass it and define ``backend``; run ``KnowledgeStoreConformance``
     on ``backend.memories`` for the memory contract. Bases are listed last-first because pytest
     collects the most basic class's checks first."""
