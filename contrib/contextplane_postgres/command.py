@@ -25,8 +25,6 @@ _SCHEMA = click.option(
 
 
 def _url(url: str | None) -> str:
-    import os
-
     from contextplane_postgres.url import URL_ENV_VAR
 
     found = url or os.environ.get(URL_ENV_VAR)
