@@ -60,6 +60,11 @@ def explain(exc: BaseException, url: str, *, doing: str = "connect to") -> Store
             f"{shown}: a row or table lock was not granted within the lock timeout ({text}); "
             "another session holds it; retry, or raise [plugin.postgres] lock_timeout_ms"
         )
+    if isinstance(exc, pg_errors.UniqueViolation):
+        return StoreError(
+            f"{shown}: a row with the same key is already stored ({text}); if this is `store copy`, "
+            "something wrote to the destination while the copy was unfinished: copy into an empty schema"
+        )
     if isinstance(exc, pg_errors.InsufficientPrivilege):
         return StoreError(
             f"{shown}: the database role lacks a right the backend needs ({text}); grant it (see "

@@ -10,8 +10,9 @@ Why it is shaped this way:
 - Rows are copied in id order, in batches; each batch is one PostgreSQL transaction that also
   writes the copy's cursor (``meta`` key ``copy:<source>``). A copy killed at any point leaves
   whole batches and a cursor that names the last of them; running the same command again
-  resumes after it. Inserts name their ids and skip ids already present, so nothing is
-  doubled even if a cursor write were lost.
+  resumes after it, and nothing is doubled: the cursor commits with its batch. Rows go in by
+  binary ``COPY`` with their ids; an id already present stops the copy with an error (the
+  destination was written to while the copy was unfinished) rather than skip a row.
 - Ids are kept, so ``superseded_by:<id>`` chains stay valid; the identity sequences are moved
   past the copied ids at the end, so new rows never collide with copied ones.
 - A destination that already holds memories that did not come from this source is refused:
@@ -42,6 +43,7 @@ from contextplane.store.connection import connect as connect_sqlite
 from contextplane_postgres import schema as pg_schema
 from contextplane_postgres.codec import enc, enc_opt
 from contextplane_postgres.database import Database
+from contextplane_postgres.store import copy_rows
 
 #: Embedded schema versions this copy reads completely.
 SOURCE_VERSIONS: Final[frozenset[int]] = frozenset({1, 2})
@@ -200,15 +202,6 @@ def _chunk_values(src: _Source, row: tuple[Any, ...]) -> tuple[list[Any], Any]:
     ], vector
 
 
-_CHUNK_COLUMNS: Final[str] = (
-    "id, content, domain, source_type, memory_kind, delivery_policy, review_state, expires_at, heading, "
-    "source, subject, namespace, epoch, invalidated_at, invalidation_reason, created_at, updated_at"
-)
-_CHUNK_TYPES: Final[tuple[str, ...]] = (
-    "bigint", "text", "text", "text", "text", "text", "text", "timestamptz", "text", "text", "text",
-    "text", "text", "timestamptz", "text", "timestamptz", "timestamptz",
-)  # fmt: skip
-
 #: Record tables: (source table, source columns, destination insert, conflict target).
 _RECORDS: Final[tuple[tuple[str, str, str], ...]] = (
     (
@@ -314,38 +307,28 @@ def _copy(src: _Source, db: Database, batch_rows: int, on_batch: BatchCallback |
         with db.connection("set up") as conn:
             pg_schema.attach_vectors(conn, db.shown, src.dims, src.embedder)
     tables: list[TableCopy] = []
-    vectors = 0
+    vectors_done = 0
     # memories
     total = src.count("chunks")
     last = cursors.get("chunks", 0)
     with db.connection("read from") as conn:
         already = _count(conn, "SELECT count(*) FROM chunks WHERE id <= %s", (last,))
     copied = 0
-    unnest = ", ".join(f"%s::{t}[]" for t in _CHUNK_TYPES)
     while True:
         batch = src.chunks(last, batch_rows)
         if not batch:
             break
         values = [_chunk_values(src, r) for r in batch]
-        columns = [list(c) for c in zip(*(v for v, _ in values), strict=True)]
-        embedded = [(v[0], vec) for v, vec in values if vec is not None]
+        rows = [v for v, _ in values]
+        vectors = [vec for _, vec in values] if src.dims is not None else None
         last = int(batch[-1][0])
         cursors["chunks"] = last
         with db.transaction() as conn:
-            cur = conn.execute(
-                f"INSERT INTO chunks({_CHUNK_COLUMNS}) SELECT * FROM unnest({unnest}) "
-                "ON CONFLICT (id) DO NOTHING",
-                columns,
-            )
-            copied += cur.rowcount
-            if embedded:
-                conn.execute(
-                    "UPDATE chunks AS c SET embedding = u.v "
-                    "FROM unnest(%s::bigint[], %s::vector[]) AS u(id, v) "
-                    "WHERE c.id = u.id",
-                    ([i for i, _ in embedded], [v for _, v in embedded]),
-                )
-                vectors += len(embedded)
+            # Plain COPY, no ON CONFLICT: an id already present means the destination was
+            # written to while the copy was unfinished, and that must stop the copy, loudly.
+            copy_rows(conn, rows, vectors)
+            copied += len(rows)
+            vectors_done += sum(1 for v in vectors or () if v is not None)
             pg_schema.meta_set(conn, key, json.dumps(cursors))
         if on_batch is not None:
             on_batch("chunks", already + copied, total)
@@ -360,7 +343,7 @@ def _copy(src: _Source, db: Database, batch_rows: int, on_batch: BatchCallback |
             )
         cursors["done"] = 1
         pg_schema.meta_set(conn, key, json.dumps(cursors))
-    return CopyResult(str(src.path), db.shown, resumed, tuple(tables), vectors)
+    return CopyResult(str(src.path), db.shown, resumed, tuple(tables), vectors_done)
 
 
 def _copy_records(

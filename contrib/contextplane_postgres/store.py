@@ -100,6 +100,27 @@ INSERT_VECTORS_SQL = (
     f"SELECT * FROM unnest({_UNNEST}, %s::vector[])"
 )
 EMBED_BATCH = 256
+#: From this many rows a batch goes in by binary ``COPY``: every value, vectors included, is
+#: sent in its binary form, which is what bulk loads (and ``store copy``) spend their time on.
+COPY_MIN_ROWS = 64
+_COPY_TYPES = [_TYPES.get(c, "text") for c in INSERT_COLUMNS]
+
+
+def copy_rows(
+    conn: psycopg.Connection[Any], rows: Sequence[Sequence[Any]], vectors: Sequence[Any] | None
+) -> None:
+    """Insert rows laid out as ``INSERT_COLUMNS`` (ids given) by one binary ``COPY``;
+    ``vectors`` (one per row, None for a row without one) fill ``embedding``."""
+    names = ", ".join(INSERT_COLUMNS) + (", embedding" if vectors is not None else "")
+    types = [*_COPY_TYPES, "vector"] if vectors is not None else _COPY_TYPES
+    with conn.cursor() as cur, cur.copy(f"COPY chunks ({names}) FROM STDIN WITH (FORMAT BINARY)") as copy:
+        copy.set_types(types)
+        if vectors is None:
+            for row in rows:
+                copy.write_row(row)
+        else:
+            for row, vector in zip(rows, vectors, strict=True):
+                copy.write_row([*row, vector])
 
 
 def prepare_row(row: Mapping[str, Any], now: datetime, index: int) -> list[Any]:
@@ -301,6 +322,9 @@ class PostgresKnowledgeStore:
         ]
         for row, new_id in zip(prepared, ids, strict=True):
             row[0] = new_id
+        if len(prepared) >= COPY_MIN_ROWS:
+            copy_rows(conn, prepared, vectors)
+            return ids
         columns = [list(col) for col in zip(*prepared, strict=True)]
         if vectors is None:
             conn.execute(INSERT_SQL, columns)
