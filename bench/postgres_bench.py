@@ -128,7 +128,11 @@ def rows_for(corpus: list[str], seed: int = 11) -> list[dict[str, Any]]:
 
 
 def sentences(words: list[str]) -> list[str]:
-    forms = ["what do we know about {} and {}?", "remind me how {} relates to {}", "is there a note on {} {}?"]
+    forms = [
+        "what do we know about {} and {}?",
+        "remind me how {} relates to {}",
+        "is there a note on {} {}?",
+    ]
     out = []
     for i, w in enumerate(words):
         parts = w.split()
@@ -157,7 +161,9 @@ def raw_conn(url: str, schema: str, ef_search: int = 200) -> psycopg.Connection[
     return conn
 
 
-def load_postgres(url: str, schema: str, rows: list[dict[str, Any]], embedder: LookupEmbedder) -> PostgresBackend:
+def load_postgres(
+    url: str, schema: str, rows: list[dict[str, Any]], embedder: LookupEmbedder
+) -> PostgresBackend:
     """Bulk load through the store's own ``add_chunks``, with the HNSW index built after the load
     (as a bulk load would: incremental HNSW inserts are several times slower)."""
     backend = PostgresBackend(url, schema=schema, embedder=embedder, pool_max_size=4)
@@ -173,7 +179,9 @@ def load_postgres(url: str, schema: str, rows: list[dict[str, Any]], embedder: L
         conn.execute("CREATE INDEX chunks_embedding ON chunks USING hnsw (embedding vector_cosine_ops)")
         conn.execute("VACUUM ANALYZE chunks")
     build = time.perf_counter() - start
-    record("postgres ingest (add_chunks, 5k per call)", rows_per_s=round(len(rows) / ingest), hnsw_build_s=build)
+    record(
+        "postgres ingest (add_chunks, 5k per call)", rows_per_s=round(len(rows) / ingest), hnsw_build_s=build
+    )
     return backend
 
 
@@ -220,7 +228,13 @@ WHERE c.tsv @@ q AND {DELIVERABLE} ORDER BY s DESC, c.id LIMIT 40
 
 
 def bench_search(
-    url: str, schema: str, pg: PostgresBackend, data: np.ndarray, qtexts: list[str], qvecs: np.ndarray, words: list[str]
+    url: str,
+    schema: str,
+    pg: PostgresBackend,
+    data: np.ndarray,
+    qtexts: list[str],
+    qvecs: np.ndarray,
+    words: list[str],
 ) -> None:
     store = pg.memories
     scopes = ["", "project:web", "session:s1"]
@@ -249,12 +263,16 @@ def bench_search(
 
     # the full-text bound: the most frequent corpus word matches a large share of the rows
     frequent = words[0]
-    matches = conn.execute("SELECT count(*) FROM chunks WHERE tsv @@ to_tsquery('simple', %s)", (f"'{frequent}'",))
+    matches = conn.execute(
+        "SELECT count(*) FROM chunks WHERE tsv @@ to_tsquery('simple', %s)", (f"'{frequent}'",)
+    )
     matched = matches.fetchone()[0]
     fts_only = PostgresBackend(url, schema=schema, pool_max_size=2)  # no embedder: full text only
     capped, unbounded = paired(
         lambda i: fts_only.memories.search(f"tell me about {frequent}", 10, namespaces=scopes),
-        lambda i: conn.execute(RAW_FTS_UNBOUNDED, {"q": f"'tell' | 'me' | 'about' | '{frequent}'", "ns": scopes}).fetchall(),
+        lambda i: conn.execute(
+            RAW_FTS_UNBOUNDED, {"q": f"'tell' | 'me' | 'about' | '{frequent}'", "ns": scopes}
+        ).fetchall(),
         30,
     )
     fts_only.close()
@@ -289,7 +307,9 @@ def bench_search(
         for i in range(n)
     ]  # fmt: skip
     store_counts = [len(store.search(qtexts[i], 10, namespaces=rare)) for i in range(n)]
-    rare_ms = statistics.median(timed(lambda i=i: store.search(qtexts[i], 10, namespaces=rare)) for i in range(n))
+    rare_ms = statistics.median(
+        timed(lambda i=i: store.search(qtexts[i], 10, namespaces=rare)) for i in range(n)
+    )
     record(
         "1%-selective scope, k=10",
         raw_index_rows_median=statistics.median(raw_counts),
@@ -304,7 +324,9 @@ def bench_search(
 
 
 def bench_compose(sqlite: SQLiteBackend, pg: PostgresBackend, queries: list[str]) -> None:
-    config = structure({"context": {"context_window": 200_000, "project": "web", "prior_sessions": "relevant"}})
+    config = structure(
+        {"context": {"context_window": 200_000, "project": "web", "prior_sessions": "relevant"}}
+    )
     host = PluginHost.from_entry_points(config)
     state = {"goal": "Ship checkout", "tasks": ["Ask Priya", "Book the window"]}
     for b in (sqlite, pg):
@@ -375,7 +397,7 @@ def bench_copy(url: str, work: Path, corpus: list[str]) -> None:
                 break
     first = time.perf_counter() - start
     start = time.perf_counter()
-    resumed = subprocess.run(cmd + ["--json"], cwd=REPO, capture_output=True, text=True, check=True)
+    resumed = subprocess.run([*cmd, "--json"], cwd=REPO, capture_output=True, text=True, check=True)
     second = time.perf_counter() - start
     report = json.loads(resumed.stdout)
     sqlite = SQLiteKnowledgeStore(src)
@@ -398,7 +420,9 @@ def bench_copy(url: str, work: Path, corpus: list[str]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="20k rows")
     args = parser.parse_args()
     rows = 20_000 if args.quick else 100_000
@@ -444,7 +468,9 @@ def main() -> None:
         print(f"{row['benchmark']}: {text}")
     out = Path(__file__).resolve().parent / "results"
     out.mkdir(exist_ok=True)
-    (out / f"postgres_bench{'_quick' if args.quick else ''}.json").write_text(json.dumps(RESULTS, indent=2, default=str))
+    (out / f"postgres_bench{'_quick' if args.quick else ''}.json").write_text(
+        json.dumps(RESULTS, indent=2, default=str)
+    )
 
 
 if __name__ == "__main__":
