@@ -48,6 +48,7 @@ class Database:
         vectors: bool = False,
         statement_timeout_ms: int = 30_000,
         lock_timeout_ms: int = 10_000,
+        hnsw_ef_search: int = 200,
         connect_timeout_s: int = 5,
         pool_min_size: int = 1,
         pool_max_size: int = 10,
@@ -58,7 +59,7 @@ class Database:
         self.schema = check_schema_name(schema)
         self.shown = f"{redact(url)} (schema {self.schema})"
         self.vectors = vectors
-        self.options = connect_options(self.schema, statement_timeout_ms, lock_timeout_ms)
+        self.options = connect_options(self.schema, statement_timeout_ms, lock_timeout_ms, hnsw_ef_search)
         self._setup(create, connect_timeout_s, target_version)
         self.pool = open_pool(
             url,
@@ -124,6 +125,16 @@ class Database:
     def transaction(self, doing: str = "write to") -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection inside one transaction (committed on success)."""
         with self.connection(doing) as conn, conn.transaction():
+            yield conn
+
+    @contextlib.contextmanager
+    def record_transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """A transaction for telemetry records (injection log, snapshots, trajectory) that does
+        not wait for its WAL flush: a server crash may lose the last fraction of a second of
+        records but never corrupts them, the durability the embedded store gives every write
+        (WAL, ``synchronous = NORMAL``). Memories always wait for the flush."""
+        with self.transaction("write to") as conn:
+            conn.execute("SET LOCAL synchronous_commit = off")
             yield conn
 
     def close(self) -> None:

@@ -90,7 +90,7 @@ class PostgresInjectionLog:
         self.db = db
 
     def record(self, row: InjectionRow) -> int:
-        with self.db.connection("write to") as conn:
+        with self.db.record_transaction() as conn:
             found = conn.execute(
                 "INSERT INTO injection_log(session_id, turn_index, at, mode, approx_tokens, used_chars, "
                 "budget_chars, delivered) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
@@ -188,7 +188,7 @@ class PostgresSnapshotStore:
     def register_prefix(self, sha256: str, text: str | None, sections_json: str) -> None:
         if sha256 in self._known_prefixes and text is None:
             return
-        with self.db.connection("write to") as conn:
+        with self.db.record_transaction() as conn:
             if text is None:
                 conn.execute(
                     "INSERT INTO prefix_texts(sha256, text, sections, created_at) VALUES (%s, NULL, %s, %s) "
@@ -205,7 +205,7 @@ class PostgresSnapshotStore:
                 self._known_prefixes.add(sha256)
 
     def put(self, row: SnapshotRow) -> None:
-        with self.db.connection("write to") as conn:
+        with self.db.record_transaction() as conn:
             conn.execute(_SNAPSHOT_INSERT, _snapshot_args(row))
         self._since_prune += 1
         if self._since_prune >= self.prune_every:
@@ -305,7 +305,7 @@ class PostgresTrajectory:
         self.db = db
 
     def append(self, session_id: str, kind: str, data: Mapping[str, Any]) -> str:
-        with self.db.transaction() as conn:
+        with self.db.record_transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", (session_id,))
             row = conn.execute(
                 "SELECT coalesce(max(seq), 0) + 1 FROM trajectory WHERE session_id = %s", (enc(session_id),)

@@ -28,7 +28,7 @@ def version(url: str, schema: str) -> int:
 
 def test_a_fresh_database_is_created_at_the_current_version(pg_url: str, pg_schema: str) -> None:
     PostgresBackend(pg_url, schema=pg_schema).close()
-    assert version(pg_url, pg_schema) == SCHEMA_VERSION == 2
+    assert version(pg_url, pg_schema) == SCHEMA_VERSION == 3
 
 
 def test_a_newer_schema_is_refused_naming_both_versions(pg_url: str, pg_schema: str) -> None:
@@ -38,7 +38,7 @@ def test_a_newer_schema_is_refused_naming_both_versions(pg_url: str, pg_schema: 
     with pytest.raises(StoreError) as err:
         PostgresBackend(pg_url, schema=pg_schema)
     assert f"(schema {pg_schema}): the database was written by schema version 99, but this " in str(err.value)
-    assert "understands schema version 2 at most; upgrade contextplane to open it" in str(err.value)
+    assert "understands schema version 3 at most; upgrade contextplane to open it" in str(err.value)
     assert version(pg_url, pg_schema) == 99  # nothing was touched
 
 
@@ -54,6 +54,9 @@ def test_an_older_schema_is_migrated_and_every_read_and_write_works(pg_url: str,
     backend = PostgresBackend(pg_url, schema=pg_schema)
     try:
         assert version(pg_url, pg_schema) == SCHEMA_VERSION
+        with psycopg.connect(pg_url, autocommit=True) as conn:  # steps 2 and 3 ran
+            for name in ("injection_log", "trajectory", "chunks_delivery_policy"):
+                assert conn.execute("SELECT to_regclass(%s)", (f"{pg_schema}.{name}",)).fetchone() != (None,)
         m = backend.memories
         assert [c.id for c in m.list_chunks()] == [a, b]
         assert m.get(a) is not None and m.get(a).memory_kind == "standing"
