@@ -37,7 +37,9 @@ def check_schema_name(name: object) -> str:
     return name
 
 
-def connect_options(schema: str, statement_timeout_ms: int, lock_timeout_ms: int, ef_search: int = 200) -> str:
+def connect_options(
+    schema: str, statement_timeout_ms: int, lock_timeout_ms: int, ef_search: int = 200
+) -> str:
     """The libpq ``options`` every connection starts with (server settings, no round trip)."""
     return (
         f"-c search_path={schema},public -c TimeZone=UTC -c statement_timeout={int(statement_timeout_ms)} "

@@ -86,7 +86,9 @@ def test_an_unselective_scope_uses_the_index_and_finds_the_nearest(pg_backend_fa
         return sorted(np.round(1 - vectors @ q, 6).tolist())
 
     # Bag-of-words vectors tie often, so compare distances, not ids.
-    assert distances(store.vector_neighbours(query, 10)) == distances(store.vector_neighbours(query, 10, exact=True))
+    assert distances(store.vector_neighbours(query, 10)) == distances(
+        store.vector_neighbours(query, 10, exact=True)
+    )
 
 
 def test_full_text_ranking_is_bounded_to_the_newest_matches(pg_backend_factory: Any) -> None:
