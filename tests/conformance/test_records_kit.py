@@ -1,5 +1,6 @@
 """The records kit (``BackendConformance``) on the embedded SQLite backend and the kit's
-in-memory backend; tests/postgres/test_kit.py runs it on PostgreSQL."""
+in-memory backend (it must pass; tests/postgres/test_kit.py runs it on PostgreSQL), and on
+faulty backends (it must fail, by id)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ import pytest
 
 from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.observability import TrajectoryWriter
-from contextplane.testing import BackendConformance
+from contextplane.testing import BackendConformance, requirements_of
 from contextplane.testing.memory import InMemoryBackend
+from tests.conformance.helpers import run_pytest
+
+HERE = Path(__file__).resolve().parent
 
 
 class TestSQLiteBackend(BackendConformance):
@@ -34,3 +38,14 @@ class TestInMemoryBackendWithoutTrajectory(BackendConformance):
     @pytest.fixture
     def backend(self) -> InMemoryBackend:
         return InMemoryBackend()
+
+
+def test_faulty_backends_fail_with_the_named_ids(tmp_path: Path) -> None:
+    run = run_pytest([HERE / "cases_faulty_backends.py"], tmp_path)
+    assert run.outcomes, run.stdout + run.stderr
+    every = {r.id for r in requirements_of("records")}
+    assert set(run.by_class("TestLeaksTheActiveSession")) == set(run.by_class("TestNewestFirstLog")) == every
+    assert run.failing("TestLeaksTheActiveSession") == {"RECORDS-SUMMARIES-NEWEST", "RECORDS-SUMMARIES-RELEVANT"}
+    assert run.failing("TestNewestFirstLog") == {"RECORDS-INJECTIONS-APPEND"}
+    message = run.by_class("TestNewestFirstLog")["RECORDS-INJECTIONS-APPEND"].message
+    assert "[RECORDS-INJECTIONS-APPEND] injections.record returns distinct, increasing ids" in message
