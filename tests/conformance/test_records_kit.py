@@ -45,7 +45,10 @@ def test_faulty_backends_fail_with_the_named_ids(tmp_path: Path) -> None:
     assert run.outcomes, run.stdout + run.stderr
     every = {r.id for r in requirements_of("records")}
     assert set(run.by_class("TestLeaksTheActiveSession")) == set(run.by_class("TestNewestFirstLog")) == every
-    assert run.failing("TestLeaksTheActiveSession") == {"RECORDS-SUMMARIES-NEWEST", "RECORDS-SUMMARIES-RELEVANT"}
+    assert run.failing("TestLeaksTheActiveSession") == {
+        "RECORDS-SUMMARIES-NEWEST",
+        "RECORDS-SUMMARIES-RELEVANT",
+    }
     assert run.failing("TestNewestFirstLog") == {"RECORDS-INJECTIONS-APPEND"}
     message = run.by_class("TestNewestFirstLog")["RECORDS-INJECTIONS-APPEND"].message
     assert "[RECORDS-INJECTIONS-APPEND] injections.record returns distinct, increasing ids" in message
