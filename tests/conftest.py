@@ -8,6 +8,9 @@ import pytest
 
 from contextplane.notices import reset_notices
 from contextplane.plugins import reset_host
+from tests.pg import pg_backend_factory, pg_schema, pg_server, pg_url
+
+__all__ = ["pg_backend_factory", "pg_schema", "pg_server", "pg_url"]
 
 
 @pytest.fixture(autouse=True)

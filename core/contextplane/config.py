@@ -100,9 +100,17 @@ class PluginsConfig:
 
 @attrs.frozen
 class StoreConfig:
-    """Where the embedded knowledge store lives, and how hard its vector leg looks."""
+    """Which backend holds the records, where the embedded store lives, and how hard its vector
+    leg looks."""
 
     path: str | None = attrs.field(default=None, metadata=_expect("a file path"))
+    #: Which backend holds the records: the embedded "sqlite" file, or one a plugin offers
+    #: through the ``backend`` hook under this name (``contextplane_postgres``: "postgres").
+    backend: str = attrs.field(
+        default="sqlite", metadata=_expect('a backend name, e.g. "sqlite" or "postgres"')
+    )
+    #: The server backend's connection URL (``$CONTEXTPLANE_DATABASE_URL`` when unset).
+    url: str | None = attrs.field(default=None, metadata=_expect("a connection URL"))
     #: Lists the IVF vector leg scans per query; None = max(8, lists/32). Real text clusters
     #: less than synthetic data (bench/store_real_embeddings.py): raise it for recall.
     vector_probes: int | None = attrs.field(

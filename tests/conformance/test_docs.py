@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import contextplane.testing as kit
-from contextplane.testing import REQUIREMENTS, STORE_CAPABILITIES
+from contextplane.testing import RECORDS_CAPABILITIES, REQUIREMENTS, STORE_CAPABILITIES
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
 TEXT = DOC.read_text(encoding="utf-8")
@@ -35,7 +35,12 @@ def test_requirements_are_documented_in_kit_order() -> None:
 
 @pytest.mark.parametrize(
     "cls",
-    [kit.PromptSectionConformance, kit.ContextSectionConformance, kit.KnowledgeStoreConformance],
+    [
+        kit.PromptSectionConformance,
+        kit.ContextSectionConformance,
+        kit.KnowledgeStoreConformance,
+        kit.BackendConformance,
+    ],
 )
 def test_every_fixture_of_the_kit_is_documented(cls: type) -> None:
     fixtures = {
@@ -51,7 +56,7 @@ def test_every_fixture_of_the_kit_is_documented(cls: type) -> None:
 
 
 def test_every_capability_is_documented() -> None:
-    capabilities = STORE_CAPABILITIES | {r.capability for r in REQUIREMENTS.values() if r.capability}
+    capabilities = STORE_CAPABILITIES | RECORDS_CAPABILITIES | {r.capability for r in REQUIREMENTS.values() if r.capability}
     for name in capabilities:
         assert f"| `{name}` |" in TEXT, name
 

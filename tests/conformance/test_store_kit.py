@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 
 
 class TestSQLiteStore(KnowledgeStoreConformance):
-    capabilities = frozenset({"migration", "concurrent_writes"})
+    capabilities = frozenset({"migration", "concurrent_writes", "consistent_read"})
 
     @pytest.fixture
     def store(self, tmp_path: Path) -> Iterator[SQLiteKnowledgeStore]:

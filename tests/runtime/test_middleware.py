@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.types import Command, interrupt
 
+from contextplane.backends.sqlite import SQLiteBackend
 from contextplane_langgraph import PROJECTION_KEY, ProjectionCarrier, is_context_frame, without_projection
 
 from .conftest import (
@@ -25,6 +28,18 @@ from .conftest import (
     saver_dump,
     tool_then_answer,
 )
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Any, host: Any) -> Iterator[Any]:
+    """The runtime tests' backend, on the embedded SQLite file and on PostgreSQL."""
+    if request.param == "postgres":
+        yield request.getfixturevalue("pg_backend_factory")(config=host.config)
+        return
+    b = SQLiteBackend(tmp_path / "m.sqlite3", config=host.config)
+    yield b
+    b.close()
+
 
 MARKER_RE = re.compile(r"MARK\{([^|}]*)\|(\d+)\|([^}]*)\}")
 

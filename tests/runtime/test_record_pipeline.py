@@ -3,7 +3,8 @@
 One real ``create_agent`` turn through ``ContextPlaneMiddleware`` and one ``ContextAssembler``
 turn, with the same query, session, turn, working state, sections and history (a v1 thread
 whose checkpoint still holds a context frame), each with its own ``InMemoryBackend`` (not
-SQLite: the records reach any backend through the hooks). Each surface must write exactly one
+SQLite: the records reach any backend through the hooks), and again each with its own
+PostgreSQL backend. Each surface must write exactly one
 injection-log row, one prompt snapshot and the same trajectory entries, identical apart from
 the surface label (``mode``) and the timestamps (``at``, ``created_at``).
 """
@@ -11,11 +12,12 @@ the surface label (``mode``) and the timestamps (``at``, ``created_at``).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -67,8 +69,24 @@ def make_host(config: Mapping[str, Any] | None = None) -> PluginHost:
     return plugin_host_with([MarkerSections(), PipelineSections(), InjectionLog()], structure(settings))
 
 
+#: How this run's backends are made: the kit's in-memory backend, or PostgreSQL (one schema
+#: per backend, the trajectory as JSONL in ``trajectory_dir`` as on the embedded backend).
+_MAKE: dict[str, Callable[[Path], Any]] = {}
+
+
+@pytest.fixture(autouse=True, params=["memory", "postgres"])
+def _backend_kind(request: pytest.FixtureRequest) -> Iterator[None]:
+    if request.param == "postgres":
+        factory = request.getfixturevalue("pg_backend_factory")
+        _MAKE["make"] = lambda d: factory(config=structure({"observability": {"trajectory_dir": str(d)}}))
+    else:
+        _MAKE["make"] = lambda d: InMemoryBackend(trajectory=TrajectoryWriter(d))
+    yield
+    _MAKE.clear()
+
+
 def make_backend(trajectory_dir: Path) -> InMemoryBackend:
-    backend = InMemoryBackend(trajectory=TrajectoryWriter(trajectory_dir))
+    backend: InMemoryBackend = _MAKE["make"](trajectory_dir)
     backend.memories.add_chunks([{"content": f, "source_type": "operator"} for f in FACTS])
     return backend
 

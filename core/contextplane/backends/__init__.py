@@ -14,6 +14,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
+from contextplane.errors import StoreError
 from contextplane.records.backend import backend_of
 
 if TYPE_CHECKING:
@@ -26,11 +27,23 @@ _around_lock = threading.Lock()
 
 
 def open_backend(host: PluginHost, path: str | os.PathLike[str] | None = None) -> Any:
-    """The plugin-chosen backend, else the embedded SQLite one (``path`` forces SQLite there)."""
+    """The plugin-chosen backend, else the embedded SQLite one (``path`` forces SQLite there).
+    When ``store.backend`` names another backend and no plugin offers it, raise instead."""
     if path is None:
+        seen = len(host.failures)
         chosen = host.backend()
         if chosen is not None:
             return chosen
+        wanted = host.config.store.backend
+        if wanted != "sqlite":
+            # Never fall back to a local file when the operator named a server backend: the
+            # records would silently land on one machine.
+            why = [f.error for f in host.failures[seen:] if f.stage == "backend"]
+            raise StoreError(
+                f"store.backend = {wanted!r}, but no plugin offered that backend"
+                + (f": {why[-1]}" if why else "; is the plugin that provides it installed?")
+                + f" (in {host.config.source})"
+            )
     from contextplane.backends.sqlite import SQLiteBackend
     from contextplane.store import default_db_path
 

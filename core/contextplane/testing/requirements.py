@@ -14,7 +14,7 @@ from typing import Final, Literal, NoReturn
 
 import attrs
 
-Kind = Literal["prompt", "context", "store"]
+Kind = Literal["prompt", "context", "store", "records"]
 
 
 class ConformanceFailure(AssertionError):
@@ -263,13 +263,83 @@ _ALL: tuple[Requirement, ...] = (
         "store",
         "get returns None for an id that names no row, malformed ids included, and never raises.",
     ),
+    Requirement(
+        "STORE-CONSISTENT-READ",
+        "store",
+        "consistent_read() yields a view whose get, list_chunks and search see the state committed when "
+        "it opened: a row added, superseded or rejected afterwards is seen by the store and not through "
+        "the view.",
+        capability="consistent_read",
+    ),
+    # --- backends: the records beside the memories (ADR D5, D8, D9) ------------------------
+    Requirement(
+        "RECORDS-BACKEND",
+        "records",
+        "The backend has a name (text) and memories, summaries, injections and snapshots implementing "
+        "KnowledgeStore, SessionSummaries, InjectionLog and SnapshotStore; trajectory is None or has "
+        "append and read.",
+    ),
+    Requirement(
+        "RECORDS-SUMMARIES-NEWEST",
+        "records",
+        "summaries.newest(limit) returns at most limit summaries, newest first (by created_at, then by "
+        "insertion), never one of exclude_session, each read back as written; count() counts them all.",
+    ),
+    Requirement(
+        "RECORDS-SUMMARIES-RELEVANT",
+        "records",
+        "summaries.relevant(query, limit) returns only summaries sharing a word with query, the best "
+        "match first, never one of exclude_session, an empty list when nothing matches, and never raises "
+        "on hostile query text.",
+    ),
+    Requirement(
+        "RECORDS-SUMMARIES-INVALID",
+        "records",
+        "summaries.add refuses an empty or non-text session_id, summary, topic or kind with "
+        "contextplane.errors.ValidationError and stores nothing.",
+    ),
+    Requirement(
+        "RECORDS-INJECTIONS-APPEND",
+        "records",
+        "injections.record returns distinct, increasing ids; rows() returns every row in recorded order "
+        "with its fields and delivered ids unchanged, rows(session_id) only that session's and "
+        "rows(limit=n) the first n.",
+    ),
+    Requirement(
+        "RECORDS-SNAPSHOTS-ROUND-TRIP",
+        "records",
+        "A snapshot put is read back by get, list and count with every field unchanged (after flush); a "
+        "second put with the same key replaces it; list(session_id) holds only that session's, in key "
+        "order.",
+    ),
+    Requirement(
+        "RECORDS-SNAPSHOTS-PREFIX",
+        "records",
+        "register_prefix keeps one prefix per hash: a text-less entry gains its text on the first "
+        "registration that brings one, and a stored text is never replaced, by another text or by None.",
+    ),
+    Requirement(
+        "RECORDS-SNAPSHOTS-SESSIONS",
+        "records",
+        "snapshots.sessions() gives (session id, snapshot count, newest created_at) per session, newest "
+        "first, and list(limit=n) keeps the n newest snapshots, in key order.",
+    ),
+    Requirement(
+        "RECORDS-TRAJECTORY",
+        "records",
+        "trajectory.append returns the session's entry references counting from '1', and read(session) "
+        "returns that session's entries in order with their kind and data.",
+        capability="trajectory",
+    ),
 )
 
 #: Every requirement by id, in documentation order.
 REQUIREMENTS: Final[Mapping[str, Requirement]] = MappingProxyType({r.id: r for r in _ALL})
 
 #: Capabilities a store may declare; the kit skips the checks of an undeclared one.
-STORE_CAPABILITIES: Final[frozenset[str]] = frozenset({"migration", "concurrent_writes"})
+STORE_CAPABILITIES: Final[frozenset[str]] = frozenset({"migration", "concurrent_writes", "consistent_read"})
+#: Capabilities a backend may declare for the records kit.
+RECORDS_CAPABILITIES: Final[frozenset[str]] = frozenset({"trajectory"})
 
 
 def requirement(req_id: str) -> Requirement:

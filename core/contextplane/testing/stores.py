@@ -98,7 +98,7 @@ class _StoreBase(ConformanceBase):
     """Fixtures every store supplies, and the capability declaration."""
 
     #: Optional capabilities this store has (see ``STORE_CAPABILITIES``); undeclared ones skip.
-    capabilities: ClassVar[frozenset[str]] = frozenset({"concurrent_writes"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"concurrent_writes", "consistent_read"})
 
     @pytest.fixture
     def store(self) -> KnowledgeStore:
@@ -612,7 +612,54 @@ class StoreRobustnessChecks(_StoreBase):
             requirement.check(got is None, f"get({bogus!r}) returned {got!r}")
 
 
+class StoreConsistencyChecks(_StoreBase):
+    """ADR D2's one projection, one state: the view a composition reads through."""
+
+    @checks("STORE-CONSISTENT-READ")
+    def test_store_consistent_read(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        self._require(requirement)
+        opener = getattr(store, "consistent_read", None)
+        requirement.check(callable(opener), f"{type(store).__name__} has no consistent_read()")
+        old = store.add_chunk("kiwi standing fact", "fact", "operator")
+        doubt = store.add_chunk("kiwi doubtful note", "general", "extracted")
+        with store.consistent_read() as view:  # type: ignore[attr-defined]
+            before_list = _ids(view.list_chunks(deliverable=True))
+            before_hits = {h.chunk.id for h in view.search("kiwi", 50)}
+            new = store.supersede(old, "kiwi replacement fact")
+            store.set_review_state(doubt, "rejected")
+            added = store.add_chunk("kiwi added later", "fact", "operator")
+            listed = _ids(view.list_chunks(deliverable=True))
+            hits = {h.chunk.id for h in view.search("kiwi", 50)}
+            seen_old = view.get(old)
+            seen_new = view.get(new)
+        requirement.check(
+            before_list == {old, doubt} and before_hits == {old, doubt},
+            f"the view opened on rows {sorted({old, doubt})} but listed {sorted(before_list)} and "
+            f"found {sorted(before_hits)}",
+        )
+        requirement.check(
+            listed == {old, doubt},
+            f"after a supersession, a rejection and an add committed while the view was open, "
+            f"view.list_chunks(deliverable=True) returned {sorted(listed)}, not {sorted({old, doubt})}",
+        )
+        requirement.check(
+            hits == {old, doubt}, f"view.search saw writes made after it opened: {sorted(hits)}"
+        )
+        requirement.check(
+            seen_old is not None and seen_old.invalidated_at is None,
+            f"view.get({old!r}) saw the supersession committed after the view opened: {seen_old!r}",
+        )
+        requirement.check(seen_new is None, f"view.get({new!r}) returned a row written after it opened")
+        now = _ids(store.list_chunks(deliverable=True))
+        requirement.check(
+            now == {new, added},
+            f"after the view closed the store lists {sorted(now)}; the writes made meanwhile "
+            f"({sorted({new, added})} deliverable) must all be visible",
+        )
+
+
 class KnowledgeStoreConformance(
+    StoreConsistencyChecks,
     StoreRobustnessChecks,
     StoreMigrationChecks,
     StoreScopeChecks,

@@ -1,0 +1,385 @@
+"""Moving an embedded SQLite store into PostgreSQL: memories (ids, chains, review states,
+expiry, vectors), session summaries, the injection log and prompt snapshots.
+
+Why it is shaped this way:
+
+- The source is opened **read-only** and never migrated: a version-1 store gets the D4 and D7
+  backfill applied to each row as it is copied (the same rules, from ``contextplane.memory``,
+  and only the passes whose ``_kb_meta`` marker is missing, as ``contextplane migrate`` would
+  run them), so the operator's file is left exactly as it was.
+- Rows are copied in id order, in batches; each batch is one PostgreSQL transaction that also
+  writes the copy's cursor (``meta`` key ``copy:<source>``). A copy killed at any point leaves
+  whole batches and a cursor that names the last of them; running the same command again
+  resumes after it, and nothing is doubled: the cursor commits with its batch. Rows go in by
+  binary ``COPY`` with their ids; an id already present stops the copy with an error (the
+  destination was written to while the copy was unfinished) rather than skip a row.
+- Ids are kept, so ``superseded_by:<id>`` chains stay valid; the identity sequences are moved
+  past the copied ids at the end, so new rows never collide with copied ones.
+- A destination that already holds memories that did not come from this source is refused:
+  merging two stores would renumber one of them.
+
+Memory history (a later embedded schema) is not copied: the copy understands embedded schema
+versions 1 and 2 and refuses a newer file, naming its version, rather than drop what it holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import apsw
+import attrs
+import numpy as np
+
+from contextplane.errors import StoreError
+from contextplane.memory.model import read_timestamp
+from contextplane.memory.stamps import legacy_kind_and_policy
+from contextplane.memory.trust import initial_review_state, trust_tier
+from contextplane.store.connection import connect as connect_sqlite
+from contextplane_postgres import schema as pg_schema
+from contextplane_postgres.codec import enc, enc_opt
+from contextplane_postgres.database import Database
+from contextplane_postgres.store import copy_rows
+
+#: Embedded schema versions this copy reads completely.
+SOURCE_VERSIONS: Final[frozenset[int]] = frozenset({1, 2})
+DEFAULT_BATCH_ROWS: Final[int] = 5_000
+
+BatchCallback = Callable[[str, int, int], None]
+"""Called after each committed batch with (table, rows copied so far, rows in the source table)."""
+
+
+@attrs.frozen
+class TableCopy:
+    table: str
+    source_rows: int
+    copied: int
+    already: int
+
+
+@attrs.frozen
+class CopyResult:
+    source: str
+    destination: str
+    resumed: bool
+    tables: tuple[TableCopy, ...]
+    vectors: int
+
+    def table(self, name: str) -> TableCopy:
+        return next(t for t in self.tables if t.table == name)
+
+
+def _open_source(path: Path) -> apsw.Connection:
+    if not path.is_file():
+        raise StoreError(f"{path}: no embedded store here (copy SRC must be a SQLite memory file)")
+    connect_sqlite(path, create=False).close()  # the header check: a clear error for a non-database
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    conn.set_busy_timeout(30_000)
+    return conn
+
+
+def _tables(conn: apsw.Connection) -> set[str]:
+    return {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _columns(conn: apsw.Connection, table: str) -> set[str]:
+    return {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _meta(conn: apsw.Connection, key: str) -> str | None:
+    if "_kb_meta" not in _tables(conn):
+        return None
+    row = conn.execute("SELECT value FROM _kb_meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _count(conn: Any, statement: str, args: Any = ()) -> int:
+    """The first cell of a statement that always returns one row (a count)."""
+    row = conn.execute(statement, args).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _ts(value: Any) -> datetime | None:
+    return read_timestamp(value) if isinstance(value, str) else None
+
+
+class _Source:
+    """What the copy reads from the SQLite file, with the backfill the file may still need."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.conn = _open_source(path)
+        self.version = _count(self.conn, "PRAGMA user_version")
+        tables = _tables(self.conn)
+        if "chunks" not in tables:
+            raise StoreError(f"{path}: not a contextplane memory store (it has no chunks table)")
+        if self.version not in SOURCE_VERSIONS:
+            raise StoreError(
+                f"{path}: embedded schema version {self.version}; this copy reads versions "
+                f"{min(SOURCE_VERSIONS)}-{max(SOURCE_VERSIONS)} only (a newer store may hold memory "
+                "history, which it would not carry over); upgrade contextplane_postgres"
+            )
+        self.tables = tables
+        cols = _columns(self.conn, "chunks")
+        self.typed = "memory_kind" in cols
+        self.kind_pass = not self.typed or _meta(self.conn, "typed_memory_backfill") is None
+        self.review_pass = not self.typed or _meta(self.conn, "review_state_backfill") is None
+        dims = _meta(self.conn, "vector_dimensions")
+        self.dims = int(dims) if dims is not None and "chunks_vec" in tables else None
+        self.embedder = _meta(self.conn, "vector_embedder") or "copied"
+
+    def count(self, table: str) -> int:
+        if table not in self.tables:
+            return 0
+        return _count(self.conn, f"SELECT count(*) FROM {table}")
+
+    def chunks(self, after: int, limit: int) -> list[tuple[Any, ...]]:
+        typed = (
+            "c.memory_kind, c.delivery_policy, c.review_state, c.expires_at"
+            if self.typed
+            else "NULL, NULL, NULL, NULL"
+        )
+        vec = "v.embedding" if self.dims is not None else "NULL"
+        join = "LEFT JOIN chunks_vec AS v ON v.chunk_id = c.id" if self.dims is not None else ""
+        return list(
+            self.conn.execute(
+                "SELECT c.id, c.content, c.domain, c.source_type, "
+                f"{typed}, "
+                "c.heading, c.source, c.subject, c.namespace, c.epoch, c.invalidated_at, "
+                f"c.invalidation_reason, c.created_at, c.updated_at, {vec} FROM chunks AS c {join} "
+                "WHERE c.id > ? ORDER BY c.id LIMIT ?",
+                (after, limit),
+            )
+        )
+
+    def rows(self, table: str, columns: str, after: int, limit: int) -> list[tuple[Any, ...]]:
+        return list(
+            self.conn.execute(
+                f"SELECT rowid, {columns} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?", (after, limit)
+            )
+        )
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _chunk_values(src: _Source, row: tuple[Any, ...]) -> tuple[list[Any], Any]:
+    """One source row as the destination's insert values (the backfill applied where due)."""
+    (cid, content, domain, source_type, kind, policy, review, expires, heading, source, subject,
+     namespace, epoch, invalidated, reason, created, updated, blob) = row  # fmt: skip
+    domain = str(domain or "")
+    source_type = str(source_type or "")
+    if src.kind_pass and kind is None:
+        kind, rule_policy = legacy_kind_and_policy(domain, source_type)
+        policy = policy if policy is not None else rule_policy
+    if src.review_pass and review is None:
+        review = initial_review_state(trust_tier(source_type))
+    created_at = _ts(created) or datetime.fromtimestamp(0, UTC)
+    vector = np.frombuffer(blob, dtype=np.float32) if isinstance(blob, bytes) and src.dims else None
+    return [
+        int(cid),
+        enc(str(content)),
+        enc(domain),
+        enc(source_type),
+        kind,
+        policy,
+        review,
+        _ts(expires),
+        enc(str(heading or "")),
+        enc(str(source or "")),
+        enc(str(subject or "")),
+        enc(str(namespace or "")),
+        enc(str(epoch or "")),
+        _ts(invalidated),
+        enc_opt(None if reason is None else str(reason)),
+        created_at,
+        _ts(updated) or created_at,
+    ], vector
+
+
+#: Record tables: (source table, source columns, destination insert, conflict target).
+_RECORDS: Final[tuple[tuple[str, str, str], ...]] = (
+    (
+        "session_summaries",
+        "id, session_id, created_at, kind, topic, summary",
+        "INSERT INTO session_summaries(id, session_id, created_at, kind, topic, summary) "
+        "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+    ),
+    (
+        "injection_log",
+        "id, session_id, turn_index, at, mode, approx_tokens, used_chars, budget_chars, delivered",
+        "INSERT INTO injection_log(id, session_id, turn_index, at, mode, approx_tokens, used_chars, "
+        "budget_chars, delivered) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+    ),
+    (
+        "prefix_texts",
+        "sha256, text, sections, created_at",
+        "INSERT INTO prefix_texts(sha256, text, sections, created_at) VALUES (%s, %s, %s, %s) "
+        "ON CONFLICT (sha256) DO NOTHING",
+    ),
+    (
+        "prompt_snapshots",
+        "session_id, turn_index, call_index, created_at, mode, incognito, prefix_sha256, prefix_sections, "
+        "projection_sha256, projection, budget_chars, used_chars, history_messages, history_chars, "
+        "stripped, trajectory_refs, full_text",
+        "INSERT INTO prompt_snapshots(session_id, turn_index, call_index, created_at, mode, incognito, "
+        "prefix_sha256, prefix_sections, projection_sha256, projection, budget_chars, used_chars, "
+        "history_messages, history_chars, stripped, trajectory_refs, full_text) VALUES "
+        f"({', '.join(['%s'] * 17)}) ON CONFLICT (session_id, turn_index, call_index) DO NOTHING",
+    ),
+)
+
+
+def _record_values(table: str, row: tuple[Any, ...]) -> tuple[Any, ...]:
+    values = list(row[1:])  # without the rowid
+    if table == "session_summaries":
+        values[1], values[3], values[4], values[5] = (
+            enc(str(v)) for v in (values[1], values[3], values[4], values[5])
+        )
+    elif table == "injection_log":
+        values[1] = enc(str(values[1]))
+    elif table == "prefix_texts":
+        values[1] = enc_opt(values[1])
+    elif table == "prompt_snapshots":
+        values[0] = enc(str(values[0]))
+        values[5] = bool(values[5])
+        values[16] = enc_opt(values[16])
+    return tuple(values)
+
+
+def source_vector_dims(path: str | os.PathLike[str]) -> int | None:
+    """The width of the vectors the embedded store at ``path`` holds (None: it holds none)."""
+    src = _Source(Path(path))
+    try:
+        return src.dims
+    finally:
+        src.close()
+
+
+def cursor_key(path: Path) -> str:
+    return f"copy:{path.resolve()}"
+
+
+def _cursors(db: Database, key: str) -> dict[str, int] | None:
+    with db.connection("read from") as conn:
+        value = pg_schema.meta_get(conn, key)
+    return None if value is None else {str(k): int(v) for k, v in json.loads(value).items()}
+
+
+def copy_store(
+    source: str | os.PathLike[str],
+    destination: Database,
+    *,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    on_batch: BatchCallback | None = None,
+) -> CopyResult:
+    """Copy the embedded store at ``source`` into ``destination`` (resuming an interrupted copy)."""
+    if batch_rows < 1:
+        raise StoreError(f"batch_rows: expected a whole number >= 1, got {batch_rows!r}")
+    src = _Source(Path(source))
+    try:
+        return _copy(src, destination, batch_rows, on_batch)
+    finally:
+        src.close()
+
+
+def _copy(src: _Source, db: Database, batch_rows: int, on_batch: BatchCallback | None) -> CopyResult:
+    key = cursor_key(src.path)
+    cursors = _cursors(db, key)
+    resumed = cursors is not None
+    if cursors is None:
+        with db.connection("read from") as conn:
+            present = _count(conn, "SELECT count(*) FROM chunks")
+        if present:
+            raise StoreError(
+                f"{db.shown}: already holds {present} memories that were not copied from {src.path}; "
+                "copy into an empty schema ([plugin.postgres] schema, or a new database)"
+            )
+        cursors = {}
+    if src.dims is not None:
+        if not db.vectors:
+            raise StoreError(f"{db.shown}: opened without vectors, but {src.path} holds {src.dims}-d vectors")
+        with db.connection("set up") as conn:
+            pg_schema.attach_vectors(conn, db.shown, src.dims, src.embedder)
+    tables: list[TableCopy] = []
+    vectors_done = 0
+    # memories
+    total = src.count("chunks")
+    last = cursors.get("chunks", 0)
+    with db.connection("read from") as conn:
+        already = _count(conn, "SELECT count(*) FROM chunks WHERE id <= %s", (last,))
+    copied = 0
+    while True:
+        batch = src.chunks(last, batch_rows)
+        if not batch:
+            break
+        values = [_chunk_values(src, r) for r in batch]
+        rows = [v for v, _ in values]
+        vectors = [vec for _, vec in values] if src.dims is not None else None
+        last = int(batch[-1][0])
+        cursors["chunks"] = last
+        with db.transaction() as conn:
+            # Plain COPY, no ON CONFLICT: an id already present means the destination was
+            # written to while the copy was unfinished, and that must stop the copy, loudly.
+            copy_rows(conn, rows, vectors)
+            copied += len(rows)
+            vectors_done += sum(1 for v in vectors or () if v is not None)
+            pg_schema.meta_set(conn, key, json.dumps(cursors))
+        if on_batch is not None:
+            on_batch("chunks", already + copied, total)
+    tables.append(TableCopy("chunks", total, copied, already))
+    for table, columns_text, insert in _RECORDS:
+        tables.append(_copy_records(src, db, key, cursors, table, columns_text, insert, batch_rows, on_batch))
+    with db.transaction() as conn:
+        for table in ("chunks", "session_summaries", "injection_log"):
+            conn.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                f"greatest((SELECT max(id) FROM {table}), 1), (SELECT max(id) FROM {table}) IS NOT NULL)"
+            )
+        cursors["done"] = 1
+        pg_schema.meta_set(conn, key, json.dumps(cursors))
+    return CopyResult(str(src.path), db.shown, resumed, tuple(tables), vectors_done)
+
+
+def _copy_records(
+    src: _Source,
+    db: Database,
+    key: str,
+    cursors: dict[str, int],
+    table: str,
+    columns_text: str,
+    insert: str,
+    batch_rows: int,
+    on_batch: BatchCallback | None,
+) -> TableCopy:
+    total = src.count(table)
+    if table not in src.tables:
+        return TableCopy(table, 0, 0, 0)
+    last = cursors.get(table, 0)
+    already = _count(src.conn, f"SELECT count(*) FROM {table} WHERE rowid <= ?", (last,))
+    copied = 0
+    for batch in _batches(src, table, columns_text, last, batch_rows):
+        cursors[table] = int(batch[-1][0])
+        with db.transaction() as conn, conn.cursor() as cur:
+            cur.executemany(insert, [_record_values(table, r) for r in batch])
+            copied += len(batch)
+            pg_schema.meta_set(conn, key, json.dumps(cursors))
+        if on_batch is not None:
+            on_batch(table, already + copied, total)
+    return TableCopy(table, total, copied, already)
+
+
+def _batches(
+    src: _Source, table: str, columns: str, after: int, size: int
+) -> Iterator[list[tuple[Any, ...]]]:
+    while True:
+        batch = src.rows(table, columns, after, size)
+        if not batch:
+            return
+        yield batch
+        after = int(batch[-1][0])

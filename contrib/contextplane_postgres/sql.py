@@ -1,0 +1,174 @@
+"""The SQL of the PostgreSQL store's reads: filters, listing, and hybrid search in one statement.
+
+Hybrid search is two legs fused by reciprocal rank (RRF, k=60), as on the embedded store:
+
+- **full text**: ``tsv @@ query`` through the GIN index, filtered (scope, deliverable) before
+  ranking. Ranking reads every candidate's ``tsvector``, so its cost grows with the matches
+  (a one-frequent-word query matches half of a large store): only the newest
+  ``:fts_cap`` filtered matches are ranked, which bounds the leg whatever the query.
+- **vector**: ``ORDER BY embedding <=> :v LIMIT :n`` through the HNSW index. pgvector before
+  0.8 has no iterative index scan: a filter is applied to the ``hnsw.ef_search`` rows the
+  index yields, so a selective filter (one scope in a hundred) leaves fewer than ``:n`` rows
+  or none. The statement detects that in SQL (``count(*) < :n`` on the index leg, a one-time
+  filter) and only then computes the exact leg: the filtered rows scanned and sorted by
+  distance. A search therefore never loses a row to its filter; a selective one costs an
+  exact scan of the rows it admits.
+
+Everything here builds text and parameters; the store runs it. Values are always parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from contextplane.errors import ValidationError
+from contextplane.memory.model import (
+    SUPERSEDED_PREFIX,
+    utc_now,
+    validate_delivery_policy,
+    validate_memory_kind,
+    validate_review_state,
+    validate_text,
+)
+from contextplane_postgres.codec import SELECT_COLUMNS, enc
+from contextplane_postgres.schema import TS_CONFIG
+
+RRF_K: Final[int] = 60
+#: Full-text matches ranked at most (the newest first); see the module docstring.
+FTS_CAP: Final[int] = 2_000
+
+
+def scope_filter(namespaces: Sequence[str] | None, params: dict[str, Any], clauses: list[str]) -> None:
+    """Only rows in ``namespaces`` (None: any scope; empty: none)."""
+    if namespaces is None:
+        return
+    if isinstance(namespaces, str):
+        raise ValidationError("namespaces: expected a list of scopes, got a single string")
+    names = [enc(validate_text(n, "namespaces")) for n in namespaces]
+    if not names:
+        clauses.append("false")
+        return
+    params["ns"] = names
+    clauses.append("c.namespace = ANY(%(ns)s)")
+
+
+def deliverable_filter(
+    include_superseded: bool, now: datetime | None, params: dict[str, Any], clauses: list[str]
+) -> None:
+    """Not rejected, not expired, not invalidated (superseded admitted with ``include_superseded``)."""
+    params["now"] = now or utc_now()
+    clauses.append("(c.review_state IS NULL OR c.review_state <> 'rejected')")
+    clauses.append("(c.expires_at IS NULL OR c.expires_at > %(now)s)")
+    if include_superseded:
+        clauses.append(
+            f"(c.invalidated_at IS NULL OR left(c.invalidation_reason, 14) = '{SUPERSEDED_PREFIX}')"
+        )
+    else:
+        clauses.append("c.invalidated_at IS NULL")
+
+
+def list_sql(
+    *,
+    deliverable: bool,
+    memory_kind: str | None,
+    review_state: str | None,
+    delivery_policy: str | None,
+    namespace: str | None,
+    namespaces: Sequence[str] | None,
+    limit: int | None,
+    now: datetime | None,
+) -> tuple[str, dict[str, Any]]:
+    """``list_chunks``: rows matching every filter, oldest first (NULL policy is retrieved,
+    NULL review state is pending)."""
+    params: dict[str, Any] = {}
+    clauses: list[str] = []
+    if memory_kind is not None:
+        params["kind"] = validate_memory_kind(memory_kind)
+        clauses.append("c.memory_kind = %(kind)s")
+    if review_state is not None:
+        params["review"] = validate_review_state(review_state)
+        clauses.append(
+            "(c.review_state = %(review)s OR c.review_state IS NULL)"
+            if review_state == "pending"
+            else "c.review_state = %(review)s"
+        )
+    if delivery_policy is not None:
+        params["policy"] = validate_delivery_policy(delivery_policy)
+        clauses.append(
+            "(c.delivery_policy = %(policy)s OR c.delivery_policy IS NULL)"
+            if delivery_policy == "retrieved"
+            else "c.delivery_policy = %(policy)s"
+        )
+    if namespace is not None:
+        params["namespace"] = enc(validate_text(namespace, "namespace"))
+        clauses.append("c.namespace = %(namespace)s")
+    scope_filter(namespaces, params, clauses)
+    if deliverable:
+        deliverable_filter(False, now, params, clauses)
+    sql = f"SELECT {SELECT_COLUMNS} FROM chunks AS c"
+    if clauses:
+        sql += " WHERE " + " AND ".join(clauses)
+    sql += " ORDER BY c.id"
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValidationError(f"limit: expected a non-negative whole number, got {limit!r}")
+        params["limit"] = limit
+        sql += " LIMIT %(limit)s"
+    return sql, params
+
+
+def tsquery_text(terms: Sequence[str]) -> str:
+    """``to_tsquery`` input from ``fts_query.fts_terms`` output (``"word"`` or ``"word"*``).
+    The words hold only letters and digits, so single quotes around them cannot be escaped out
+    of; the words are OR-ed, as on the embedded store."""
+    parts = []
+    for term in terms:
+        word = term.rstrip("*").strip('"')
+        parts.append(f"'{word}'" + (":*" if term.endswith("*") else ""))
+    return " | ".join(parts)
+
+
+def fts_leg(where: str) -> str:
+    """(id, s) of the best ``:n`` filtered full-text matches among the newest ``:fts_cap``."""
+    return (
+        f"SELECT t.id, ts_rank(t.tsv, to_tsquery('{TS_CONFIG}', %(q)s), 1) AS s FROM ("
+        f"SELECT c.id, c.tsv FROM chunks AS c WHERE c.tsv @@ to_tsquery('{TS_CONFIG}', %(q)s) AND {where} "
+        "ORDER BY c.id DESC LIMIT %(fts_cap)s) AS t ORDER BY s DESC, t.id LIMIT %(n)s"
+    )
+
+
+def vector_legs(where: str) -> list[str]:
+    """CTEs ``vfast`` (the HNSW leg), ``vexact`` (only when ``vfast`` came up short) and ``vec``."""
+    return [
+        "vfast AS MATERIALIZED (SELECT c.id, c.embedding <=> %(v)s AS d FROM chunks AS c "
+        f"WHERE c.embedding IS NOT NULL AND {where} ORDER BY c.embedding <=> %(v)s LIMIT %(n)s)",
+        "vexact AS (SELECT x.id, x.d FROM (SELECT c.id, c.embedding <=> %(v)s AS d FROM chunks AS c "
+        f"WHERE c.embedding IS NOT NULL AND {where} OFFSET 0) AS x "
+        "WHERE (SELECT count(*) FROM vfast) < %(n)s ORDER BY x.d, x.id LIMIT %(n)s)",
+        "vec AS (SELECT id, row_number() OVER (ORDER BY d, id) AS r FROM ("
+        "SELECT id, d FROM vfast WHERE (SELECT count(*) FROM vfast) >= %(n)s "
+        "UNION ALL SELECT id, d FROM vexact) AS u)",
+    ]
+
+
+def search_sql(has_words: bool, has_vector: bool, where: str) -> str:
+    """The search statement; rows are ``SELECT_COLUMNS`` followed by the score."""
+    if not has_vector:
+        return (
+            f"WITH fts AS ({fts_leg(where)}) SELECT {SELECT_COLUMNS}, fts.s FROM fts "
+            "JOIN chunks AS c ON c.id = fts.id ORDER BY fts.s DESC, c.id LIMIT %(k)s"
+        )
+    legs = vector_legs(where)
+    union = "SELECT id, r FROM vec"
+    if has_words:
+        legs.append(
+            f"fts AS (SELECT id, row_number() OVER (ORDER BY s DESC, id) AS r FROM ({fts_leg(where)}) AS f)"
+        )
+        union += " UNION ALL SELECT id, r FROM fts"
+    legs.append(f"fused AS (SELECT id, sum(1.0 / ({RRF_K} + r)) AS score FROM ({union}) AS u GROUP BY id)")
+    return (
+        "WITH " + ", ".join(legs) + f" SELECT {SELECT_COLUMNS}, fused.score FROM fused "
+        "JOIN chunks AS c ON c.id = fused.id ORDER BY fused.score DESC, c.id LIMIT %(k)s"
+    )

@@ -1,0 +1,564 @@
+"""The memory store on PostgreSQL: every D4 attribute, the D7 lifecycle, hybrid search in SQL.
+
+Writes take their ids from the table's identity sequence first (one round trip for a whole
+batch) and insert every row in one ``INSERT ... SELECT FROM unnest(...)`` statement, so a bulk
+add is one statement and its ids come back in input order. Lifecycle steps are single
+conditional ``UPDATE`` statements (``... WHERE invalidated_at IS NULL``): two processes that
+supersede the same row at once cannot both succeed, because the second one's update finds the
+row already invalidated once the first commits, and its transaction (with its new row) rolls
+back. Supersession chains therefore stay linear under any concurrency.
+
+Reads outside a composition run on any pooled connection; ``consistent_read()`` holds one
+connection in a ``REPEATABLE READ READ ONLY`` transaction for the whole composition, so every
+section of one projection sees one committed state (ADR D2).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self
+
+import numpy as np
+import psycopg
+
+from contextplane.embedding import Embedder
+from contextplane.errors import StoreError, ValidationError
+from contextplane.memory.model import (
+    SUPERSEDED_PREFIX,
+    MemoryChunk,
+    parse_timestamp,
+    utc_now,
+    validate_namespace,
+    validate_review_state,
+    validate_text,
+)
+from contextplane.memory.stamps import creation_stamps
+from contextplane.store.fts_query import fts_terms
+from contextplane.store.protocol import SearchHit
+from contextplane_postgres import schema as pg_schema
+from contextplane_postgres import sql
+from contextplane_postgres.codec import SELECT_COLUMNS, as_id, chunk_from_row, dec, enc
+from contextplane_postgres.connection import explain, translated
+from contextplane_postgres.database import Database
+
+#: ``add_chunk`` keywords; ``expires_in_days`` is turned into ``expires_at``.
+ADD_FIELDS = frozenset(
+    {
+        "content",
+        "domain",
+        "source_type",
+        "memory_kind",
+        "delivery_policy",
+        "review_state",
+        "namespace",
+        "heading",
+        "source",
+        "subject",
+        "epoch",
+        "expires_at",
+        "expires_in_days",
+    }
+)
+#: A superseding row takes these from the row it replaces unless given (not provenance or
+#: review state: an agent superseding an operator row must not gain operator trust).
+INHERITED = ("domain", "memory_kind", "delivery_policy", "heading", "subject", "namespace", "epoch")
+#: Columns an insert writes, in the order of a prepared row.
+INSERT_COLUMNS = (
+    "id",
+    "content",
+    "domain",
+    "source_type",
+    "memory_kind",
+    "delivery_policy",
+    "review_state",
+    "expires_at",
+    "heading",
+    "source",
+    "subject",
+    "namespace",
+    "epoch",
+    "invalidated_at",
+    "invalidation_reason",
+    "created_at",
+    "updated_at",
+)
+_TYPES = {
+    "id": "bigint",
+    "expires_at": "timestamptz",
+    "invalidated_at": "timestamptz",
+    "created_at": "timestamptz",
+    "updated_at": "timestamptz",
+}
+_UNNEST = ", ".join(f"%s::{_TYPES.get(c, 'text')}[]" for c in INSERT_COLUMNS)
+INSERT_SQL = f"INSERT INTO chunks ({', '.join(INSERT_COLUMNS)}) SELECT * FROM unnest({_UNNEST})"
+INSERT_VECTORS_SQL = (
+    f"INSERT INTO chunks ({', '.join(INSERT_COLUMNS)}, embedding) "
+    f"SELECT * FROM unnest({_UNNEST}, %s::vector[])"
+)
+EMBED_BATCH = 256
+#: From this many rows a batch goes in by binary ``COPY``: every value, vectors included, is
+#: sent in its binary form, which is what bulk loads (and ``store copy``) spend their time on.
+COPY_MIN_ROWS = 64
+_COPY_TYPES = [_TYPES.get(c, "text") for c in INSERT_COLUMNS]
+
+
+def copy_rows(
+    conn: psycopg.Connection[Any], rows: Sequence[Sequence[Any]], vectors: Sequence[Any] | None
+) -> None:
+    """Insert rows laid out as ``INSERT_COLUMNS`` (ids given) by one binary ``COPY``;
+    ``vectors`` (one per row, None for a row without one) fill ``embedding``."""
+    names = ", ".join(INSERT_COLUMNS) + (", embedding" if vectors is not None else "")
+    types = [*_COPY_TYPES, "vector"] if vectors is not None else _COPY_TYPES
+    with conn.cursor() as cur, cur.copy(f"COPY chunks ({names}) FROM STDIN WITH (FORMAT BINARY)") as copy:
+        copy.set_types(types)
+        if vectors is None:
+            for row in rows:
+                copy.write_row(row)
+        else:
+            for row, vector in zip(rows, vectors, strict=True):
+                copy.write_row([*row, vector])
+
+
+def prepare_row(row: Mapping[str, Any], now: datetime, index: int) -> list[Any]:
+    """Validate and stamp one row (ADR D7) into ``INSERT_COLUMNS`` order, id left empty. The
+    checks and their wording are the embedded store's."""
+    if not row.keys() <= ADD_FIELDS:
+        unknown = sorted(set(row) - ADD_FIELDS)
+        raise ValidationError(
+            f"{unknown[0]}: not a memory attribute (row {index}); known: {', '.join(sorted(ADD_FIELDS))}"
+        )
+    if "content" not in row:
+        raise ValidationError(f"content: missing (row {index})")
+    content = validate_text(row["content"], "content", allow_empty=False)
+    domain = validate_text(row.get("domain", "general"), "domain")
+    source_type = validate_text(row.get("source_type", ""), "source_type")
+    stamp = creation_stamps(
+        domain=domain,
+        source_type=source_type,
+        memory_kind=row.get("memory_kind"),
+        delivery_policy=row.get("delivery_policy"),
+        review_state=row.get("review_state"),
+        expires_at=row.get("expires_at"),
+        expires_in_days=row.get("expires_in_days"),
+        now=now,
+    )
+    heading = validate_text(row.get("heading", ""), "heading")
+    source = validate_text(row.get("source", ""), "source")
+    subject = validate_text(row.get("subject", ""), "subject")
+    namespace = validate_namespace(row.get("namespace", ""))
+    epoch = validate_text(row.get("epoch", ""), "epoch")
+    return [
+        None,
+        enc(content),
+        enc(domain),
+        enc(source_type),
+        stamp.memory_kind,
+        stamp.delivery_policy,
+        stamp.review_state,
+        stamp.expires_at,
+        enc(heading),
+        enc(source),
+        enc(subject),
+        enc(namespace),
+        enc(epoch),
+        None,
+        None,
+        now,
+        now,
+    ]
+
+
+class PostgresKnowledgeStore:
+    """``KnowledgeStore`` on PostgreSQL (``contextplane_postgres.PostgresBackend`` opens it)."""
+
+    def __init__(self, db: Database, *, embedder: Embedder | None = None, fts_cap: int = sql.FTS_CAP) -> None:
+        self.db = db
+        #: The backend this store belongs to; set by the backend that wraps it.
+        self.backend: Any = None
+        self._embedder: Embedder | None = None
+        self.fts_cap = fts_cap
+        if embedder is not None:
+            dims = int(embedder.dimensions)
+            if dims < 1:
+                raise StoreError(f"embedder {embedder.name!r}: dimensions must be positive, got {dims}")
+            if not db.vectors:
+                raise StoreError(f"{db.shown}: opened without vectors; open the backend with the embedder")
+            with db.connection("set up") as conn:
+                pg_schema.attach_vectors(conn, db.shown, dims, embedder.name)
+            self._embedder = embedder
+
+    @property
+    def name(self) -> str:
+        return self.db.shown
+
+    def __repr__(self) -> str:
+        return f"<PostgresKnowledgeStore {self.db.shown}>"
+
+    @property
+    def vectors_enabled(self) -> bool:
+        return self._embedder is not None
+
+    # ------------------------------------------------------------------ plumbing
+
+    def close(self) -> None:
+        """The pool belongs to the backend; closing the store alone closes nothing."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _embed(self, texts: Sequence[str]) -> list[np.ndarray[Any, Any]]:
+        embedder = self._embedder
+        assert embedder is not None
+        out: list[np.ndarray[Any, Any]] = []
+        for start in range(0, len(texts), EMBED_BATCH):
+            batch = list(texts[start : start + EMBED_BATCH])
+            vectors = embedder.embed(batch)
+            if len(vectors) != len(batch):
+                raise StoreError(
+                    f"embedder {embedder.name!r}: returned {len(vectors)} vectors for {len(batch)} texts"
+                )
+            for vector in vectors:
+                if len(vector) != embedder.dimensions:
+                    raise StoreError(
+                        f"embedder {embedder.name!r}: returned a {len(vector)}-dimension vector, "
+                        f"declared {embedder.dimensions}"
+                    )
+                out.append(np.asarray(vector, dtype=np.float32))
+        return out
+
+    @contextlib.contextmanager
+    def _reading(self, view: PostgresStoreView | None) -> Iterator[psycopg.Connection[Any]]:
+        if view is None:
+            with self.db.connection("read from") as conn:
+                yield conn
+        else:
+            with view.lock, translated(self.db.url, "read from"):
+                yield view.conn
+
+    # ------------------------------------------------------------------ consistent reads
+
+    @contextlib.contextmanager
+    def consistent_read(self) -> Iterator[PostgresStoreView]:
+        """A point-in-time view for one composition: one pooled connection in a ``REPEATABLE
+        READ READ ONLY`` transaction whose snapshot is taken as the view opens, so a write
+        committed meanwhile (from any process) is wholly invisible to it."""
+        with self.db.connection("read from") as conn:
+            try:
+                with conn.transaction():
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchall()  # the snapshot starts here
+                    yield PostgresStoreView(self, conn)
+            except psycopg.Error as exc:
+                raise explain(exc, self.db.url, doing="read from") from None
+
+    # ------------------------------------------------------------------ writes
+
+    def add_chunk(
+        self,
+        content: str,
+        domain: str = "general",
+        source_type: str = "",
+        *,
+        memory_kind: str | None = None,
+        delivery_policy: str | None = None,
+        review_state: str | None = None,
+        namespace: str = "",
+        heading: str = "",
+        source: str = "",
+        subject: str = "",
+        epoch: str = "",
+        expires_at: datetime | str | None = None,
+        expires_in_days: int | None = None,
+    ) -> str:
+        """Store one row stamped per D7; return its id."""
+        row = {
+            "content": content,
+            "domain": domain,
+            "source_type": source_type,
+            "memory_kind": memory_kind,
+            "delivery_policy": delivery_policy,
+            "review_state": review_state,
+            "namespace": namespace,
+            "heading": heading,
+            "source": source,
+            "subject": subject,
+            "epoch": epoch,
+            "expires_at": expires_at,
+            "expires_in_days": expires_in_days,
+        }
+        return self.add_chunks([row])[0]
+
+    def add_chunks(self, rows: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Bulk insert in one transaction (all rows or none), validated and embedded first."""
+        now = utc_now()
+        prepared = [prepare_row(row, now, index) for index, row in enumerate(rows)]
+        if not prepared:
+            return []
+        vectors = self._embed([dec(p[1]) for p in prepared]) if self._embedder is not None else None
+        with self.db.transaction() as conn:
+            return [str(i) for i in self._insert(conn, prepared, vectors)]
+
+    def _insert(
+        self,
+        conn: psycopg.Connection[Any],
+        prepared: list[list[Any]],
+        vectors: list[np.ndarray[Any, Any]] | None,
+    ) -> list[int]:
+        ids = [
+            int(r[0])
+            for r in conn.execute(
+                "SELECT nextval(pg_get_serial_sequence('chunks', 'id')) FROM generate_series(1, %s)",
+                (len(prepared),),
+            )
+        ]
+        for row, new_id in zip(prepared, ids, strict=True):
+            row[0] = new_id
+        if len(prepared) >= COPY_MIN_ROWS:
+            copy_rows(conn, prepared, vectors)
+            return ids
+        columns = [list(col) for col in zip(*prepared, strict=True)]
+        if vectors is None:
+            conn.execute(INSERT_SQL, columns)
+        else:
+            conn.execute(INSERT_VECTORS_SQL, [*columns, vectors])
+        return ids
+
+    def _require(self, conn: psycopg.Connection[Any], chunk_id: str) -> MemoryChunk:
+        chunk = self._get(conn, chunk_id)
+        if chunk is None:
+            raise StoreError(f"{self.db.shown}: no memory with id {chunk_id!r}")
+        return chunk
+
+    def _update(self, chunk_id: str, assignments: str, params: dict[str, Any]) -> MemoryChunk:
+        key = as_id(chunk_id)
+        with self.db.transaction() as conn:
+            row = (
+                None
+                if key is None
+                else conn.execute(
+                    f"UPDATE chunks AS c SET {assignments}, updated_at = %(now)s WHERE c.id = %(id)s "
+                    f"RETURNING {SELECT_COLUMNS}",
+                    {**params, "id": key, "now": utc_now()},
+                ).fetchone()
+            )
+        if row is None:
+            raise StoreError(f"{self.db.shown}: no memory with id {chunk_id!r}")
+        return chunk_from_row(row)
+
+    def set_review_state(self, chunk_id: str, state: str) -> MemoryChunk:
+        """Confirm, reject or reset a row to pending (D7 step 2)."""
+        return self._update(chunk_id, "review_state = %(state)s", {"state": validate_review_state(state)})
+
+    def set_expires_at(self, chunk_id: str, expires_at: datetime | str | None) -> MemoryChunk:
+        """Set (or clear, with ``None``) a row's expiry."""
+        value = None if expires_at is None else parse_timestamp(expires_at, "expires_at")
+        return self._update(chunk_id, "expires_at = %(at)s", {"at": value})
+
+    def invalidate_chunk(
+        self, chunk_id: str, *, superseded_by: str | None = None, reason: str | None = None
+    ) -> MemoryChunk:
+        """Stamp ``invalidated_at`` and a reason (``superseded_by:<id>`` for a supersession);
+        the row is kept for audit (D7)."""
+        with self.db.transaction() as conn:
+            return self._invalidate(conn, chunk_id, superseded_by=superseded_by, reason=reason)
+
+    def _invalidate(
+        self, conn: psycopg.Connection[Any], chunk_id: str, *, superseded_by: str | None, reason: str | None
+    ) -> MemoryChunk:
+        if superseded_by is not None and reason is not None:
+            raise ValidationError("reason: give either superseded_by or reason, not both")
+        if superseded_by is not None:
+            successor = self._require(conn, superseded_by)
+            current = self._require(conn, chunk_id)
+            if successor.id == current.id:
+                raise ValidationError("superseded_by: a memory cannot supersede itself")
+            text = f"{SUPERSEDED_PREFIX}{successor.id}"
+        else:
+            text = validate_text(reason if reason is not None else "invalidated", "reason", allow_empty=False)
+            if text.startswith(SUPERSEDED_PREFIX):
+                raise ValidationError("reason: use superseded_by=<id> to record a supersession")
+        now = utc_now()
+        key = as_id(chunk_id)
+        row = (
+            None
+            if key is None
+            else conn.execute(
+                "UPDATE chunks AS c SET invalidated_at = %(now)s, invalidation_reason = %(why)s, "
+                "updated_at = %(now)s WHERE c.id = %(id)s AND c.invalidated_at IS NULL "
+                f"RETURNING {SELECT_COLUMNS}",
+                {"now": now, "why": enc(text), "id": key},
+            ).fetchone()
+        )
+        if row is not None:
+            return chunk_from_row(row)
+        current = self._require(conn, chunk_id)  # raises when there is no such row
+        raise StoreError(
+            f"{self.db.shown}: memory {chunk_id} is already invalidated ({current.invalidation_reason}); "
+            + (f"supersede {current.superseded_by} instead" if current.superseded_by else "nothing to do")
+        )
+
+    def supersede(self, old_id: str, content: str, **attrs: Any) -> str:
+        """Write the newer row, then invalidate the old one with ``superseded_by:<new id>``, in
+        one transaction: if the insert fails the old row is untouched; if another process
+        superseded the old row meanwhile, this one fails and its new row is rolled back."""
+        with self.db.connection("read from") as conn:
+            old = self._require(conn, old_id)
+        if old.invalidated_at is not None:
+            hint = f"supersede {old.superseded_by} instead" if old.superseded_by else "it is not valid"
+            raise StoreError(f"{self.db.shown}: memory {old_id} is already invalidated; {hint}")
+        row: dict[str, Any] = {name: getattr(old, name) for name in INHERITED}
+        row.update(attrs)
+        row["content"] = content
+        prepared = [prepare_row(row, utc_now(), 0)]
+        vectors = self._embed([content]) if self._embedder is not None else None
+        with self.db.transaction() as conn:
+            new_id = str(self._insert(conn, prepared, vectors)[0])
+            self._invalidate(conn, old.id, superseded_by=new_id, reason=None)
+        return new_id
+
+    def purge(self, now: datetime | None = None) -> int:
+        """Delete expired rows and rows invalidated for a reason other than supersession; never
+        a superseded row nor one that superseded another (the chain stays readable)."""
+        with self.db.transaction() as conn:
+            cur = conn.execute(
+                f"""DELETE FROM chunks AS c WHERE
+                    ((c.expires_at IS NOT NULL AND c.expires_at <= %(now)s)
+                     OR (c.invalidated_at IS NOT NULL
+                         AND left(coalesce(c.invalidation_reason, ''), 14) <> '{SUPERSEDED_PREFIX}'))
+                    AND NOT (c.invalidated_at IS NOT NULL
+                             AND left(coalesce(c.invalidation_reason, ''), 14) = '{SUPERSEDED_PREFIX}')
+                    AND NOT EXISTS (SELECT 1 FROM chunks AS s
+                        WHERE s.invalidation_reason = '{SUPERSEDED_PREFIX}' || c.id::text)""",
+                {"now": now or utc_now()},
+            )
+            return int(cur.rowcount)
+
+    # ------------------------------------------------------------------ reads
+
+    def _get(self, conn: psycopg.Connection[Any], chunk_id: str) -> MemoryChunk | None:
+        key = as_id(chunk_id)
+        if key is None:
+            return None
+        row = conn.execute(f"SELECT {SELECT_COLUMNS} FROM chunks AS c WHERE c.id = %s", (key,)).fetchone()
+        return None if row is None else chunk_from_row(row)
+
+    def get(self, chunk_id: str, _on: PostgresStoreView | None = None) -> MemoryChunk | None:
+        with self._reading(_on) as conn:
+            return self._get(conn, chunk_id)
+
+    def list_chunks(
+        self,
+        *,
+        deliverable: bool = False,
+        memory_kind: str | None = None,
+        review_state: str | None = None,
+        delivery_policy: str | None = None,
+        namespace: str | None = None,
+        namespaces: Sequence[str] | None = None,
+        limit: int | None = None,
+        now: datetime | None = None,
+        _on: PostgresStoreView | None = None,
+    ) -> list[MemoryChunk]:
+        """Rows matching every given filter, oldest first."""
+        statement, params = sql.list_sql(
+            deliverable=deliverable,
+            memory_kind=memory_kind,
+            review_state=review_state,
+            delivery_policy=delivery_policy,
+            namespace=namespace,
+            namespaces=namespaces,
+            limit=limit,
+            now=now,
+        )
+        with self._reading(_on) as conn:
+            return [chunk_from_row(r) for r in conn.execute(statement, params)]
+
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        deliverable: bool = True,
+        namespaces: Sequence[str] | None = None,
+        include_superseded: bool = False,
+        now: datetime | None = None,
+        _on: PostgresStoreView | None = None,
+    ) -> list[SearchHit]:
+        """Hybrid (full text + HNSW vectors, fused by reciprocal rank) or full-text search in one
+        statement; raw user text is never query syntax (see ``sql.tsquery_text``)."""
+        validate_text(query, "query")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
+        params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "fts_cap": max(self.fts_cap, k * 4)}
+        clauses: list[str] = []
+        sql.scope_filter(namespaces, params, clauses)
+        if deliverable:
+            sql.deliverable_filter(include_superseded, now, params, clauses)
+        where = " AND ".join(clauses) or "true"
+        terms = fts_terms(query)
+        vector = self._embed([query])[0] if self._embedder is not None and query.strip() else None
+        if not terms and vector is None:
+            return []
+        if terms:
+            params["q"] = sql.tsquery_text(terms)
+        if vector is not None:
+            params["v"] = vector
+        statement = sql.search_sql(bool(terms), vector is not None, where)
+        with self._reading(_on) as conn:
+            rows = conn.execute(statement, params).fetchall()
+        return [
+            SearchHit(chunk=chunk_from_row(row), score=float(row[-1] or 0.0), rank=rank)
+            for rank, row in enumerate(rows, start=1)
+        ]
+
+    def vector_neighbours(self, query: str, n: int = 10, *, exact: bool = False) -> list[str]:
+        """The vector leg alone, unfiltered, as the HNSW index finds it (``exact``: by a full
+        scan). For diagnostics, tests and the benchmark's recall; callers want ``search``."""
+        if self._embedder is None:
+            raise StoreError(f"{self.db.shown}: no embedder, so there are no vectors to search")
+        vector = self._embed([query])[0]
+        order = "(c.embedding <=> %(v)s) + 0" if exact else "c.embedding <=> %(v)s"
+        with self.db.connection("read from") as conn:
+            rows = conn.execute(
+                f"SELECT c.id FROM chunks AS c WHERE c.embedding IS NOT NULL ORDER BY {order} LIMIT %(n)s",
+                {"v": vector, "n": n},
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+
+class PostgresStoreView:
+    """One composition's point-in-time view (``consistent_read``): reads see the state
+    committed when it opened; writes and anything else go to the store itself."""
+
+    def __init__(self, store: PostgresKnowledgeStore, conn: psycopg.Connection[Any]) -> None:
+        self.store = store
+        self.conn = conn
+        self.lock = threading.Lock()
+
+    def get(self, chunk_id: str) -> MemoryChunk | None:
+        return self.store.get(chunk_id, _on=self)
+
+    def list_chunks(self, **filters: Any) -> list[MemoryChunk]:
+        return self.store.list_chunks(**filters, _on=self)
+
+    def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
+        return self.store.search(query, k, **options, _on=self)
+
+    @contextlib.contextmanager
+    def consistent_read(self) -> Iterator[PostgresStoreView]:
+        yield self
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def __repr__(self) -> str:
+        return f"<PostgresStoreView of {self.store.db.shown}>"

@@ -1,0 +1,52 @@
+"""Deliberately faulty backends under the records kit (run by test_records_kit.py in a child
+pytest; the file name keeps the main run from collecting it). Each fault is one plausible bug."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+
+from contextplane.records import InjectionRow, SessionSummary
+from contextplane.testing import BackendConformance
+from contextplane.testing.memory import InMemoryBackend, InMemoryInjectionLog, InMemorySessionSummaries
+
+
+class LeaksTheActiveSession(InMemorySessionSummaries):
+    """Fault: ``exclude_session`` is ignored (the digest would repeat the running session)."""
+
+    def newest(self, limit: int, *, exclude_session: str | None = None) -> list[SessionSummary]:
+        return super().newest(limit)
+
+    def relevant(self, query: str, limit: int, *, exclude_session: str | None = None) -> list[SessionSummary]:
+        return super().relevant(query, limit)
+
+
+class NewestFirstLog(InMemoryInjectionLog):
+    """Fault: rows come back newest first, and ids restart for every session."""
+
+    def rows(self, session_id: str | None = None, limit: int | None = None) -> list[InjectionRow]:
+        return list(reversed(super().rows(session_id, limit)))
+
+    def record(self, row: InjectionRow) -> int:
+        with self._lock:
+            stored = attrs.evolve(row, id=sum(1 for r in self._rows if r.session_id == row.session_id) + 1)
+            self._rows.append(stored)
+            return stored.id
+
+
+class TestLeaksTheActiveSession(BackendConformance):
+    capabilities = frozenset()
+
+    @pytest.fixture
+    def backend(self) -> Any:
+        return InMemoryBackend(summaries=LeaksTheActiveSession())
+
+
+class TestNewestFirstLog(BackendConformance):
+    capabilities = frozenset()
+
+    @pytest.fixture
+    def backend(self) -> Any:
+        return InMemoryBackend(injections=NewestFirstLog())

@@ -1,0 +1,54 @@
+"""The records kit (``BackendConformance``) on the embedded SQLite backend and the kit's
+in-memory backend (it must pass; tests/postgres/test_kit.py runs it on PostgreSQL), and on
+faulty backends (it must fail, by id)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from contextplane.backends.sqlite import SQLiteBackend
+from contextplane.observability import TrajectoryWriter
+from contextplane.testing import BackendConformance, requirements_of
+from contextplane.testing.memory import InMemoryBackend
+from tests.conformance.helpers import run_pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+class TestSQLiteBackend(BackendConformance):
+    @pytest.fixture
+    def backend(self, tmp_path: Path) -> Iterator[SQLiteBackend]:
+        backend = SQLiteBackend(tmp_path / "memory.sqlite3")
+        yield backend
+        backend.close()
+
+
+class TestInMemoryBackend(BackendConformance):
+    @pytest.fixture
+    def backend(self, tmp_path: Path) -> InMemoryBackend:
+        return InMemoryBackend(trajectory=TrajectoryWriter(tmp_path / "trajectories"))
+
+
+class TestInMemoryBackendWithoutTrajectory(BackendConformance):
+    capabilities = frozenset()
+
+    @pytest.fixture
+    def backend(self) -> InMemoryBackend:
+        return InMemoryBackend()
+
+
+def test_faulty_backends_fail_with_the_named_ids(tmp_path: Path) -> None:
+    run = run_pytest([HERE / "cases_faulty_backends.py"], tmp_path)
+    assert run.outcomes, run.stdout + run.stderr
+    every = {r.id for r in requirements_of("records")}
+    assert set(run.by_class("TestLeaksTheActiveSession")) == set(run.by_class("TestNewestFirstLog")) == every
+    assert run.failing("TestLeaksTheActiveSession") == {
+        "RECORDS-SUMMARIES-NEWEST",
+        "RECORDS-SUMMARIES-RELEVANT",
+    }
+    assert run.failing("TestNewestFirstLog") == {"RECORDS-INJECTIONS-APPEND"}
+    message = run.by_class("TestNewestFirstLog")["RECORDS-INJECTIONS-APPEND"].message
+    assert "[RECORDS-INJECTIONS-APPEND] injections.record returns distinct, increasing ids" in message

@@ -1,0 +1,271 @@
+"""``contextplane store copy SRC DST``: an embedded store moved into PostgreSQL with ids,
+chains, review states, expiry, vectors and records intact; killed midway and resumed, nothing
+lost or doubled; the source file never touched. (Memory history is not copied: the embedded
+schema that would hold it does not exist in this tree; the copy refuses a newer file.)"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import subprocess
+import sys
+import textwrap
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import apsw
+import numpy as np
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+from contextplane.backends.sqlite import SQLiteBackend
+from contextplane.cli import main
+from contextplane.errors import StoreError
+from contextplane.records import InjectionRow
+from contextplane.records.snapshots import SnapshotRow
+from contextplane_postgres import PostgresBackend
+from contextplane_postgres.copy import copy_store, cursor_key
+from contextplane_postgres.database import Database
+
+from .helpers import HashEmbedder
+
+REPO = Path(__file__).resolve().parents[2]
+ROWS = 3_000
+
+
+def generate(path: Path, rows: int = ROWS, seed: int = 7) -> dict[str, Any]:
+    """A store like a real one: kinds, scopes, review states, expiry, chains, vectors, records."""
+    rng = random.Random(seed)
+    backend = SQLiteBackend(path, embedder=HashEmbedder(32))
+    m = backend.memories
+    now = datetime.now(UTC)
+    batch = []
+    for i in range(rows):
+        batch.append(
+            {
+                "content": f"row {i} {rng.choice(['kiwi', 'deploy', 'canary', 'window'])} NUL\x00 ü {rng.random():.6f}",
+                "domain": rng.choice(["hot", "general", "fact", "preferences", "custom"]),
+                "source_type": rng.choice(["operator", "extracted", "ingest", ""]),
+                "namespace": rng.choice(["", "project:web", "session:s1"]),
+                "heading": f"h{i % 17}",
+                "expires_at": (now + timedelta(days=rng.randint(-5, 30))) if i % 7 == 0 else None,
+            }
+        )
+    ids = m.add_chunks(batch)
+    chains = []
+    for start in rng.sample(ids, 40):
+        chain = [start]
+        for _ in range(rng.randint(1, 4)):
+            chain.append(m.supersede(chain[-1], f"newer version of {start} {len(chain)}"))
+        chains.append(chain)
+    for cid in rng.sample(ids, 300):
+        if m.get(cid).invalidated_at is None:
+            m.set_review_state(cid, rng.choice(["confirmed", "rejected"]))
+    for cid in rng.sample(ids, 50):
+        if m.get(cid).invalidated_at is None:
+            m.invalidate_chunk(cid, reason="found wrong")
+    for s in range(30):
+        backend.summaries.add(
+            f"s{s}",
+            f"summary {s} about kiwi {s % 3}",
+            topic=f"t{s}",
+            at=f"2026-01-{1 + s % 28:02d}T00:00:00+00:00",
+        )
+        backend.injections.record(
+            InjectionRow(
+                f"s{s}", s, "2026-01-01T00:00:00Z", "native", s, 4 * s, 16_000, {"retrieved": [str(s)]}
+            )
+        )
+        backend.snapshots.put(
+            SnapshotRow(
+                f"s{s}",
+                s,
+                0,
+                1.9e9 + s,
+                "native",
+                False,
+                "h1",
+                "[]",
+                "p",
+                "[]",
+                16_000,
+                s,
+                1,
+                2,
+                "[]",
+                "[]",
+                f"full \x00 {s}",
+            )
+        )
+    backend.snapshots.register_prefix("h1", "the prefix text", "[]")
+    backend.close()
+    return {"chains": chains}
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def assert_same(src: Path, dst: PostgresBackend) -> None:
+    """Every public read gives the same answer on both sides."""
+    sqlite = SQLiteBackend(src)
+    try:
+        a, b = sqlite.memories.list_chunks(), dst.memories.list_chunks()
+        assert len(a) == len(b) and [c.id for c in a] == [c.id for c in b]
+        assert a == b  # every attribute, timestamps included
+        assert sqlite.summaries.newest(100) == dst.summaries.newest(100)
+        assert sqlite.injections.rows() == dst.injections.rows()
+        assert sqlite.snapshots.list() == dst.snapshots.list()
+        assert dst.snapshots.prefix_text("h1") == "the prefix text"
+    finally:
+        sqlite.close()
+    conn = apsw.Connection(str(src), flags=apsw.SQLITE_OPEN_READONLY)
+    want = {
+        str(i): np.frombuffer(v, dtype=np.float32)
+        for i, v in conn.execute("SELECT chunk_id, embedding FROM chunks_vec")
+    }
+    conn.close()
+    with psycopg.connect(dst.db.url, options=f"-c search_path={dst.db.schema},public") as pg:
+        got = {str(i): np.array([float(x) for x in e.strip("[]").split(",")], dtype=np.float32)
+               for i, e in pg.execute("SELECT id, embedding::text FROM chunks WHERE embedding IS NOT NULL")}  # fmt: skip
+    assert set(got) == set(want) and len(want) == len(a)
+    assert max(float(np.abs(got[i] - want[i]).max()) for i in want) < 1e-6
+
+
+KILLER = textwrap.dedent(
+    """
+    import os, signal, sys, threading
+    from contextplane_postgres.copy import copy_store
+    from contextplane_postgres.database import Database
+
+    src, url, schema = sys.argv[1:4]
+    db = Database(url, schema=schema, vectors=True, pool_max_size=2)
+    batches = []
+
+    def on_batch(table, done, total):
+        batches.append(table)
+        if len(batches) == 4:  # die inside the fifth batch's transaction, without any cleanup
+            threading.Timer(0.002, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+
+    copy_store(src, db, batch_rows=200, on_batch=on_batch)
+    print("finished without being killed")
+    """
+)
+
+
+def test_copy_killed_midway_resumes_with_nothing_lost_or_doubled(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    src = tmp_path / "memory.sqlite3"
+    made = generate(src)
+    before = sha(src)
+    run = subprocess.run(
+        [sys.executable, "-c", KILLER, str(src), pg_url, pg_schema],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == -9, run.stdout + run.stderr
+    with psycopg.connect(pg_url) as pg:
+        copied = pg.execute(f"SELECT count(*) FROM {pg_schema}.chunks").fetchone()[0]
+        cursor = json.loads(
+            pg.execute(f"SELECT value FROM {pg_schema}.meta WHERE key = %s", (cursor_key(src),)).fetchone()[0]
+        )
+    assert 800 <= copied < ROWS + 200 and copied == cursor["chunks"], (copied, cursor)  # whole batches only
+    assert "done" not in cursor
+
+    res = CliRunner().invoke(
+        main, ["store", "copy", str(src), pg_url, "--schema", pg_schema, "--batch-rows", "500", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output[res.output.index("{") :])
+    assert report["resumed"] is True
+    chunks = report["tables"]["chunks"]
+    total = ROWS + sum(len(c) - 1 for c in made["chains"])
+    assert chunks["source_rows"] == total and chunks["already_copied"] == copied
+    assert chunks["copied"] == total - copied
+    assert report["vectors"] == total - copied
+
+    dst = PostgresBackend(pg_url, schema=pg_schema, embedder=HashEmbedder(32))
+    try:
+        assert_same(src, dst)
+        for chain in made["chains"]:  # chains intact, id by id
+            walk, cur = [chain[0]], dst.memories.get(chain[0])
+            while cur is not None and cur.superseded_by is not None:
+                walk.append(cur.superseded_by)
+                cur = dst.memories.get(cur.superseded_by)
+            assert walk == chain
+        states = [c.review_state for c in dst.memories.list_chunks()]
+        assert {"confirmed", "pending", "rejected"} <= set(states)
+        new = dst.memories.add_chunk("written after the copy")  # the sequence moved past the copied ids
+        assert int(new) == total + 1
+        assert dst.summaries.add("later", "a summary") == "31"
+        hits = dst.memories.search("kiwi deploy", 5)
+        assert hits and all(h.chunk.is_deliverable() for h in hits)
+    finally:
+        dst.close()
+    assert sha(src) == before, "the copy changed its source"
+
+    again = CliRunner().invoke(main, ["store", "copy", str(src), pg_url, "--schema", pg_schema])
+    assert again.exit_code == 0, again.output
+    assert (
+        "resumed and finished" in again.output
+        and f"chunks: {total} in the source, 0 copied now, {total + 0} before" in again.output
+    )
+
+
+def test_a_destination_holding_other_memories_is_refused(tmp_path: Path, pg_url: str, pg_schema: str) -> None:
+    src = tmp_path / "memory.sqlite3"
+    backend = SQLiteBackend(src)
+    backend.memories.add_chunk("kiwi")
+    backend.close()
+    other = PostgresBackend(pg_url, schema=pg_schema)
+    other.memories.add_chunk("already here")
+    with pytest.raises(StoreError) as err:
+        copy_store(src, other.db)
+    other.close()
+    assert "already holds 1 memories that were not copied from" in str(err.value)
+    assert "copy into an empty schema" in str(err.value)
+
+
+def test_a_newer_embedded_schema_is_refused_rather_than_half_copied(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    src = tmp_path / "memory.sqlite3"
+    SQLiteBackend(src).close()
+    conn = apsw.Connection(str(src))
+    conn.execute("PRAGMA user_version = 3")
+    conn.close()
+    db = Database(pg_url, schema=pg_schema)
+    try:
+        with pytest.raises(StoreError, match=r"embedded schema version 3; this copy reads versions 1-2 only"):
+            copy_store(src, db)
+    finally:
+        db.close()
+
+
+def test_copy_of_a_missing_or_foreign_file_is_a_clear_error(tmp_path: Path, pg_url: str) -> None:
+    res = CliRunner().invoke(main, ["store", "copy", str(tmp_path / "nope.sqlite3"), pg_url])
+    assert res.exit_code == 2 and "no embedded store here" in res.output
+    (tmp_path / "notes.txt").write_text("hello")
+    res = CliRunner().invoke(main, ["store", "copy", str(tmp_path / "notes.txt"), pg_url])
+    assert res.exit_code == 2 and "Traceback" not in res.output and "error: " in res.output
+
+
+def test_the_store_command_is_plugged_into_the_command_line() -> None:
+    res = CliRunner().invoke(main, ["--help"])
+    assert res.exit_code == 0 and "store" in res.output
+    res = CliRunner().invoke(main, ["store", "--help"])
+    assert {"copy", "init", "status"} <= set(res.output.split())
+
+
+def test_store_init_and_status(pg_url: str, pg_schema: str) -> None:
+    res = CliRunner().invoke(main, ["store", "init", pg_url, "--schema", pg_schema])
+    assert res.exit_code == 0 and res.output.strip().endswith(f"(schema {pg_schema}): at schema version 3")
+    res = CliRunner().invoke(main, ["store", "status", pg_url, "--schema", pg_schema])
+    status = json.loads(res.output)
+    assert status["schema_version"] == 3 and status["chunks"] == 0 and status["trajectory"] == 0

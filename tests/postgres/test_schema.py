@@ -1,0 +1,147 @@
+"""Schema versioning on PostgreSQL: created at the current version, brought forward step by
+step (every public read and write works afterwards), a newer schema refused before anything
+reads it, and several processes opening a fresh database at once migrate it exactly once."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+from contextplane.errors import StoreError
+from contextplane.records import InjectionRow
+from contextplane.records.snapshots import SnapshotRow
+from contextplane_postgres import PostgresBackend
+from contextplane_postgres.schema import SCHEMA_VERSION
+
+from .helpers import HashEmbedder
+
+
+def version(url: str, schema: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(f"SELECT value FROM {schema}.meta WHERE key = 'schema_version'").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_fresh_database_is_created_at_the_current_version(pg_url: str, pg_schema: str) -> None:
+    PostgresBackend(pg_url, schema=pg_schema).close()
+    assert version(pg_url, pg_schema) == SCHEMA_VERSION == 3
+
+
+def test_a_newer_schema_is_refused_naming_both_versions(pg_url: str, pg_schema: str) -> None:
+    PostgresBackend(pg_url, schema=pg_schema).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"UPDATE {pg_schema}.meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError) as err:
+        PostgresBackend(pg_url, schema=pg_schema)
+    assert f"(schema {pg_schema}): the database was written by schema version 99, but this " in str(err.value)
+    assert "understands schema version 3 at most; upgrade contextplane to open it" in str(err.value)
+    assert version(pg_url, pg_schema) == 99  # nothing was touched
+
+
+def test_an_older_schema_is_migrated_and_every_read_and_write_works(pg_url: str, pg_schema: str) -> None:
+    old = PostgresBackend(pg_url, schema=pg_schema, target_version=1)  # memories only
+    a = old.memories.add_chunk("kiwi deploy window Tuesday", "hot", "operator")
+    b = old.memories.add_chunk("kiwi canary note", "general", "extracted", namespace="project:web")
+    old.close()
+    assert version(pg_url, pg_schema) == 1
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert conn.execute("SELECT to_regclass(%s)", (f"{pg_schema}.injection_log",)).fetchone() == (None,)
+
+    backend = PostgresBackend(pg_url, schema=pg_schema)
+    try:
+        assert version(pg_url, pg_schema) == SCHEMA_VERSION
+        with psycopg.connect(pg_url, autocommit=True) as conn:  # steps 2 and 3 ran
+            for name in ("injection_log", "trajectory", "chunks_delivery_policy"):
+                assert conn.execute("SELECT to_regclass(%s)", (f"{pg_schema}.{name}",)).fetchone() != (None,)
+        m = backend.memories
+        assert [c.id for c in m.list_chunks()] == [a, b]
+        assert m.get(a) is not None and m.get(a).memory_kind == "standing"
+        c = m.supersede(a, "kiwi deploy window Thursday")
+        assert m.get(a).superseded_by == c
+        assert m.set_review_state(b, "confirmed").review_state == "confirmed"
+        assert m.set_expires_at(b, "2030-01-01T00:00:00Z").expires_at is not None
+        ids = m.add_chunks(
+            [{"content": "kiwi bulk one"}, {"content": "kiwi bulk two", "namespace": "session:x"}]
+        )
+        assert [h.chunk.id for h in m.search("kiwi", 10, namespaces=["", "session:x"])] == sorted(
+            [c, *ids], key=int
+        ) or {h.chunk.id for h in m.search("kiwi", 10, namespaces=["", "session:x"])} == {c, *ids}
+        assert m.list_chunks(namespaces=["project:web"])[0].id == b
+        m.invalidate_chunk(ids[0], reason="duplicate")
+        assert m.purge() == 1
+        with m.consistent_read() as view:
+            assert view.get(ids[0]) is None and view.get(c) is not None
+        s = backend.summaries
+        s.add("s1", "kiwi orchard planning", topic="orchard")
+        assert [r.session_id for r in s.newest(5)] == ["s1"] and s.relevant("orchard", 5)[
+            0
+        ].session_id == "s1"
+        assert s.count() == 1
+        rid = backend.injections.record(
+            InjectionRow("s1", 0, "2026-01-01T00:00:00Z", "native", 3, 12, 100, {"r": [c]})
+        )
+        assert [r.id for r in backend.injections.rows("s1")] == [rid]
+        snaps = backend.snapshots
+        snaps.register_prefix("h", "the prefix", "[]")
+        snaps.put(
+            SnapshotRow("s1", 0, 0, 1.9e9, "native", False, "h", "[]", None, "[]", None, 0, 0, 0, "[]", "[]")
+        )
+        assert (
+            snaps.count() == 1
+            and snaps.get("s1", 0, 0) is not None
+            and snaps.prefix_text("h") == "the prefix"
+        )
+        assert snaps.sessions() == [("s1", 1, 1.9e9)] and [x.key for x in snaps.list()] == [("s1", 0, 0)]
+        traj = backend.trajectory
+        assert traj is not None and traj.append("s1", "projection", {"turn_index": 0}) == "1"
+        assert [e.kind for e in traj.read("s1").entries] == ["projection"]
+    finally:
+        backend.close()
+
+
+def test_concurrent_first_opens_migrate_once(pg_url: str, pg_schema: str) -> None:
+    opened: list[Any] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def open_one() -> None:
+        try:
+            start.wait()
+            opened.append(PostgresBackend(pg_url, schema=pg_schema, pool_max_size=2))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    try:
+        assert not errors, errors
+        ids = {b.memories.add_chunk("kiwi") for b in opened}
+        assert len(ids) == 6 and version(pg_url, pg_schema) == SCHEMA_VERSION
+    finally:
+        for b in opened:
+            b.close()
+
+
+def test_vectors_are_added_once_and_another_width_is_refused(pg_url: str, pg_schema: str) -> None:
+    first = PostgresBackend(pg_url, schema=pg_schema, embedder=HashEmbedder(64))
+    cid = first.memories.add_chunk("kiwi orchard", source_type="operator")
+    first.close()
+    again = PostgresBackend(pg_url, schema=pg_schema, embedder=HashEmbedder(64))
+    assert again.memories.vector_neighbours("kiwi orchard", 1) == [cid]
+    again.close()
+    with pytest.raises(StoreError) as err:
+        PostgresBackend(pg_url, schema=pg_schema, embedder=HashEmbedder(32, name="narrow"))
+    assert (
+        "stored vectors have 64 dimensions (embedder 'test-hash-bow') but embedder 'narrow' produces 32"
+        in str(err.value)
+    )
+    plain = PostgresBackend(pg_url, schema=pg_schema)  # without an embedder: full text only
+    assert [h.chunk.id for h in plain.memories.search("orchard")] == [cid]
+    plain.close()
