@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from contextplane.errors import ConfigError, SectionOrderError
+from contextplane.escaping import repair_text
 from contextplane.request import BuildContext
 from contextplane.sections import PromptSection
 
@@ -168,7 +169,7 @@ def build_stable_prefix(
                 raise TypeError(f"render returned {type(text).__name__}; expected str")
         except ConfigError:
             raise  # a misconfigured section (e.g. a missing SOUL.md) is the operator's to fix
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in a render fails that section only
             message = (
                 f"prompt section {reg.section.name!r} of plugin {reg.plugin!r} failed: "
                 f"{type(exc).__name__}: {exc}"
@@ -177,7 +178,7 @@ def build_stable_prefix(
                 raise SectionOrderError(message + " (strict mode)") from exc
             errors.append(message)
             continue
-        text = text.strip("\n")
+        text = repair_text(text.strip("\n"))  # a lone surrogate must not fail the hash below
         if not text:
             continue
         texts.append(text)

@@ -58,6 +58,11 @@ def _positive_or_none(_i: object, a: attrs.Attribute[Any], v: int | None) -> Non
         raise _FieldError(a.name, v)
 
 
+def _row_bound(_i: object, a: attrs.Attribute[Any], v: int) -> None:
+    if v != 0 and v < 200:
+        raise _FieldError(a.name, v)
+
+
 def _tier(_i: object, a: attrs.Attribute[Any], v: int) -> None:
     if v not in (1, 2, 3):
         raise _FieldError(a.name, v)
@@ -81,6 +86,10 @@ class ContextConfig:
         default=5, validator=_ge0, metadata=_expect("a whole number >= 0")
     )
     retrieved_k: int = attrs.field(default=8, validator=_ge0, metadata=_expect("a whole number >= 0"))
+    #: One row's text is cut to this many chars (at a line boundary, with a marker); 0 = no bound.
+    max_row_chars: int = attrs.field(
+        default=4_000, validator=_row_bound, metadata=_expect("0 (no bound) or a whole number >= 200")
+    )
     inject_min_trust: int = attrs.field(default=1, validator=_tier, metadata=_expect("1, 2 or 3"))
     capture_full_text: bool = attrs.field(default=False, metadata=_expect("true or false"))
     provider_timeout_ms: int = attrs.field(

@@ -17,7 +17,17 @@ Layout, per envelope (envelopes are separated by one blank line)::
     </tag>
 
 Shedding goes from the lowest-priority section up, exhausting each section's behaviour before
-the next and re-measuring after every step; rows are whole or absent, never cut.
+the next and re-measuring after every step; rows are whole or absent. Three rules keep one
+bad row or one floor from breaking the budget (ADR D6: only never-shed sections may exceed it):
+
+* a row whose text is longer than ``context.max_row_chars`` is cut at a line boundary, with a
+  visible marker, before anything is measured (``cut_row``);
+* a row dropped to make room never takes smaller rows with it: once shedding is done, dropped
+  rows are offered the room that is left again, best section and best rank first, and each
+  one that fits comes back (``restore``);
+* a ``DEGRADE`` floor yields when it does not fit: if every other sheddable row is gone and
+  the projection is still over budget, the floor's rows are dropped too, lowest-ranked first,
+  and then the section (``drop_below_floor``).
 """
 
 from __future__ import annotations
@@ -69,6 +79,31 @@ def format_row(text: str) -> str:
     return _lines(escape_untrusted(text))
 
 
+#: The marker that ends a row cut by ``context.max_row_chars``; ``{n}`` is the chars left out.
+CUT_MARKER = "[… cut: {n} more chars]"
+
+
+def cut_row(escaped: str, limit: int) -> str:
+    """``escaped`` cut to at most ``limit`` chars, at the last line break (else the last space)
+    in the second half of the room, never inside an entity, ending with a marker line that
+    says how much was left out. Cutting escaped text keeps the bound exact."""
+    if len(escaped) <= limit:
+        return escaped
+    marker = "\n" + CUT_MARKER.replace("{n}", str(len(escaped)))
+    room = max(limit - len(marker), 0)
+    head = escaped[:room]
+    for sep in ("\n", " "):
+        at = head.rfind(sep)
+        if at > room // 2:
+            head = head[:at]
+            break
+    amp = head.rfind("&", max(len(head) - 6, 0))
+    if amp >= 0 and ";" not in head[amp:]:
+        head = head[:amp]  # an entity (``&lt;``) is whole or absent
+    head = head.rstrip()
+    return head + "\n" + CUT_MARKER.replace("{n}", str(len(escaped) - len(head)))
+
+
 _BY_RANK = operator.attrgetter("rank")
 
 
@@ -81,7 +116,7 @@ class ShedStep:
     """One kind of shedding applied to one section: how many items and how many chars it freed."""
 
     section: str
-    action: str  # "drop_row" | "degrade_row" | "drop_to_floor" | "drop_section"
+    action: str  # "drop_row" | "degrade_row" | "drop_to_floor" | "drop_below_floor" | "drop_section"
     items: int
     chars: int
 
@@ -94,7 +129,9 @@ class SectionPlan:
     """
 
     __slots__ = (
+        "_row_limit",
         "cur",
+        "cut",
         "degraded",
         "envelope_index",
         "escaped",
@@ -104,6 +141,7 @@ class SectionPlan:
         "overhead",
         "plugin",
         "rendered",
+        "restored",
         "rows",
         "rows_chars",
         "section",
@@ -113,7 +151,12 @@ class SectionPlan:
     )
 
     def __init__(
-        self, section: ContextSection, plugin: str, rows: Sequence[Row], meta: Mapping[str, Any]
+        self,
+        section: ContextSection,
+        plugin: str,
+        rows: Sequence[Row],
+        meta: Mapping[str, Any],
+        row_limit: int | None = None,
     ) -> None:
         self.section = section
         self.name = section.name
@@ -127,6 +170,17 @@ class SectionPlan:
         measured = [escape_measured(r.text) for r in ordered]
         self.escaped = [m[0] for m in measured]
         self.cur = [m[1] for m in measured]
+        #: Ids of the rows cut to ``row_limit`` chars.
+        self.cut: list[str] = []
+        if row_limit:
+            for i, text in enumerate(self.escaped):
+                if len(text) > row_limit:
+                    self.escaped[i] = cut_row(text, row_limit)
+                    self.cur[i] = _line_len(self.escaped[i])
+                    self.cut.append(ordered[i].id)
+        self._row_limit = row_limit
+        #: Rows past ``visible`` given back by ``restore``, in rank order.
+        self.restored: list[int] = []
         self.short: list[str | None] | None = None
         self.degraded: list[bool] | None = None
         self.visible = len(ordered)
@@ -149,7 +203,7 @@ class SectionPlan:
     def resize(self) -> int:
         """Recompute ``size``; returns the change."""
         old = self.size
-        if self.visible == 0 and self.hidden == 0:
+        if self.visible == 0 and self.hidden == 0 and not self.restored:
             self.size = 0
         else:
             self.size = self.overhead + self.rows_chars + (len(self.marker()) if self.hidden else 0)
@@ -157,16 +211,32 @@ class SectionPlan:
 
     def shorts(self) -> list[str | None]:
         if self.short is None:
-            self.short = [escape_untrusted(r.short) if r.short is not None else None for r in self.rows]
+            limit = self._row_limit
+            self.short = [
+                None if r.short is None else cut_row(escape_untrusted(r.short), limit) if limit
+                else escape_untrusted(r.short)
+                for r in self.rows
+            ]
             self.degraded = [False] * len(self.rows)
         return self.short
 
+    def kept(self) -> list[int]:
+        """Indices of the delivered rows, in rank order."""
+        return [*range(self.visible), *self.restored]
+
     def delivered_ids(self) -> tuple[str, ...]:
-        return tuple(r.id for r in self.rows[: self.visible])
+        rows = self.rows
+        if not self.restored:
+            return tuple(r.id for r in rows[: self.visible])
+        return tuple(rows[i].id for i in self.kept())
 
     @property
     def truncated(self) -> bool:
-        return self.visible < len(self.rows) or (self.degraded is not None and any(self.degraded))
+        return (
+            self.visible + len(self.restored) < len(self.rows)
+            or bool(self.cut)
+            or (self.degraded is not None and any(self.degraded))
+        )
 
     def render(self) -> str:
         """Render the section's part of its envelope (kept in ``rendered`` for hashing)."""
@@ -180,7 +250,7 @@ class SectionPlan:
         if sec.inner_tag:
             parts.append(f"<{sec.inner_tag}>\n")
         short, degraded = self.short, self.degraded
-        for i in range(self.visible):
+        for i in self.kept() if self.restored else range(self.visible):
             if degraded is not None and degraded[i] and short is not None:
                 parts.append(_lines(short[i] or ""))
             else:
@@ -291,11 +361,18 @@ def _degrade(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedSte
         count += 1
     if count:
         steps.append(ShedStep(plan.name, "degrade_row", count, layout.changed(plan)))
-    # 2. Drop to the floor behind a "+N more" marker. The marker can outweigh a tiny row, so
-    #    the smallest state seen is kept when nothing fits. Simulated on local counters (the
-    #    section never empties here: it keeps the marker), then applied once.
+    # 2. Drop to the floor behind a "+N more" marker.
+    _drop_to(layout, plan, budget, steps, plan.section.floor, "drop_to_floor")
+
+
+def _drop_to(
+    layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedStep], floor: int, action: str
+) -> None:
+    """Drop visible rows, lowest-ranked first, down to ``floor``, behind the "+N more" marker.
+    The marker can outweigh a tiny row, so the smallest state seen is kept when nothing fits.
+    Simulated on local counters (the section never empties here: it keeps the marker), then
+    applied once."""
     start_visible = plan.visible
-    floor = plan.section.floor
     if layout.total <= budget or start_visible <= floor:
         return
     marker = plan.section.more_marker
@@ -319,7 +396,7 @@ def _degrade(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedSte
     plan.rows_chars -= sum(cur[final_v:start_visible])
     plan.hidden += dropped
     plan.visible = final_v
-    steps.append(ShedStep(plan.name, "drop_to_floor", dropped, layout.changed(plan)))
+    steps.append(ShedStep(plan.name, action, dropped, layout.changed(plan)))
 
 
 def _drop_section(layout: Layout, plan: SectionPlan, steps: list[ShedStep]) -> None:
@@ -337,6 +414,8 @@ def fit(layout: Layout, budget: int | None) -> list[ShedStep]:
     steps: list[ShedStep] = []
     if budget is None or layout.total <= budget:
         return steps
+    # What each section had before shedding, so ``restore`` knows what was dropped.
+    before = {id(plan): (plan.visible, plan.size) for plan in layout.plans}
     for plan in reversed(layout.plans):
         if layout.total <= budget:
             break
@@ -349,7 +428,66 @@ def fit(layout: Layout, budget: int | None) -> list[ShedStep]:
             _drop_rows(layout, plan, budget, steps)
         elif shed is Shed.DEGRADE:
             _degrade(layout, plan, budget, steps)
+    # Floors yield (ADR D6: only never-shed sections are never dropped), lowest priority first.
+    for plan in reversed(layout.plans):
+        if layout.total <= budget:
+            break
+        if plan.section.shed is Shed.DEGRADE and (plan.visible or plan.hidden):
+            _drop_to(layout, plan, budget, steps, 0, "drop_below_floor")
+            if layout.total > budget:
+                _drop_section(layout, plan, steps)
+    if layout.total < budget:
+        restore(layout, budget, steps, before)
     return steps
+
+
+def restore(
+    layout: Layout, budget: int, steps: list[ShedStep], before: Mapping[int, tuple[int, int]]
+) -> None:
+    """Give the room left back to dropped rows, best section and best rank first, so a row that
+    did not fit never takes smaller rows with it. Only whole rows of ``DROP_ROWS`` sections and
+    whole ``DROP_SECTION`` sections come back, each only if the projection still fits; the
+    shedding steps are rewritten to what was dropped in the end."""
+    for plan in layout.plans:
+        shed = plan.section.shed
+        had_visible, had_size = before[id(plan)]
+        if shed is Shed.DROP_SECTION and plan.size == 0 and had_size:
+            if budget - layout.total < had_size:
+                continue  # the section alone is larger than the room left
+            plan.visible = had_visible
+            plan.rows_chars = sum(plan.cur[:had_visible])
+            added = -layout.changed(plan)
+            if layout.total > budget:  # its envelope did not fit
+                plan.visible = 0
+                plan.rows_chars = 0
+                layout.changed(plan)
+                continue
+            _give_back(steps, plan.name, had_visible, added)
+        elif shed is Shed.DROP_ROWS and plan.visible < had_visible:
+            for i in range(plan.visible, had_visible):
+                if budget - layout.total < plan.cur[i]:
+                    continue  # its line alone is larger than the room left
+                plan.restored.append(i)
+                plan.rows_chars += plan.cur[i]
+                added = -layout.changed(plan)
+                if layout.total > budget:  # its section's heading or envelope did not fit
+                    plan.restored.pop()
+                    plan.rows_chars -= plan.cur[i]
+                    layout.changed(plan)
+                    continue
+                _give_back(steps, plan.name, 1, added)
+
+
+def _give_back(steps: list[ShedStep], section: str, items: int, chars: int) -> None:
+    """Take ``items`` rows and ``chars`` chars off the section's last dropping step."""
+    for index in range(len(steps) - 1, -1, -1):
+        step = steps[index]
+        if step.section == section and step.action in ("drop_row", "drop_section"):
+            if step.items <= items:
+                del steps[index]
+            else:
+                steps[index] = ShedStep(section, step.action, step.items - items, step.chars - chars)
+            return
 
 
 def overflow_key(layout: Layout, budget: int) -> Hashable:

@@ -318,7 +318,7 @@ class PluginHost:
 
             try:
                 self._call(impl, {"register": register, "config": self.config})
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # a plugin calling sys.exit() is a failure too
                 dist = self._meta.get(impl.plugin_name, (None, None))[0]
                 self._fail(PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc)), exc)
                 continue
@@ -359,7 +359,7 @@ class PluginHost:
             dist = self._meta.get(impl.plugin_name, (None, None))[0]
             try:
                 result = self._call(impl, {"config": self.config})
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 self._fail(PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc)), exc)
                 continue
             if result is None:
@@ -396,7 +396,7 @@ class PluginHost:
         for impl in self._impls(hook_name):
             try:
                 self._call(impl, kwargs)
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # a plugin calling sys.exit() is a failure too
                 dist = self._meta.get(impl.plugin_name, (None, None))[0]
                 failure = PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc))
                 failures.append(failure)

@@ -246,7 +246,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         """Hybrid (BM25 + vector, fused by reciprocal rank) or FTS-only search. Raw user text is
         never FTS syntax (see ``fts_query``). ``include_superseded`` admits superseded rows but
         still never rejected, expired or otherwise-invalidated ones."""
-        validate_text(query, "query")
+        validate_text(query, "query", storable=False)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
         params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "nc": max(k * 8, 80)}
