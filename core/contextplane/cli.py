@@ -236,7 +236,8 @@ def preview_cmd(
     for w in projection.warnings:
         click.echo(f"! {w}")
     for f in host.failures:
-        click.echo(f"! {f.describe()}")
+        if f.describe() not in prefix.errors:  # a plugin left out of the prefix is shown above
+            click.echo(f"! {f.describe()}")
 
 
 @main.command("injections")

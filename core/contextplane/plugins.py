@@ -31,7 +31,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 import pluggy
 
-from contextplane import hookspecs
+from contextplane import authority, hookspecs
 from contextplane.config import Config, load_config
 from contextplane.embedding import Embedder
 from contextplane.errors import PluginLoadError, SectionError
@@ -137,6 +137,7 @@ class PluginHost:
         self._meta: dict[str, tuple[str | None, str | None]] = {}
         self._skipped: list[PluginInfo] = []
         self._prompt: list[Registered[PromptSection]] | None = None
+        self._prefix: list[Registered[PromptSection]] | None = None
         self._context: list[Registered[ContextSection]] | None = None
         self._ordered: tuple[Registered[ContextSection], ...] | None = None
         self._lock = threading.Lock()
@@ -254,6 +255,7 @@ class PluginHost:
             return None
         self._meta[pname] = (distribution, version)
         self._prompt = None
+        self._prefix = None
         self._context = None
         self._ordered = None
         return pname
@@ -264,6 +266,7 @@ class PluginHost:
             self.pm.unregister(name=name)
         self._meta.pop(name, None)
         self._prompt = None
+        self._prefix = None
         self._context = None
         self._ordered = None
 
@@ -331,6 +334,23 @@ class PluginHost:
             if self._prompt is None:
                 self._prompt = self._collect("register_prompt_sections", PromptSection)
             return list(self._prompt)
+
+    def prefix_sections(self) -> list[Registered[PromptSection]]:
+        """The prompt sections the stable prefix is built from (cached). Outside strict mode a
+        plugin whose ``before``/``after`` names no section loses its prompt sections, and only
+        those, recorded once as its failure (``contextplane plugins`` and ``preview`` show it);
+        in strict mode ``resolve_order`` raises instead."""
+        sections = self.prompt_sections()
+        with self._lock:
+            if self._prefix is None:
+                kept = sections
+                if not self.strict:
+                    kept, dropped = authority.prune_unknown_targets(sections)
+                    for plugin, why in dropped:
+                        dist = self._meta.get(plugin, (None, None))[0]
+                        self._fail(PluginFailure(plugin, dist, authority.ORDER_STAGE, why))
+                self._prefix = kept
+            return list(self._prefix)
 
     def context_sections(self) -> list[Registered[ContextSection]]:
         """Every registered projected-context section, attributed to its plugin (cached)."""
@@ -423,6 +443,7 @@ class PluginHost:
     def plugin_infos(self) -> list[PluginInfo]:
         """One record per plugin: loaded, skipped by selection, or failed."""
         prompt = self.prompt_sections()
+        self.prefix_sections()  # records a plugin left out for its before/after
         context = self.context_sections()
         infos: dict[str, PluginInfo] = {}
         for name, plugin in self.pm.list_name_plugin():
