@@ -3,6 +3,12 @@ per hash, retention by age and count.
 
 ``batch_size`` > 1 buffers rows and writes them in one transaction per batch, which is what
 keeps capture cheap at the model-call boundary (see bench/runtime_bench.py).
+
+Retention drops the text of a prefix no kept snapshot references, but a recorder registers
+each prefix's text once and then only references it: after prefixes A, B, A under retention,
+A's text could be gone while new rows point at it. So every batch of rows re-inserts, in its
+own transaction, the text of each prefix it references that this store registered (a no-op
+when the text is there). No row is ever written pointing at text that retention removed.
 """
 
 from __future__ import annotations
@@ -75,6 +81,9 @@ class SQLiteSnapshotStore:
         self._conn = connect(path, SCHEMA, "the prompt snapshots")
         self._lock = threading.Lock()
         self._known_prefixes: set[str] = set()
+        #: sha256 -> (text, sections) of every prefix registered here, so a batch can put back
+        #: a text that retention removed (see the module docstring).
+        self._registered: dict[str, tuple[str | None, str]] = {}
         self._pending: list[tuple[Any, ...]] = []
         self._since_prune = 0
         self.prune()
@@ -86,6 +95,9 @@ class SQLiteSnapshotStore:
         if sha256 in self._known_prefixes and text is None:
             return
         with self._lock:
+            known = self._registered.get(sha256)
+            if known is None or (known[0] is None and text is not None):
+                self._registered[sha256] = (text, sections_json)
             if text is None:
                 self._conn.execute(
                     "INSERT OR IGNORE INTO prefix_texts(sha256, text, sections, created_at) VALUES (?,?,?,?)",
@@ -116,6 +128,10 @@ class SQLiteSnapshotStore:
             return
         rows, self._pending = self._pending, []
         with self._conn:
+            for sha in {row[_PREFIX_SHA] for row in rows}:
+                kept = self._registered.get(sha)
+                if kept is not None:
+                    self._conn.execute(_ENSURE_PREFIX, (sha, kept[0], kept[1], time.time()))
             if len(rows) == 1:
                 self._conn.execute(_INSERT, rows[0])
             else:
@@ -212,3 +228,9 @@ _COLUMNS = (
     "stripped, trajectory_refs, full_text"
 )
 _INSERT = f"INSERT OR REPLACE INTO prompt_snapshots({_COLUMNS}) VALUES ({','.join('?' * 17)})"
+_PREFIX_SHA = 6  # the position of prefix_sha256 in a row
+#: Put a registered prefix back if retention removed it (its text too, if it lost it).
+_ENSURE_PREFIX = (
+    "INSERT INTO prefix_texts(sha256, text, sections, created_at) VALUES (?,?,?,?) "
+    "ON CONFLICT(sha256) DO UPDATE SET text=excluded.text WHERE text IS NULL AND excluded.text IS NOT NULL"
+)
