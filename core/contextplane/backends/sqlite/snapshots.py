@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from contextplane.backends.sqlite.connection import connect
+from contextplane.backends.sqlite.connection import connect, has_table, translated
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
 
 SCHEMA = """
@@ -72,13 +72,18 @@ class SQLiteSnapshotStore:
         retention_count: int = 100_000,
         batch_size: int = 1,
         prune_every: int = 1_000,
+        read_only: bool = False,
     ) -> None:
         self.path = Path(path)
         self.retention_days = retention_days
         self.retention_count = retention_count
         self.batch_size = max(1, batch_size)
         self.prune_every = prune_every
-        self._conn = connect(path, SCHEMA, "the prompt snapshots")
+        self._conn = connect(path, SCHEMA, "the prompt snapshots", read_only=read_only)
+        #: Inspecting (``read_only``) never creates the tables nor prunes: an absent table reads
+        #: as no snapshots.
+        self._read_only = read_only
+        self._present = has_table(self._conn, "prompt_snapshots")
         self._lock = threading.Lock()
         self._known_prefixes: set[str] = set()
         #: sha256 -> (text, sections) of every prefix registered here, so a batch can put back
@@ -86,7 +91,8 @@ class SQLiteSnapshotStore:
         self._registered: dict[str, tuple[str | None, str]] = {}
         self._pending: list[tuple[Any, ...]] = []
         self._since_prune = 0
-        self.prune()
+        if not read_only:
+            self.prune()
 
     # writing
 
@@ -127,7 +133,7 @@ class SQLiteSnapshotStore:
         if not self._pending:
             return
         rows, self._pending = self._pending, []
-        with self._conn:
+        with translated(str(self.path), "recording the prompt snapshots"), self._conn:
             for sha in {row[_PREFIX_SHA] for row in rows}:
                 kept = self._registered.get(sha)
                 if kept is not None:
@@ -179,12 +185,16 @@ class SQLiteSnapshotStore:
 
     def prefix_text(self, sha256: str) -> str | None:
         self.flush()
+        if not self._present:
+            return None
         for (text,) in self._conn.execute("SELECT text FROM prefix_texts WHERE sha256=?", (sha256,)):
             return str(text) if text is not None else None
         return None
 
     def count(self, session_id: str | None = None) -> int:
         self.flush()
+        if not self._present:
+            return 0
         args: tuple[Any, ...] = ()
         if session_id is None:
             sql = "SELECT count(*) FROM prompt_snapshots"
@@ -197,6 +207,8 @@ class SQLiteSnapshotStore:
     ) -> builtins.list[PromptSnapshot]:
         """Snapshots in key order (session, turn, call); ``limit`` keeps the newest rows."""
         self.flush()
+        if not self._present:
+            return []
         where, args = ("WHERE session_id=?", [session_id]) if session_id is not None else ("", [])
         sql = f"SELECT {_COLUMNS} FROM prompt_snapshots {where} ORDER BY session_id, turn_index, call_index"
         rows = [decode_snapshot(SnapshotRow(*r)) for r in self._conn.execute(sql, args)]
@@ -207,6 +219,8 @@ class SQLiteSnapshotStore:
 
     def get(self, session_id: str, turn_index: int, call_index: int = 0) -> PromptSnapshot | None:
         self.flush()
+        if not self._present:
+            return None
         sql = f"SELECT {_COLUMNS} FROM prompt_snapshots WHERE session_id=? AND turn_index=? AND call_index=?"
         for row in self._conn.execute(sql, (session_id, turn_index, call_index)):
             return decode_snapshot(SnapshotRow(*row))
@@ -215,6 +229,8 @@ class SQLiteSnapshotStore:
     def sessions(self) -> builtins.list[tuple[str, int, float]]:
         """(session id, snapshot count, newest created_at) per session."""
         self.flush()
+        if not self._present:
+            return []
         sql = (
             "SELECT session_id, count(*), max(created_at) FROM prompt_snapshots "
             "GROUP BY session_id ORDER BY max(created_at) DESC"
