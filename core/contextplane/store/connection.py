@@ -54,8 +54,8 @@ def store_error(path: str, exc: apsw.Error, doing: str) -> StoreError:
     is lost in any of these cases (SQLite rolled the transaction back)."""
     if isinstance(exc, apsw.FullError):
         return StoreError(
-            f"{path}: the disk is full (or the database reached its size limit), so {doing} failed "
-            "and nothing of it was written; free some space and try again"
+            f"{path}: the disk is full (or the database reached its size limit), so {doing} failed; "
+            "nothing is lost (what was not committed was rolled back); free some space and try again"
         )
     if isinstance(exc, apsw.ReadOnlyError):
         return StoreError(

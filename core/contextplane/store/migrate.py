@@ -40,6 +40,11 @@ PASSES: Final[tuple[str, ...]] = (TYPED_MEMORY_BACKFILL, REVIEW_STATE_BACKFILL)
 
 DEFAULT_BATCH_ROWS: Final[int] = 50_000
 
+#: What a failed migration was doing, for the error (``connection.store_error``).
+MIGRATING: Final[str] = (
+    f"the migration to schema version {SCHEMA_VERSION} (run it again: it resumes where it stopped)"
+)
+
 #: FTS5 settings for bulk loads, stored in the index's own config table. ``hashsize``: pending
 #: index entries kept in memory per write transaction (default 1 MiB); 16 MiB means fewer, larger
 #: segments. ``automerge``: segments per level before a merge (default 4); 8 halves merge work
@@ -497,7 +502,12 @@ def ensure_schema(
             return MigrationResult(True, from_version, (), (), 0)
     normalised = list(normalise_chunks(conn, path))
     added: list[str] = []
-    if {n for n, _ in V2_COLUMNS} - column_names(conn, "chunks") or schema_version(conn) < SCHEMA_VERSION:
+    if (
+        normalised  # a rewritten table lost its triggers: upgrade_schema puts the FTS ones back
+        or {n for n, _ in V2_COLUMNS} - column_names(conn, "chunks")
+        or schema_version(conn) < SCHEMA_VERSION
+        or not table_exists(conn, "chunks_fts")
+    ):
         added = upgrade_schema(conn)
     passes = tuple(pending_passes(conn))
     visited = run_backfill(conn, on_batch=on_batch, batch_rows=batch_rows) if passes else 0
@@ -593,6 +603,9 @@ def check_openable(conn: apsw.Connection, path: str) -> None:
             "contextplane will not add its tables to it or change it; point --db, store.path or "
             "$CONTEXTPLANE_DB at a contextplane store or at a new file"
         )
+    shape = inspect_chunks(conn, path)  # a chunks table of another shape is refused here too
+    if shape is not None and shape.rebuild and shape.has_id and not shape.id_is_rowid:
+        _check_ids(conn, path)
 
 
 def inspect_chunks(conn: apsw.Connection, path: str) -> ChunksShape | None:

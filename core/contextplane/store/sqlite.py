@@ -107,9 +107,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             ) from None
         except apsw.Error as exc:
             self.close()
-            raise store_error(
-                self.path, exc, "bringing it to the current schema (run it again to resume where it stopped)"
-            ) from None
+            raise store_error(self.path, exc, migrate.MIGRATING) from None
         except BaseException:
             self.close()
             raise

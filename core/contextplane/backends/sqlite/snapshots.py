@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from contextplane.backends.sqlite.connection import connect, has_table, translated
+from contextplane.store.connection import is_read_only
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
 
 SCHEMA = """
@@ -82,7 +83,7 @@ class SQLiteSnapshotStore:
         self._conn = connect(path, SCHEMA, "the prompt snapshots", read_only=read_only)
         #: Inspecting (``read_only``) never creates the tables nor prunes: an absent table reads
         #: as no snapshots.
-        self._read_only = read_only
+        self._read_only = is_read_only(self._conn)  # asked for, or the file is not writable
         self._present = has_table(self._conn, "prompt_snapshots")
         self._lock = threading.Lock()
         self._known_prefixes: set[str] = set()
@@ -91,7 +92,7 @@ class SQLiteSnapshotStore:
         self._registered: dict[str, tuple[str | None, str]] = {}
         self._pending: list[tuple[Any, ...]] = []
         self._since_prune = 0
-        if not read_only:
+        if not self._read_only:
             self.prune()
 
     # writing
