@@ -52,11 +52,13 @@ ADR_ROWS = [
 def make_adr_store(path: Path, rows=ADR_ROWS) -> None:
     conn = apsw.Connection(str(path))
     conn.execute(ADR_V1_SQL)
+    conn.execute("BEGIN")
     conn.executemany(
         "INSERT INTO chunks(id, content, domain, source_type, finding_type, created_at, updated_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         [(*r, T, T) for r in rows],
     )
+    conn.execute("COMMIT")
     conn.close()
 
 

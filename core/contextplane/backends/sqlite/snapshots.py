@@ -23,8 +23,8 @@ from typing import Any
 import attrs
 
 from contextplane.backends.sqlite.connection import connect, has_table, translated
-from contextplane.store.connection import is_read_only
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
+from contextplane.store.connection import is_read_only
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS prefix_texts (
