@@ -35,7 +35,7 @@ from contextplane import authority, hookspecs
 from contextplane.config import Config, load_config
 from contextplane.embedding import Embedder
 from contextplane.errors import PluginLoadError, SectionError
-from contextplane.notices import log_failure, log_once
+from contextplane.notices import PluginWarning, log_failure, log_once, warn_once
 from contextplane.observability import observer as records_observer
 from contextplane.records.backend import check_backend
 from contextplane.sections import ContextSection, PromptSection
@@ -200,6 +200,29 @@ class PluginHost:
                 self._fail(PluginFailure(ep.name, dist, "import", _describe_exc(exc)), exc)
                 continue
             self.register(obj, ep.name, distribution=dist, version=version)
+        self._warn_unknown_names({ep.name for ep in eps} | _BUILTIN_NAMES, allowed, disabled, environ)
+
+    def _warn_unknown_names(
+        self,
+        known: set[str],
+        allowed: set[str] | None,
+        disabled: set[str],
+        environ: Mapping[str, str] | None,
+    ) -> None:
+        """A plugin name that matches nothing is a typo that silently does nothing: say so once,
+        with the closest installed name."""
+        env = os.environ if environ is None else environ
+        chooser = PLUGINS_ENV if PLUGINS_ENV in env else "plugins.enabled"
+        for source, names in ((chooser, allowed or set()), ("plugins.disabled", disabled)):
+            for name in sorted(names - known):
+                near = difflib.get_close_matches(name, sorted(known), n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                warn_once(
+                    ("unknown-plugin", source, name),
+                    f"{source} names {name!r}, which is no installed plugin, so it does nothing{hint}; "
+                    f"installed: {', '.join(sorted(known))}",
+                    PluginWarning,
+                )
 
     def _validate(self, plugin: object, name: str) -> list[str]:
         problems = []

@@ -184,9 +184,10 @@ def test_cli_preview_shows_the_installed_plugin_beside_the_standard_sections(
     code = "from contextplane.cli import main; main(['preview', 'hello', '--budget-tokens', '0', '--tool', 'deploy'])"
     out = run(site, code, CONTEXTPLANE_CONFIG=str(tmp_path / "contextplane.toml"))
     assert out.returncode == 0, out.stderr
-    table_lines = out.stdout.split("== projected context ==")[0]
+    table_lines = out.stdout.split("== projected context ==")[0].split("\n\n")[0]
     names = [line.split()[0] for line in table_lines.splitlines()[3:] if line.strip()]
     assert names == ["identity", "operating_model", "house_rules", "tool_guidance"]
+    assert "\n-- identity\nI am the test agent.\n" in out.stdout  # the text of each section
     assert "<open_tickets>\n- T-1 printer on fire\n- T-2 coffee empty\n</open_tickets>" in out.stdout
     assert "open_tickets    good" in out.stdout
     assert "! plugin 'broken_import' (distribution cp-broken-plugin) failed during import" in out.stdout

@@ -283,10 +283,11 @@ def test_cli_list_and_show(tmp_path: Path, host, backend) -> None:
     assert json.loads(as_json.output)["call_index"] == 0
 
     missing = runner.invoke(snapshots, ["show", "cli", "0", "7", "--db", db])
-    assert missing.exit_code == 1
-    assert "no snapshot for session 'cli' turn 0 call 7; calls recorded for that turn: 0, 1" in missing.output
+    assert missing.exit_code == 2
+    assert missing.output == "error: no snapshot for session 'cli' turn 0 call 7; calls recorded for that turn: 0, 1\n"
     nodb = runner.invoke(snapshots, ["list", "--db", str(tmp_path / "none.sqlite3")])
-    assert nodb.exit_code == 1 and "no store or telemetry database at" in nodb.output
+    assert nodb.exit_code == 2 and nodb.output.startswith(f"error: {tmp_path / 'none.sqlite3'}: no store here (no such file), and nothing was created")
+    assert not (tmp_path / "none.sqlite3").exists()
     # The same group is reachable from the contextplane command.
     from contextplane.cli import main
 

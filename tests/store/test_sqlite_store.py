@@ -470,7 +470,7 @@ class TestOpening:
             SQLiteKnowledgeStore(db_path)
 
     def test_create_false(self, tmp_path: Path) -> None:
-        with pytest.raises(StoreError, match=r"no memory store here"):
+        with pytest.raises(StoreError, match=r"no store here \(no such file\), and nothing was created"):
             open_store(tmp_path / "absent.sqlite3", create=False)
 
     def test_directory(self, tmp_path: Path) -> None:

@@ -105,8 +105,9 @@ def connect(
             read_only = read_only or not writable(file)
         elif not create or read_only:
             raise StoreError(
-                f"{file}: no memory store here; pass --db (or set store.path / $CONTEXTPLANE_DB) to "
-                "name an existing store, or add a memory to create one"
+                f"{file}: no store here (no such file), and nothing was created; pass --db, or set "
+                "store.path or $CONTEXTPLANE_DB, to name an existing one (`contextplane memory add` "
+                "creates a store)"
             )
         else:
             try:
