@@ -32,7 +32,14 @@ from contextplane.cli_common import (
     load,
 )
 from contextplane.errors import StoreError, ValidationError
-from contextplane.memory.model import DELIVERY_POLICIES, MEMORY_KINDS, REVIEW_STATES, MemoryChunk, utc_now
+from contextplane.memory.model import (
+    DELIVERY_POLICIES,
+    MEMORY_KINDS,
+    REVIEW_STATES,
+    MemoryChunk,
+    utc_now,
+    validate_text,
+)
 from contextplane.memory.stamps import resolve_expiry
 from contextplane.memory.trust import SOURCE_TYPE_TIERS
 from contextplane.store import connection, migrate
@@ -164,7 +171,12 @@ def _checked_source_type(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _content(content: str | None, file: Path | None) -> str:
-    """The memory's text: the argument, standard input for ``-``, or ``--file``; UTF-8 only."""
+    """The memory's text: the argument, standard input for ``-``, or ``--file``; UTF-8 only,
+    checked before the store is opened, so bad text never even creates one."""
+    return validate_text(_raw_content(content, file), "content", allow_empty=False)
+
+
+def _raw_content(content: str | None, file: Path | None) -> str:
     if content is not None and file is not None:
         raise ValidationError("content: give the text as an argument or with --file, not both")
     if file is not None:
