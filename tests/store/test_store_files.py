@@ -409,3 +409,33 @@ def test_a_corrupt_page_is_a_clear_error(tmp_path: Path) -> None:
     text = str(caught.value)
     assert text.startswith(f"{path}: the store file is corrupt (database disk image is malformed), so the read failed;")
     assert text.endswith(f"restore it from a backup (`sqlite3 {path} .recover` salvages what it can into a new file)")
+
+
+def test_migrate_on_a_full_disk_is_one_error_line_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from contextplane.cli import main
+
+    path = tmp_path / "v1.sqlite3"
+    rows = [(i, f"memory {i} " + "z" * 300, "hot", "operator", None) for i in range(1, 2001)]
+    make_adr_store(path, rows)
+    real = store_connection.connect
+
+    def capped(*args, **kwargs):
+        conn = real(*args, **kwargs)
+        conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0]}").fetchall()
+        return conn
+
+    monkeypatch.setattr(store_connection, "connect", capped)
+    res = CliRunner().invoke(main, ["migrate", "--db", str(path)])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr == (
+        f"error: {path}: the disk is full (or the database reached its size limit), so the migration to "
+        "schema version 2 (run it again: it resumes where it stopped) failed; nothing is lost (what was not "
+        "committed was rolled back); free some space and try again\n"
+    )
+    monkeypatch.setattr(store_connection, "connect", real)
+    res = CliRunner().invoke(main, ["migrate", "--db", str(path)])
+    assert res.exit_code == 0 and "migrated from schema version 0 to 2" in res.stdout
+    with SQLiteKnowledgeStore(path) as store:
+        assert len(store.list_chunks(delivery_policy="always")) == 2000
