@@ -72,6 +72,8 @@ _SLOW_PATH = re.compile(
 )
 #: Any character that escaping may change; plain text skips all the work below.
 _ANY = re.compile(_SLOW_PATH.pattern[:-1] + r"&<>\[]")
+#: ``_SLOW_PATH`` for ASCII text (most rows): a small class scans faster.
+_ASCII_SLOW_PATH = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 _INSTRUCTION_TOKENS = re.compile(r"\[(/?)(INST|SYS|SYSTEM|ASSISTANT|USER)\]", re.IGNORECASE)
 #: A continuation line opening (after indentation and a bullet) with a bracketed span that
 #: holds a ``|``: the shape of a trust label, ``[id | kind | trust | stored ... | scope]``.
@@ -110,7 +112,7 @@ def _escape(text: str) -> str:
     # Every candidate row of every turn passes here, so the common case stays on str methods.
     if not _ANY.search(text):
         return text
-    if _SLOW_PATH.search(text):
+    if (_ASCII_SLOW_PATH if text.isascii() else _SLOW_PATH).search(text):
         text = _DROP.sub("", _LINE_BREAKS.sub("\n", text))
         text = _SURROGATE.sub("\ufffd", text).translate(_LOOKALIKES)
     if "&" in text:
@@ -122,9 +124,9 @@ def _escape(text: str) -> str:
     if "[" in text:
         if _INSTRUCTION_TOKENS.search(text):
             text = _INSTRUCTION_TOKENS.sub(r"(\1\2)", text)
-        newline = text.find("\n")
-        if newline >= 0 and "[" in text[newline:]:
+        if "\n" in text:
             # Only continuation lines: the first line starts with the row's real attribution.
-            head, rest = text[:newline], text[newline:]
-            text = head + _FORGED_LABEL.sub(r"\1&#91;", rest)
+            newline = text.index("\n")
+            if text.find("[", newline) >= 0:
+                text = text[:newline] + _FORGED_LABEL.sub(r"\1&#91;", text[newline:])
     return text

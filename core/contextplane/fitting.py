@@ -105,6 +105,8 @@ def cut_row(escaped: str, limit: int) -> str:
 
 
 _BY_RANK = operator.attrgetter("rank")
+#: The shared empty list of a plan with nothing cut or restored (replaced before any append).
+_NONE: list[Any] = []
 
 
 def _row_key(row: Row) -> tuple[float, int, str]:
@@ -135,6 +137,7 @@ class SectionPlan:
         "degraded",
         "envelope_index",
         "escaped",
+        "had",
         "hidden",
         "meta",
         "name",
@@ -149,6 +152,10 @@ class SectionPlan:
         "size",
         "visible",
     )
+
+    #: How many rows were visible before ``_drop_rows`` / ``_drop_section`` shed them (set only
+    #: on a section that shed, and read only by ``restore``).
+    had: int
 
     def __init__(
         self,
@@ -170,22 +177,19 @@ class SectionPlan:
         measured = [escape_measured(r.text) for r in ordered]
         self.escaped = [m[0] for m in measured]
         self.cur = [m[1] for m in measured]
-        #: Ids of the rows cut to ``row_limit`` chars.
-        self.cut: list[str] = []
-        if row_limit:
-            for i, text in enumerate(self.escaped):
-                if len(text) > row_limit:
-                    self.escaped[i] = cut_row(text, row_limit)
-                    self.cur[i] = _line_len(self.escaped[i])
-                    self.cut.append(ordered[i].id)
+        self.rows_chars = sum(self.cur)
+        #: Ids of the rows cut to ``row_limit`` chars (a line is never shorter than its text,
+        #: so a section whose lines all fit skips the check).
+        self.cut: list[str] = _NONE
+        if row_limit and self.rows_chars > row_limit and max(self.cur) > row_limit:
+            self._cut_rows(ordered, row_limit)
         self._row_limit = row_limit
         #: Rows past ``visible`` given back by ``restore``, in rank order.
-        self.restored: list[int] = []
+        self.restored: list[int] = _NONE
         self.short: list[str | None] | None = None
         self.degraded: list[bool] | None = None
         self.visible = len(ordered)
         self.hidden = 0
-        self.rows_chars = sum(self.cur)
         overhead = 0
         if section.heading:
             overhead += len(section.heading) + 1
@@ -196,6 +200,15 @@ class SectionPlan:
         self.size = 0
         self.rendered = ""
         self.resize()
+
+    def _cut_rows(self, ordered: Sequence[Row], limit: int) -> None:
+        self.cut = []
+        for i, text in enumerate(self.escaped):
+            if len(text) > limit:
+                self.escaped[i] = cut_row(text, limit)
+                self.cur[i] = _line_len(self.escaped[i])
+                self.cut.append(ordered[i].id)
+        self.rows_chars = sum(self.cur)
 
     def marker(self) -> str:
         return self.section.more_marker.replace("{n}", str(self.hidden)) + "\n" if self.hidden else ""
@@ -333,6 +346,7 @@ def _drop_rows(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedS
     dropped = plan.visible - v
     if not dropped:
         return
+    plan.had = plan.visible  # what ``restore`` may give back
     plan.rows_chars -= sum(cur[v : plan.visible])
     plan.visible = v
     steps.append(ShedStep(plan.name, "drop_row", dropped, layout.changed(plan)))
@@ -403,6 +417,7 @@ def _drop_section(layout: Layout, plan: SectionPlan, steps: list[ShedStep]) -> N
     if plan.visible == 0 and plan.hidden == 0:
         return
     items = plan.visible
+    plan.had = items
     plan.visible = 0
     plan.hidden = 0
     plan.rows_chars = 0
@@ -414,8 +429,6 @@ def fit(layout: Layout, budget: int | None) -> list[ShedStep]:
     steps: list[ShedStep] = []
     if budget is None or layout.total <= budget:
         return steps
-    # What each section had before shedding, so ``restore`` knows what was dropped.
-    before = {id(plan): (plan.visible, plan.size) for plan in layout.plans}
     for plan in reversed(layout.plans):
         if layout.total <= budget:
             break
@@ -436,37 +449,43 @@ def fit(layout: Layout, budget: int | None) -> list[ShedStep]:
             _drop_to(layout, plan, budget, steps, 0, "drop_below_floor")
             if layout.total > budget:
                 _drop_section(layout, plan, steps)
-    if layout.total < budget:
-        restore(layout, budget, steps, before)
+    if layout.total < budget and steps:
+        restore(layout, budget, steps)
     return steps
 
 
-def restore(
-    layout: Layout, budget: int, steps: list[ShedStep], before: Mapping[int, tuple[int, int]]
-) -> None:
+def restore(layout: Layout, budget: int, steps: list[ShedStep]) -> None:
     """Give the room left back to dropped rows, best section and best rank first, so a row that
     did not fit never takes smaller rows with it. Only whole rows of ``DROP_ROWS`` sections and
     whole ``DROP_SECTION`` sections come back, each only if the projection still fits; the
     shedding steps are rewritten to what was dropped in the end."""
+    dropped = {s.section for s in steps if s.action in ("drop_row", "drop_section")}
     for plan in layout.plans:
+        if plan.name not in dropped:
+            continue
         shed = plan.section.shed
-        had_visible, had_size = before[id(plan)]
-        if shed is Shed.DROP_SECTION and plan.size == 0 and had_size:
-            if budget - layout.total < had_size:
+        had = plan.had
+        if shed is Shed.DROP_SECTION and plan.size == 0:
+            rows_chars = sum(plan.cur[:had])
+            if budget - layout.total < rows_chars:
                 continue  # the section alone is larger than the room left
-            plan.visible = had_visible
-            plan.rows_chars = sum(plan.cur[:had_visible])
+            plan.visible = had
+            plan.rows_chars = rows_chars
             added = -layout.changed(plan)
-            if layout.total > budget:  # its envelope did not fit
+            if layout.total > budget:  # its heading or envelope did not fit
                 plan.visible = 0
                 plan.rows_chars = 0
                 layout.changed(plan)
                 continue
-            _give_back(steps, plan.name, had_visible, added)
-        elif shed is Shed.DROP_ROWS and plan.visible < had_visible:
-            for i in range(plan.visible, had_visible):
+            _give_back(steps, plan.name, had, added)
+        elif shed is Shed.DROP_ROWS and plan.visible < had:
+            if min(plan.cur[plan.visible : had]) > budget - layout.total:
+                continue  # not one of its dropped rows fits (the usual case): skip the loop
+            for i in range(plan.visible, had):
                 if budget - layout.total < plan.cur[i]:
                     continue  # its line alone is larger than the room left
+                if plan.restored is _NONE:
+                    plan.restored = []
                 plan.restored.append(i)
                 plan.rows_chars += plan.cur[i]
                 added = -layout.changed(plan)
