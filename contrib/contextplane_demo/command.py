@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import click
 
+from contextplane.cli_common import Command
 from contextplane_demo.session import run_demo
 
 
-@click.command("demo")
+@click.command("demo", cls=Command)
 @click.option(
     "--dir",
     "directory",
     type=click.Path(file_okay=False),
     default=None,
-    help="Where to create the demo store (default: a new temporary directory).",
+    help="Where to create the demo store, kept afterwards (default: a new temporary directory, "
+    "removed at the end).",
 )
 def demo(directory: str | None) -> None:
     """Seed a local SQLite store, run a scripted session and check the ADR's promises."""

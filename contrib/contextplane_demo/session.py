@@ -50,11 +50,20 @@ class DemoResult:
 
 
 def run_demo(directory: str | Path | None = None, echo: Callable[[str], None] = print) -> DemoResult:
-    """Run the scripted session in ``directory`` (default: a new temporary directory); return
-    what was composed and the checks. ``echo`` receives every line of the report."""
-    # absolute: the config resolves store.path against root, so a relative root would nest twice
-    chosen = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="contextplane-demo-"))
-    root = chosen.resolve()
+    """Run the scripted session in ``directory`` (default: a new temporary directory, removed
+    afterwards); return what was composed and the checks. ``echo`` receives every line of the
+    report."""
+    if directory is None:
+        with tempfile.TemporaryDirectory(prefix="contextplane-demo-") as scratch:
+            result = _run(Path(scratch), echo)
+        echo(f"(the demo's directory {result.directory} is removed; pass --dir to keep it)")
+        return result
+    return _run(Path(directory), echo)
+
+
+def _run(directory: Path, echo: Callable[[str], None]) -> DemoResult:
+    # Absolute, so the config's paths (relative to the directory) are not joined to it twice.
+    root = directory.expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
     write_fixture_files(root)
     config = demo_config(root)

@@ -4,7 +4,8 @@ bridge of the ADR's ACP row). It uses the ``mcp`` package (2.x: ``MCPServer``)::
     server = build_mcp_server(open_store(path))
     server.run("stdio")          # or attach in-process: mcp.Client(server)
 
-Incognito servers refuse writes with a tool error that says why.
+``contextplane mcp serve`` (``command``) does that for the store a runtime with the same
+configuration opens. Incognito servers refuse writes with a tool error that says why.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from contextplane import __version__
 from contextplane.errors import ContextPlaneError
 from contextplane.store.protocol import KnowledgeStore
-from contextplane_external.tools import bind_memory_tools
+from contextplane_external.tools import MAX_RECALL_K, bind_memory_tools
 
 
 def build_mcp_server(
@@ -27,18 +29,24 @@ def build_mcp_server(
     namespaces: Sequence[str] | None = None,
     name: str = "contextplane-memory",
 ) -> MCPServer[Any]:
-    """An ``MCPServer`` with the two memory tools bound to ``store``."""
+    """An ``MCPServer`` with the two memory tools bound to ``store``, reporting contextplane's
+    version; ``k`` is capped at ``MAX_RECALL_K`` and the result says when it was."""
     recall, ingest = bind_memory_tools(store, incognito=incognito, namespaces=namespaces)
     server: MCPServer[Any] = MCPServer(
-        name, instructions="Long-term memory: recall before answering, ingest what should be remembered."
+        name,
+        version=__version__,
+        instructions="Long-term memory: recall before answering, ingest what should be remembered.",
     )
 
     @server.tool(name="memory_recall", description=recall.__doc__)
     def memory_recall(query: str, k: int = 5, include_superseded: bool = False) -> dict[str, Any]:
         try:
-            return {"results": recall(query, k, include_superseded)}
+            out: dict[str, Any] = {"results": recall(query, k, include_superseded)}
         except ContextPlaneError as exc:
             raise ToolError(str(exc)) from exc
+        if k > MAX_RECALL_K:
+            out["capped_at"] = MAX_RECALL_K
+        return out
 
     @server.tool(name="memory_ingest", description=ingest.__doc__)
     def memory_ingest(content: str, expires_in_days: int | None = None) -> dict[str, Any]:

@@ -61,6 +61,11 @@ def memory_ingest(
     return {"id": chunk_id}
 
 
+#: The most results one ``memory_recall`` returns: a model asking for k=100000 would otherwise
+#: get the whole store back in one tool result.
+MAX_RECALL_K = 50
+
+
 def bind_memory_tools(
     store: KnowledgeStore,
     *,
@@ -72,8 +77,12 @@ def bind_memory_tools(
     to register as tools (each has a docstring and simple typed parameters)."""
 
     def recall(query: str, k: int = 5, include_superseded: bool = False) -> list[dict[str, Any]]:
-        """Search long-term memory. Set include_superseded to see replaced (older) memories."""
-        return memory_recall(store, query, k, include_superseded=include_superseded, namespaces=namespaces)
+        """Search long-term memory (at most 50 results). Set include_superseded to see replaced
+        (older) memories."""
+        capped = min(k, MAX_RECALL_K) if isinstance(k, int) and not isinstance(k, bool) else k
+        return memory_recall(
+            store, query, capped, include_superseded=include_superseded, namespaces=namespaces
+        )
 
     def ingest(content: str, expires_in_days: int | None = None) -> dict[str, Any]:
         """Save one memory. Set expires_in_days for something that stops being true."""

@@ -13,6 +13,7 @@ ready, and tie by name.
 
 from __future__ import annotations
 
+import difflib
 import graphlib
 import hashlib
 import itertools
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from contextplane.errors import ConfigError, SectionOrderError
+from contextplane.escaping import repair_text
 from contextplane.request import BuildContext
 from contextplane.sections import PromptSection
 
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 #: The D3 authority order of the standard sections.
 AUTHORITY_ORDER = ("identity", "operating_model", "delegation_roster", "tool_guidance", "operator_guidelines")
 SECTION_SEPARATOR = "\n\n"
+#: The ``PluginFailure.stage`` of a plugin left out of the prefix for its before/after.
+ORDER_STAGE = "prompt order"
 
 
 @attrs.frozen
@@ -66,6 +70,57 @@ def _rank(section: PromptSection) -> tuple[int, float, str]:
     return (1, 0.0, section.name)
 
 
+def target_problems(
+    registered: Sequence[Registered[PromptSection]],
+) -> list[tuple[Registered[PromptSection], str]]:
+    """Every ``before``/``after`` that names no registered section (or the section itself),
+    with the closest known name as a suggestion."""
+    names = {reg.section.name for reg in registered}
+    problems: list[tuple[Registered[PromptSection], str]] = []
+    for reg in registered:
+        for kind, targets in (("after", reg.section.after), ("before", reg.section.before)):
+            for target in targets:
+                where = (
+                    f"plugin {reg.plugin!r}: prompt section {reg.section.name!r} declares {kind}={target!r}"
+                )
+                if target == reg.section.name:
+                    problems.append((reg, f"{where}, which names itself"))
+                elif target not in names:
+                    near = difflib.get_close_matches(target, sorted(names - {reg.section.name}), n=1)
+                    hint = f" (did you mean {near[0]!r}?)" if near else ""
+                    problems.append((reg, f"{where}, but no section of that name is registered{hint}"))
+    return problems
+
+
+def prune_unknown_targets(
+    registered: Sequence[Registered[PromptSection]],
+) -> tuple[list[Registered[PromptSection]], list[tuple[str, str]]]:
+    """Outside strict mode: leave out every prompt section of a plugin whose ``before``/``after``
+    names no section, so one plugin's bad constraint costs that plugin's sections, not the
+    whole stable prefix. Repeated until nothing is left to prune (a dropped section may have
+    been another plugin's target). Returns the sections kept and ``(plugin, why)`` per drop."""
+    kept = list(registered)
+    dropped: list[tuple[str, str]] = []
+    while True:
+        problems = target_problems(kept)
+        if not problems:
+            return kept, dropped
+        known = ", ".join(sorted(reg.section.name for reg in kept))
+        by_plugin: dict[str, list[str]] = {}
+        for reg, message in problems:
+            by_plugin.setdefault(reg.plugin, []).append(message)
+        for plugin, messages in sorted(by_plugin.items()):
+            dropped.append(
+                (
+                    plugin,
+                    "; ".join(messages) + f" (known sections: {known}); its prompt sections are left out "
+                    "of the stable prefix; the plugin author must fix the constraint, or enable the "
+                    "plugin that provides the section",
+                )
+            )
+        kept = [reg for reg in kept if reg.plugin not in by_plugin]
+
+
 def resolve_order(registered: Sequence[Registered[PromptSection]]) -> list[Registered[PromptSection]]:
     """Order the sections, or raise ``SectionOrderError`` naming plugins, sections and the cycle."""
     by_name: dict[str, Registered[PromptSection]] = {}
@@ -79,20 +134,7 @@ def resolve_order(registered: Sequence[Registered[PromptSection]]) -> list[Regis
             )
         by_name[reg.section.name] = reg
     known = sorted(by_name)
-    problems: list[str] = []
-    for reg in registered:
-        for kind, targets in (("after", reg.section.after), ("before", reg.section.before)):
-            for target in targets:
-                if target == reg.section.name:
-                    problems.append(
-                        f"plugin {reg.plugin!r}: prompt section {reg.section.name!r} declares "
-                        f"{kind}={target!r}, which names itself"
-                    )
-                elif target not in by_name:
-                    problems.append(
-                        f"plugin {reg.plugin!r}: prompt section {reg.section.name!r} declares "
-                        f"{kind}={target!r}, but no section of that name is registered"
-                    )
+    problems = [message for _reg, message in target_problems(registered)]
     if problems:
         raise SectionOrderError(
             "; ".join(problems)
@@ -151,16 +193,20 @@ def build_stable_prefix(
 ) -> StablePrefix:
     """Render every prompt section in resolved order.
 
-    Ordering errors always raise: they are build-time faults a person must fix. A section whose
-    render raises is left out and recorded in ``errors`` (strict mode raises instead), so one
-    broken third-party section does not stop a runtime from starting.
+    A cycle or a duplicate name always raises: no order would be right. A ``before``/``after``
+    naming no section costs only its plugin's sections outside strict mode (recorded in
+    ``errors`` and in ``host.failures``, with the closest known name); strict mode raises. A
+    section whose render raises is left out and recorded in ``errors`` (strict mode raises
+    instead), so one broken third-party section does not stop a runtime from starting.
     """
     strict = host.strict if strict is None else strict
     ctx = context if context is not None else BuildContext(config=host.config)
-    order = resolve_order(host.prompt_sections())
+    # Strict: every constraint must resolve (resolve_order raises on the first bad one).
+    order = resolve_order(host.prompt_sections() if strict else host.prefix_sections())
     texts: list[str] = []
     parts: list[PrefixSection] = []
-    errors: list[str] = []
+    # A plugin left out for its before/after (``prune_unknown_targets``) is part of the story.
+    errors: list[str] = [] if strict else [f.describe() for f in host.failures if f.stage == ORDER_STAGE]
     for reg in order:
         try:
             text = reg.section.render(ctx)
@@ -168,7 +214,7 @@ def build_stable_prefix(
                 raise TypeError(f"render returned {type(text).__name__}; expected str")
         except ConfigError:
             raise  # a misconfigured section (e.g. a missing SOUL.md) is the operator's to fix
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in a render fails that section only
             message = (
                 f"prompt section {reg.section.name!r} of plugin {reg.plugin!r} failed: "
                 f"{type(exc).__name__}: {exc}"
@@ -177,7 +223,7 @@ def build_stable_prefix(
                 raise SectionOrderError(message + " (strict mode)") from exc
             errors.append(message)
             continue
-        text = text.strip("\n")
+        text = repair_text(text.strip("\n"))  # a lone surrogate must not fail the hash below
         if not text:
             continue
         texts.append(text)

@@ -10,6 +10,8 @@ from contextplane.config import Config
 from contextplane.notices import BudgetWarning, warn_once
 
 CHARS_PER_TOKEN = 4
+#: The share of a known context window the floored budget may take before it warns (once).
+FLOOR_WINDOW_SHARE = 0.25
 
 
 def approx_tokens(chars: int) -> int:
@@ -29,7 +31,8 @@ def budget_chars(
     budget is ``context.budget_pct`` percent of the context window, floored at
     ``context.budget_floor_chars``; ``budget_pct = 0`` means unbounded. An unknown window
     means unbounded too, with one warning per process: the origin project's budget silently
-    did nothing in that case.
+    did nothing in that case. The floor is kept even for a small model (ADR D6), but when it
+    takes more than ``FLOOR_WINDOW_SHARE`` of the window it warns once, naming the key to lower.
     """
     if budget_tokens is not None:
         if budget_tokens < 0:
@@ -48,4 +51,14 @@ def budget_chars(
         )
         return None
     chars = int(window * pct / 100) * CHARS_PER_TOKEN
-    return max(chars, config.context.budget_floor_chars)
+    floor = config.context.budget_floor_chars
+    if floor > chars and floor > FLOOR_WINDOW_SHARE * window * CHARS_PER_TOKEN:
+        warn_once(
+            ("budget", "floor-over-window", floor, window),
+            f"the projected-context budget is floored at context.budget_floor_chars ({floor} chars, "
+            f"~{approx_tokens(floor)} tokens), {100 * floor / (window * CHARS_PER_TOKEN):.0f}% of the "
+            f"model's {window}-token context window (more than {FLOOR_WINDOW_SHARE:.0%}); lower "
+            "context.budget_floor_chars for a model this small",
+            BudgetWarning,
+        )
+    return max(chars, floor)

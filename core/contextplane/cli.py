@@ -31,10 +31,15 @@ import attrs
 import click
 
 from contextplane import __version__
-from contextplane.authority import build_stable_prefix
-from contextplane.config import Config, load_config
-from contextplane.errors import ContextPlaneError
-from contextplane.plugins import PluginHost
+from contextplane.authority import build_stable_prefix, section_texts
+from contextplane.cli_common import (
+    command_backend,
+    command_store_path,
+    config_option,
+    db_option,
+    load,
+    report_errors,
+)
 from contextplane.projection import compose_projected_context
 from contextplane.request import BuildContext
 from contextplane.textui import budget_table, one_line, table
@@ -123,11 +128,8 @@ class _Group(click.Group):
             return super().main(args, *pos, **kwargs)
 
     def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except ContextPlaneError as exc:
-            click.echo(f"error: {exc}", err=True)
-            ctx.exit(2)
+        # Deliberate and usage errors: one ``error: ...`` line and exit 2 (cli_common).
+        return report_errors(ctx, lambda: super(_Group, self).invoke(ctx))
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *_plugged_commands()})
@@ -135,12 +137,6 @@ class _Group(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         own = super().get_command(ctx, cmd_name)
         return own if own is not None else _plugged_commands().get(cmd_name)
-
-
-def _load(config_path: str | None, strict: bool | None = None) -> tuple[Config, PluginHost]:
-    config = load_config(config_path)
-    host = PluginHost.from_entry_points(config, strict=strict)
-    return config, host
 
 
 @click.group(cls=_Group)
@@ -154,16 +150,24 @@ def main() -> None:
 @click.option("--strict", is_flag=True, default=None, help="Fail on the first plugin error.")
 def plugins_cmd(config_path: str | None, strict: bool | None) -> None:
     """List loaded plugins as JSON: name, distribution, version, hooks, sections and errors."""
-    _config, host = _load(config_path, strict)
+    _config, host = load(config_path, strict)
     out = [attrs.asdict(info) for info in host.plugin_infos()]
     click.echo(json.dumps(out, indent=2))
 
 
+def _project_id(project: str | None) -> str | None:
+    """``--project`` takes the id (``website``) or the scope (``project:website``)."""
+    if project is None:
+        return None
+    return project.removeprefix("project:") or None
+
+
 @main.command("preview")
 @click.argument("query")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file to use.")
+@config_option
+@db_option
 @click.option("--session", "session_id", default="preview", show_default=True, help="Session id of the turn.")
-@click.option("--project", default=None, help="Project scope of the turn (project:<id>).")
+@click.option("--project", default=None, help="Project of the turn: its id, or the scope project:<id>.")
 @click.option("--incognito", is_flag=True, help="Compose as an incognito turn (no memory sections).")
 @click.option("--goal-turn", is_flag=True, help="Compose as an autonomous goal turn (no digest).")
 @click.option(
@@ -177,6 +181,7 @@ def plugins_cmd(config_path: str | None, strict: bool | None) -> None:
 def preview_cmd(
     query: str,
     config_path: str | None,
+    db: Path | None,
     session_id: str,
     project: str | None,
     incognito: bool,
@@ -186,32 +191,39 @@ def preview_cmd(
     tools: tuple[str, ...],
     as_json: bool,
 ) -> None:
-    """Show the stable prefix's sections and the projected context for QUERY, with a budget table."""
-    config, host = _load(config_path)
+    """Show the stable prefix (its sections and their text) and the projected context for QUERY,
+    with a budget table. Reads the store a runtime would, read-only: nothing is written."""
+    config, host = load(config_path)
     prefix = build_stable_prefix(host, BuildContext(config=config, tools=tools), notify=False)
-    from contextplane.defaults import open_knowledge_store
-
-    store = open_knowledge_store(host)
-    projection = compose_projected_context(
-        query,
-        store,
-        None,
-        {},
-        incognito=incognito,
-        goal_turn=goal_turn,
-        budget_tokens=budget_tokens,
-        context_window=context_window,
-        session_id=session_id,
-        project=project,
-        record=False,
-        host=host,
-    )
+    notes: list[str] = []
+    with contextlib.ExitStack() as stack:
+        backend: Any = None
+        target = command_store_path(config, db)
+        if target.exists() or (db is None and host.backend() is not None):
+            _c, _h, backend = stack.enter_context(command_backend(config_path, db, write=False, host=host))
+        else:  # a preview never creates a store
+            notes.append(f"no store at {target}: the memory sections have nothing to read")
+        projection = compose_projected_context(
+            query,
+            backend,
+            None,
+            {},
+            incognito=incognito,
+            goal_turn=goal_turn,
+            budget_tokens=budget_tokens,
+            context_window=context_window,
+            session_id=session_id,
+            project=_project_id(project),
+            record=False,
+            host=host,
+        )
     if as_json:
         click.echo(
             json.dumps(
                 {
                     "stable_prefix": attrs.asdict(prefix),
                     "projected_context": projection.as_dict(),
+                    "notes": notes,
                 },
                 indent=2,
             )
@@ -225,6 +237,8 @@ def preview_cmd(
                 [[s.name, s.plugin, s.chars, s.sha256[:12]] for s in prefix.sections],
             )
         )
+        for name, text in section_texts(prefix).items():
+            click.echo(f"\n-- {name}\n{text}")
     else:
         click.echo("(no prompt sections registered)")
     for err in prefix.errors:
@@ -233,37 +247,27 @@ def preview_cmd(
     click.echo(projection.text or "(empty)")
     click.echo("\n== budget ==")
     click.echo(budget_table(projection))
-    for w in projection.warnings:
+    for w in (*projection.warnings, *notes):
         click.echo(f"! {w}")
     for f in host.failures:
-        click.echo(f"! {f.describe()}")
+        if f.describe() not in prefix.errors:  # a plugin left out of the prefix is shown above
+            click.echo(f"! {f.describe()}")
 
 
 @main.command("injections")
-@click.option(
-    "--db", "db", type=click.Path(dir_okay=False), default=None, help="Store file (default: store.path)."
-)
+@config_option
+@db_option
 @click.option("--session", "session_id", default=None, help="Only this session.")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file to use.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def injections_cmd(db: str | None, session_id: str | None, config_path: str | None, as_json: bool) -> None:
+def injections_cmd(config_path: str | None, db: Path | None, session_id: str | None, as_json: bool) -> None:
     """Show the injection log: per projection, the ids delivered after shedding."""
-    from contextplane.backends.sqlite import SQLiteInjectionLog
-
-    if db is None:
-        config = load_config(config_path)
-        from contextplane.store import default_db_path
-
-        db = str(config.resolve_path(config.store.path)) if config.store.path else str(default_db_path())
-    if not Path(db).exists():
-        raise ContextPlaneError(f"no store at {db}: pass --db, or run `contextplane demo` first")
-    injections = SQLiteInjectionLog(db)
-    try:
-        rows = injections.rows(session_id)
-    finally:
-        injections.close()
+    with command_backend(config_path, db, write=False) as (_config, _host, backend):
+        rows = backend.injections.rows(session_id)
     if as_json:
         click.echo(json.dumps([attrs.asdict(r) for r in rows], indent=2))
+        return
+    if not rows:
+        click.echo("no injections" + (f" for session {session_id!r}" if session_id else ""))
         return
     click.echo(
         table(

@@ -14,6 +14,7 @@ silently ignored typo in a budget setting is a production incident nobody can se
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from collections.abc import Mapping
@@ -58,6 +59,11 @@ def _positive_or_none(_i: object, a: attrs.Attribute[Any], v: int | None) -> Non
         raise _FieldError(a.name, v)
 
 
+def _row_bound(_i: object, a: attrs.Attribute[Any], v: int) -> None:
+    if v != 0 and v < 200:
+        raise _FieldError(a.name, v)
+
+
 def _tier(_i: object, a: attrs.Attribute[Any], v: int) -> None:
     if v not in (1, 2, 3):
         raise _FieldError(a.name, v)
@@ -81,6 +87,10 @@ class ContextConfig:
         default=5, validator=_ge0, metadata=_expect("a whole number >= 0")
     )
     retrieved_k: int = attrs.field(default=8, validator=_ge0, metadata=_expect("a whole number >= 0"))
+    #: One row's text is cut to this many chars (at a line boundary, with a marker); 0 = no bound.
+    max_row_chars: int = attrs.field(
+        default=4_000, validator=_row_bound, metadata=_expect("0 (no bound) or a whole number >= 200")
+    )
     inject_min_trust: int = attrs.field(default=1, validator=_tier, metadata=_expect("1, 2 or 3"))
     capture_full_text: bool = attrs.field(default=False, metadata=_expect("true or false"))
     provider_timeout_ms: int = attrs.field(
@@ -295,6 +305,20 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
+def _known_keys(table: str) -> list[str]:
+    """The keys a table of the configuration accepts ("" for the top level)."""
+    cls: Any = Config
+    for part in [p for p in table.split(".") if p and not p.isdigit()]:
+        field = next((f for f in attrs.fields(cls) if f.name == part), None)
+        sub = field.type if field is not None else None
+        if field is not None and part == "subagents":
+            sub = SubagentConfig
+        if not (isinstance(sub, type) and attrs.has(sub)):
+            return []
+        cls = sub
+    return [f.name for f in attrs.fields(cls) if f.name not in _INTERNAL]
+
+
 def _explain(exc: BaseException, raw: Mapping[str, Any], origin: str) -> ConfigError:
     fields = _fields_by_path()
     lines: list[str] = []
@@ -313,9 +337,11 @@ def _explain(exc: BaseException, raw: Mapping[str, Any], origin: str) -> ConfigE
         dotted = ".".join(parts)
         if text.startswith("extra fields found"):
             extra = text.partition("(")[2].rstrip(")")
-            for key in [k.strip() for k in extra.split(",") if k.strip()]:
+            for key in [k.strip().strip("'\"") for k in extra.split(",") if k.strip()]:
                 full = f"{dotted}.{key}" if dotted else key
-                lines.append(f"unknown key {full}: remove it or check its spelling")
+                near = difflib.get_close_matches(key, _known_keys(dotted), n=1)
+                hint = f" (did you mean {'.'.join([*parts, near[0]])}?)" if near else ""
+                lines.append(f"unknown key {full}: remove it or check its spelling{hint}")
             continue
         if text.startswith("required field missing"):
             lines.append(f"missing required key {dotted}")
@@ -413,6 +439,11 @@ def load_config(
     if found is not None:
         try:
             data = tomllib.loads(found.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{found} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                "save it as UTF-8"
+            ) from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{found} is not valid TOML: {exc}") from None
         except OSError as exc:

@@ -17,7 +17,17 @@ Layout, per envelope (envelopes are separated by one blank line)::
     </tag>
 
 Shedding goes from the lowest-priority section up, exhausting each section's behaviour before
-the next and re-measuring after every step; rows are whole or absent, never cut.
+the next and re-measuring after every step; rows are whole or absent. Three rules keep one
+bad row or one floor from breaking the budget (ADR D6: only never-shed sections may exceed it):
+
+* a row whose text is longer than ``context.max_row_chars`` is cut at a line boundary, with a
+  visible marker, before anything is measured (``cut_row``);
+* a row dropped to make room never takes smaller rows with it: once shedding is done, dropped
+  rows are offered the room that is left again, best section and best rank first, and each
+  one that fits comes back (``restore``);
+* a ``DEGRADE`` floor yields when it does not fit: if every other sheddable row is gone and
+  the projection is still over budget, the floor's rows are dropped too, lowest-ranked first,
+  and then the section (``drop_below_floor``).
 """
 
 from __future__ import annotations
@@ -69,7 +79,34 @@ def format_row(text: str) -> str:
     return _lines(escape_untrusted(text))
 
 
+#: The marker that ends a row cut by ``context.max_row_chars``; ``{n}`` is the chars left out.
+CUT_MARKER = "[… cut: {n} more chars]"
+
+
+def cut_row(escaped: str, limit: int) -> str:
+    """``escaped`` cut to at most ``limit`` chars, at the last line break (else the last space)
+    in the second half of the room, never inside an entity, ending with a marker line that
+    says how much was left out. Cutting escaped text keeps the bound exact."""
+    if len(escaped) <= limit:
+        return escaped
+    marker = "\n" + CUT_MARKER.replace("{n}", str(len(escaped)))
+    room = max(limit - len(marker), 0)
+    head = escaped[:room]
+    for sep in ("\n", " "):
+        at = head.rfind(sep)
+        if at > room // 2:
+            head = head[:at]
+            break
+    amp = head.rfind("&", max(len(head) - 6, 0))
+    if amp >= 0 and ";" not in head[amp:]:
+        head = head[:amp]  # an entity (``&lt;``) is whole or absent
+    head = head.rstrip()
+    return head + "\n" + CUT_MARKER.replace("{n}", str(len(escaped) - len(head)))
+
+
 _BY_RANK = operator.attrgetter("rank")
+#: The shared empty list of a plan with nothing cut or restored (replaced before any append).
+_NONE: list[Any] = []
 
 
 def _row_key(row: Row) -> tuple[float, int, str]:
@@ -81,7 +118,7 @@ class ShedStep:
     """One kind of shedding applied to one section: how many items and how many chars it freed."""
 
     section: str
-    action: str  # "drop_row" | "degrade_row" | "drop_to_floor" | "drop_section"
+    action: str  # "drop_row" | "degrade_row" | "drop_to_floor" | "drop_below_floor" | "drop_section"
     items: int
     chars: int
 
@@ -94,16 +131,20 @@ class SectionPlan:
     """
 
     __slots__ = (
+        "_row_limit",
         "cur",
+        "cut",
         "degraded",
         "envelope_index",
         "escaped",
+        "had",
         "hidden",
         "meta",
         "name",
         "overhead",
         "plugin",
         "rendered",
+        "restored",
         "rows",
         "rows_chars",
         "section",
@@ -112,8 +153,17 @@ class SectionPlan:
         "visible",
     )
 
+    #: How many rows were visible before ``_drop_rows`` / ``_drop_section`` shed them (set only
+    #: on a section that shed, and read only by ``restore``).
+    had: int
+
     def __init__(
-        self, section: ContextSection, plugin: str, rows: Sequence[Row], meta: Mapping[str, Any]
+        self,
+        section: ContextSection,
+        plugin: str,
+        rows: Sequence[Row],
+        meta: Mapping[str, Any],
+        row_limit: int | None = None,
     ) -> None:
         self.section = section
         self.name = section.name
@@ -127,11 +177,19 @@ class SectionPlan:
         measured = [escape_measured(r.text) for r in ordered]
         self.escaped = [m[0] for m in measured]
         self.cur = [m[1] for m in measured]
+        self.rows_chars = sum(self.cur)
+        #: Ids of the rows cut to ``row_limit`` chars (a line is never shorter than its text,
+        #: so a section whose lines all fit skips the check).
+        self.cut: list[str] = _NONE
+        if row_limit and self.rows_chars > row_limit and max(self.cur) > row_limit:
+            self._cut_rows(ordered, row_limit)
+        self._row_limit = row_limit
+        #: Rows past ``visible`` given back by ``restore``, in rank order.
+        self.restored: list[int] = _NONE
         self.short: list[str | None] | None = None
         self.degraded: list[bool] | None = None
         self.visible = len(ordered)
         self.hidden = 0
-        self.rows_chars = sum(self.cur)
         overhead = 0
         if section.heading:
             overhead += len(section.heading) + 1
@@ -143,13 +201,22 @@ class SectionPlan:
         self.rendered = ""
         self.resize()
 
+    def _cut_rows(self, ordered: Sequence[Row], limit: int) -> None:
+        self.cut = []
+        for i, text in enumerate(self.escaped):
+            if len(text) > limit:
+                self.escaped[i] = cut_row(text, limit)
+                self.cur[i] = _line_len(self.escaped[i])
+                self.cut.append(ordered[i].id)
+        self.rows_chars = sum(self.cur)
+
     def marker(self) -> str:
         return self.section.more_marker.replace("{n}", str(self.hidden)) + "\n" if self.hidden else ""
 
     def resize(self) -> int:
         """Recompute ``size``; returns the change."""
         old = self.size
-        if self.visible == 0 and self.hidden == 0:
+        if self.visible == 0 and self.hidden == 0 and not self.restored:
             self.size = 0
         else:
             self.size = self.overhead + self.rows_chars + (len(self.marker()) if self.hidden else 0)
@@ -157,16 +224,32 @@ class SectionPlan:
 
     def shorts(self) -> list[str | None]:
         if self.short is None:
-            self.short = [escape_untrusted(r.short) if r.short is not None else None for r in self.rows]
+            limit = self._row_limit
+            self.short = [
+                None if r.short is None else cut_row(escape_untrusted(r.short), limit) if limit
+                else escape_untrusted(r.short)
+                for r in self.rows
+            ]
             self.degraded = [False] * len(self.rows)
         return self.short
 
+    def kept(self) -> list[int]:
+        """Indices of the delivered rows, in rank order."""
+        return [*range(self.visible), *self.restored]
+
     def delivered_ids(self) -> tuple[str, ...]:
-        return tuple(r.id for r in self.rows[: self.visible])
+        rows = self.rows
+        if not self.restored:
+            return tuple(r.id for r in rows[: self.visible])
+        return tuple(rows[i].id for i in self.kept())
 
     @property
     def truncated(self) -> bool:
-        return self.visible < len(self.rows) or (self.degraded is not None and any(self.degraded))
+        return (
+            self.visible + len(self.restored) < len(self.rows)
+            or bool(self.cut)
+            or (self.degraded is not None and any(self.degraded))
+        )
 
     def render(self) -> str:
         """Render the section's part of its envelope (kept in ``rendered`` for hashing)."""
@@ -180,7 +263,7 @@ class SectionPlan:
         if sec.inner_tag:
             parts.append(f"<{sec.inner_tag}>\n")
         short, degraded = self.short, self.degraded
-        for i in range(self.visible):
+        for i in self.kept() if self.restored else range(self.visible):
             if degraded is not None and degraded[i] and short is not None:
                 parts.append(_lines(short[i] or ""))
             else:
@@ -263,6 +346,7 @@ def _drop_rows(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedS
     dropped = plan.visible - v
     if not dropped:
         return
+    plan.had = plan.visible  # what ``restore`` may give back
     plan.rows_chars -= sum(cur[v : plan.visible])
     plan.visible = v
     steps.append(ShedStep(plan.name, "drop_row", dropped, layout.changed(plan)))
@@ -291,11 +375,18 @@ def _degrade(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedSte
         count += 1
     if count:
         steps.append(ShedStep(plan.name, "degrade_row", count, layout.changed(plan)))
-    # 2. Drop to the floor behind a "+N more" marker. The marker can outweigh a tiny row, so
-    #    the smallest state seen is kept when nothing fits. Simulated on local counters (the
-    #    section never empties here: it keeps the marker), then applied once.
+    # 2. Drop to the floor behind a "+N more" marker.
+    _drop_to(layout, plan, budget, steps, plan.section.floor, "drop_to_floor")
+
+
+def _drop_to(
+    layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedStep], floor: int, action: str
+) -> None:
+    """Drop visible rows, lowest-ranked first, down to ``floor``, behind the "+N more" marker.
+    The marker can outweigh a tiny row, so the smallest state seen is kept when nothing fits.
+    Simulated on local counters (the section never empties here: it keeps the marker), then
+    applied once."""
     start_visible = plan.visible
-    floor = plan.section.floor
     if layout.total <= budget or start_visible <= floor:
         return
     marker = plan.section.more_marker
@@ -319,13 +410,14 @@ def _degrade(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedSte
     plan.rows_chars -= sum(cur[final_v:start_visible])
     plan.hidden += dropped
     plan.visible = final_v
-    steps.append(ShedStep(plan.name, "drop_to_floor", dropped, layout.changed(plan)))
+    steps.append(ShedStep(plan.name, action, dropped, layout.changed(plan)))
 
 
 def _drop_section(layout: Layout, plan: SectionPlan, steps: list[ShedStep]) -> None:
     if plan.visible == 0 and plan.hidden == 0:
         return
     items = plan.visible
+    plan.had = items
     plan.visible = 0
     plan.hidden = 0
     plan.rows_chars = 0
@@ -349,7 +441,72 @@ def fit(layout: Layout, budget: int | None) -> list[ShedStep]:
             _drop_rows(layout, plan, budget, steps)
         elif shed is Shed.DEGRADE:
             _degrade(layout, plan, budget, steps)
+    # Floors yield (ADR D6: only never-shed sections are never dropped), lowest priority first.
+    for plan in reversed(layout.plans):
+        if layout.total <= budget:
+            break
+        if plan.section.shed is Shed.DEGRADE and (plan.visible or plan.hidden):
+            _drop_to(layout, plan, budget, steps, 0, "drop_below_floor")
+            if layout.total > budget:
+                _drop_section(layout, plan, steps)
+    if layout.total < budget and steps:
+        restore(layout, budget, steps)
     return steps
+
+
+def restore(layout: Layout, budget: int, steps: list[ShedStep]) -> None:
+    """Give the room left back to dropped rows, best section and best rank first, so a row that
+    did not fit never takes smaller rows with it. Only whole rows of ``DROP_ROWS`` sections and
+    whole ``DROP_SECTION`` sections come back, each only if the projection still fits; the
+    shedding steps are rewritten to what was dropped in the end."""
+    dropped = {s.section for s in steps if s.action in ("drop_row", "drop_section")}
+    for plan in layout.plans:
+        if plan.name not in dropped:
+            continue
+        shed = plan.section.shed
+        had = plan.had
+        if shed is Shed.DROP_SECTION and plan.size == 0:
+            rows_chars = sum(plan.cur[:had])
+            if budget - layout.total < rows_chars:
+                continue  # the section alone is larger than the room left
+            plan.visible = had
+            plan.rows_chars = rows_chars
+            added = -layout.changed(plan)
+            if layout.total > budget:  # its heading or envelope did not fit
+                plan.visible = 0
+                plan.rows_chars = 0
+                layout.changed(plan)
+                continue
+            _give_back(steps, plan.name, had, added)
+        elif shed is Shed.DROP_ROWS and plan.visible < had:
+            if min(plan.cur[plan.visible : had]) > budget - layout.total:
+                continue  # not one of its dropped rows fits (the usual case): skip the loop
+            for i in range(plan.visible, had):
+                if budget - layout.total < plan.cur[i]:
+                    continue  # its line alone is larger than the room left
+                if plan.restored is _NONE:
+                    plan.restored = []
+                plan.restored.append(i)
+                plan.rows_chars += plan.cur[i]
+                added = -layout.changed(plan)
+                if layout.total > budget:  # its section's heading or envelope did not fit
+                    plan.restored.pop()
+                    plan.rows_chars -= plan.cur[i]
+                    layout.changed(plan)
+                    continue
+                _give_back(steps, plan.name, 1, added)
+
+
+def _give_back(steps: list[ShedStep], section: str, items: int, chars: int) -> None:
+    """Take ``items`` rows and ``chars`` chars off the section's last dropping step."""
+    for index in range(len(steps) - 1, -1, -1):
+        step = steps[index]
+        if step.section == section and step.action in ("drop_row", "drop_section"):
+            if step.items <= items:
+                del steps[index]
+            else:
+                steps[index] = ShedStep(section, step.action, step.items - items, step.chars - chars)
+            return
 
 
 def overflow_key(layout: Layout, budget: int) -> Hashable:

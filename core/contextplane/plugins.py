@@ -31,11 +31,11 @@ from typing import Any, Generic, TypeVar
 import attrs
 import pluggy
 
-from contextplane import hookspecs
+from contextplane import authority, hookspecs
 from contextplane.config import Config, load_config
 from contextplane.embedding import Embedder
 from contextplane.errors import PluginLoadError, SectionError
-from contextplane.notices import log_failure, log_once
+from contextplane.notices import PluginWarning, log_failure, log_once, warn_once
 from contextplane.observability import observer as records_observer
 from contextplane.records.backend import check_backend
 from contextplane.sections import ContextSection, PromptSection
@@ -137,6 +137,7 @@ class PluginHost:
         self._meta: dict[str, tuple[str | None, str | None]] = {}
         self._skipped: list[PluginInfo] = []
         self._prompt: list[Registered[PromptSection]] | None = None
+        self._prefix: list[Registered[PromptSection]] | None = None
         self._context: list[Registered[ContextSection]] | None = None
         self._ordered: tuple[Registered[ContextSection], ...] | None = None
         self._lock = threading.Lock()
@@ -199,6 +200,29 @@ class PluginHost:
                 self._fail(PluginFailure(ep.name, dist, "import", _describe_exc(exc)), exc)
                 continue
             self.register(obj, ep.name, distribution=dist, version=version)
+        self._warn_unknown_names({ep.name for ep in eps} | _BUILTIN_NAMES, allowed, disabled, environ)
+
+    def _warn_unknown_names(
+        self,
+        known: set[str],
+        allowed: set[str] | None,
+        disabled: set[str],
+        environ: Mapping[str, str] | None,
+    ) -> None:
+        """A plugin name that matches nothing is a typo that silently does nothing: say so once,
+        with the closest installed name."""
+        env = os.environ if environ is None else environ
+        chooser = PLUGINS_ENV if PLUGINS_ENV in env else "plugins.enabled"
+        for source, names in ((chooser, allowed or set()), ("plugins.disabled", disabled)):
+            for name in sorted(names - known):
+                near = difflib.get_close_matches(name, sorted(known), n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                warn_once(
+                    ("unknown-plugin", source, name),
+                    f"{source} names {name!r}, which is no installed plugin, so it does nothing{hint}; "
+                    f"installed: {', '.join(sorted(known))}",
+                    PluginWarning,
+                )
 
     def _validate(self, plugin: object, name: str) -> list[str]:
         problems = []
@@ -254,6 +278,7 @@ class PluginHost:
             return None
         self._meta[pname] = (distribution, version)
         self._prompt = None
+        self._prefix = None
         self._context = None
         self._ordered = None
         return pname
@@ -264,6 +289,7 @@ class PluginHost:
             self.pm.unregister(name=name)
         self._meta.pop(name, None)
         self._prompt = None
+        self._prefix = None
         self._context = None
         self._ordered = None
 
@@ -318,7 +344,7 @@ class PluginHost:
 
             try:
                 self._call(impl, {"register": register, "config": self.config})
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # a plugin calling sys.exit() is a failure too
                 dist = self._meta.get(impl.plugin_name, (None, None))[0]
                 self._fail(PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc)), exc)
                 continue
@@ -331,6 +357,23 @@ class PluginHost:
             if self._prompt is None:
                 self._prompt = self._collect("register_prompt_sections", PromptSection)
             return list(self._prompt)
+
+    def prefix_sections(self) -> list[Registered[PromptSection]]:
+        """The prompt sections the stable prefix is built from (cached). Outside strict mode a
+        plugin whose ``before``/``after`` names no section loses its prompt sections, and only
+        those, recorded once as its failure (``contextplane plugins`` and ``preview`` show it);
+        in strict mode ``resolve_order`` raises instead."""
+        sections = self.prompt_sections()
+        with self._lock:
+            if self._prefix is None:
+                kept = sections
+                if not self.strict:
+                    kept, dropped = authority.prune_unknown_targets(sections)
+                    for plugin, why in dropped:
+                        dist = self._meta.get(plugin, (None, None))[0]
+                        self._fail(PluginFailure(plugin, dist, authority.ORDER_STAGE, why))
+                self._prefix = kept
+            return list(self._prefix)
 
     def context_sections(self) -> list[Registered[ContextSection]]:
         """Every registered projected-context section, attributed to its plugin (cached)."""
@@ -359,7 +402,7 @@ class PluginHost:
             dist = self._meta.get(impl.plugin_name, (None, None))[0]
             try:
                 result = self._call(impl, {"config": self.config})
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 self._fail(PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc)), exc)
                 continue
             if result is None:
@@ -396,7 +439,7 @@ class PluginHost:
         for impl in self._impls(hook_name):
             try:
                 self._call(impl, kwargs)
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # a plugin calling sys.exit() is a failure too
                 dist = self._meta.get(impl.plugin_name, (None, None))[0]
                 failure = PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc))
                 failures.append(failure)
@@ -423,6 +466,7 @@ class PluginHost:
     def plugin_infos(self) -> list[PluginInfo]:
         """One record per plugin: loaded, skipped by selection, or failed."""
         prompt = self.prompt_sections()
+        self.prefix_sections()  # records a plugin left out for its before/after
         context = self.context_sections()
         infos: dict[str, PluginInfo] = {}
         for name, plugin in self.pm.list_name_plugin():

@@ -55,6 +55,8 @@ class SectionReport:
     error: str | None = None
     #: Why ``draft`` was not called: "incognito", "goal_turn" or "not_selected".
     suppressed: str | None = None
+    #: Ids of the rows cut to ``context.max_row_chars`` (each ends with a "cut" marker line).
+    cut: tuple[str, ...] = ()
     meta: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen)
     #: The section's rendered part of its envelope (kept for ``sha256``; not compared).
     rendered: str = attrs.field(default="", repr=False, eq=False)
@@ -63,7 +65,10 @@ class SectionReport:
     def sha256(self) -> str | None:
         """sha256 of the rendered part (what snapshots reference); hashed when asked, because
         most projections (previews, unrecorded turns) never are."""
-        return hashlib.sha256(self.rendered.encode()).hexdigest() if self.rendered else None
+        if not self.rendered:
+            return None
+        # surrogatepass: a hash must never fail a turn, whatever a plugin's heading holds
+        return hashlib.sha256(self.rendered.encode("utf-8", "surrogatepass")).hexdigest()
 
     @property
     def label(self) -> str:
@@ -267,6 +272,7 @@ def compose(
     ordered_regs = host.ordered_context_sections()
     _checked(ordered_regs)
     timeout_s = cfg.context.provider_timeout_ms / 1000 if cfg.context.provider_timeout_ms else None
+    row_limit = cfg.context.max_row_chars or None
 
     plans: list[SectionPlan] = []
     # Reports are built once, at the end; these hold what is known before fitting.
@@ -289,7 +295,10 @@ def compose(
                     raise TimeoutError(
                         f"took {elapsed:.3f}s, over the {timeout_s:.3f}s limit (context.provider_timeout_ms)"
                     )
-            except Exception as exc:
+                # Escaping and measuring the rows belong to the section too: a row the core
+                # cannot lay out fails that section, never the turn.
+                plan = SectionPlan(section, reg.plugin, rows, meta, row_limit)
+            except (Exception, SystemExit) as exc:  # sys.exit() in a provider fails its section only
                 message = f"{type(exc).__name__}: {exc}"
                 if strict:
                     raise SectionError(
@@ -307,18 +316,29 @@ def compose(
                 )
                 skipped.append((reg, None, message))
                 continue
-            plans.append(SectionPlan(section, reg.plugin, rows, meta))
+            plans.append(plan)
 
+    for plan in plans:
+        if plan.cut:
+            warn_once(
+                ("row-cut", plan.plugin, plan.name),
+                f"context section {plan.name!r} of plugin {plan.plugin!r} offered rows longer than "
+                f"context.max_row_chars ({row_limit} chars), first {plan.cut[0]!r}; they are cut at a line "
+                "boundary and end with a cut marker (raise context.max_row_chars, 0 = no bound, or "
+                "store shorter rows)",
+                BudgetWarning,
+            )
     layout = Layout(plans)
     budget = budget_chars(cfg, budget_tokens=request.budget_tokens, context_window=request.context_window)
     steps = fit(layout, budget)
     warnings: list[str] = []
     if budget is not None and layout.total > budget:
+        # Everything sheddable is gone by now (floors yield too), so what is left is exactly
+        # the never-shed sections: name those, and only those.
         kept = ", ".join(f"{p.name} ({p.size} chars)" for p in layout.plans if p.size)
         message = (
-            f"what cannot be shed (never-shed sections and degrade floors) needs {layout.total} chars, "
-            f"over the {budget}-char budget: {kept}; raise context.budget_pct or trim working state "
-            "and always-on memories"
+            f"the never-shed sections need {layout.total} chars, over the {budget}-char budget: "
+            f"{kept}; raise context.budget_pct or trim working state and always-on memories"
         )
         warnings.append(message)
         warn_once(overflow_key(layout, budget), message, BudgetWarning)
@@ -334,6 +354,7 @@ def compose(
             offered=len(p.rows),
             truncated=p.truncated,
             meta=p.meta,
+            cut=tuple(p.cut),
             rendered=p.rendered,
         )
         for p in layout.plans

@@ -77,6 +77,14 @@ _cache_lock = threading.Lock()
 def load_skills_dir(directory: str | os.PathLike[str]) -> tuple[Skill, ...]:
     """Every well-formed skill under ``directory``, sorted by name (cached on file mtimes)."""
     root = Path(directory)
+    if not root.is_dir():
+        warn_once(
+            ("skills-dir", str(root)),
+            f"skills.dir names {root}, which is not a directory, so the skills index is empty; "
+            "create it or fix skills.dir",
+            PluginWarning,
+        )
+        return ()
     files = sorted(root.glob("*/SKILL.md"))
     signature = tuple((str(f), f.stat().st_mtime_ns) for f in files)
     with _cache_lock:

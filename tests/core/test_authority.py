@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import pytest
 
@@ -81,16 +82,53 @@ def test_cycle_error_shows_the_full_path_and_plugins() -> None:
 
 
 def test_unknown_name_in_constraint_names_plugin_section_and_known_names() -> None:
+    # Strict mode: the first bad constraint stops the build, naming everything.
     host = host_of(
         SectionPlugin(prompt=standard("identity"), name="std"),
         SectionPlugin(prompt=[text_section("notes", "n", after="identiy")], name="notes_plugin"),
     )
     with pytest.raises(SectionOrderError) as info:
-        build_stable_prefix(host)
+        build_stable_prefix(host, strict=True)
     msg = str(info.value)
     assert "plugin 'notes_plugin'" in msg
     assert "prompt section 'notes' declares after='identiy'" in msg
+    assert "(did you mean 'identity'?)" in msg
     assert "known sections: identity, notes" in msg
+
+
+def test_an_unknown_name_outside_strict_mode_costs_only_that_plugins_sections() -> None:
+    host = host_of(
+        SectionPlugin(prompt=standard("identity", "operating_model"), name="std"),
+        SectionPlugin(
+            prompt=[text_section("notes", "n", after="identiy"), text_section("more", "m")], name="notes_plugin"
+        ),
+        SectionPlugin(prompt=[text_section("tail", "t", after="operating_model")], name="tail_plugin"),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prefix = build_stable_prefix(host)
+    assert prefix.order == ("identity", "operating_model", "tail")  # the rest of the prefix stays
+    expected = (
+        "plugin 'notes_plugin' failed during prompt order: plugin 'notes_plugin': prompt section 'notes' "
+        "declares after='identiy', but no section of that name is registered (did you mean 'identity'?) "
+        "(known sections: identity, more, notes, operating_model, tail); its prompt sections are left out "
+        "of the stable prefix; the plugin author must fix the constraint, or enable the plugin that "
+        "provides the section"
+    )
+    assert prefix.errors == (expected,)
+    infos = {i.name: i for i in host.plugin_infos()}
+    assert infos["notes_plugin"].errors == (expected.split(" failed during ")[1],)
+    assert infos["tail_plugin"].errors == ()
+    # A section whose only target was a dropped plugin's section goes too (pruned to a fixed point).
+    host = host_of(
+        SectionPlugin(prompt=standard("identity"), name="std"),
+        SectionPlugin(prompt=[text_section("a", "a", after="nope")], name="pa"),
+        SectionPlugin(prompt=[text_section("b", "b", after="a")], name="pb"),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prefix = build_stable_prefix(host)
+    assert prefix.order == ("identity",) and [e.split("'")[1] for e in prefix.errors] == ["pa", "pb"]
 
 
 def test_duplicate_section_name_names_both_plugins() -> None:
@@ -106,8 +144,13 @@ def test_duplicate_section_name_names_both_plugins() -> None:
 
 
 def test_self_reference_is_an_error() -> None:
+    host = host_of(SectionPlugin(prompt=[text_section("me", "m", after="me")]))
     with pytest.raises(SectionOrderError, match="names itself"):
-        build_stable_prefix(host_of(SectionPlugin(prompt=[text_section("me", "m", after="me")])))
+        build_stable_prefix(host, strict=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prefix = build_stable_prefix(host)
+    assert prefix.order == () and "declares after='me', which names itself" in prefix.errors[0]
 
 
 def _boom(_ctx: BuildContext) -> str:

@@ -41,7 +41,7 @@ from contextplane.config import env_overrides, find_config_file, structure
             {"context": {"budget_pct": 8, "bogus": 1}},
             "unknown key context.bogus: remove it or check its spelling",
         ),
-        ({"contxt": {}}, "unknown key contxt: remove it or check its spelling"),
+        ({"contxt": {}}, "unknown key contxt: remove it or check its spelling (did you mean context?)"),
         (
             {"plugins": {"enabled": "a,b"}},
             'invalid value for plugins.enabled: expected a list of plugin names, got "a,b"',

@@ -93,12 +93,21 @@ def test_shed_order_is_retrieved_then_digest_then_skills() -> None:
         p = compose_projected_context("q", host=host, budget_tokens=max(budget // 4, 1))
         seen_actions.append([(s.section, s.action) for s in p.overflow])
     longest = max(seen_actions, key=len)
+    # Under the tightest budgets the skills floor yields too (ADR D6: only never-shed sections
+    # are never dropped), last of all.
     assert [a for a in longest] == [
         ("retrieved", "drop_row"),
         ("digest", "drop_row"),
         ("skills", "degrade_row"),
         ("skills", "drop_to_floor"),
+        ("skills", "drop_section"),
     ]
+    assert [
+        ("retrieved", "drop_row"),
+        ("digest", "drop_row"),
+        ("skills", "degrade_row"),
+        ("skills", "drop_to_floor"),
+    ] in seen_actions
 
 
 def test_rows_are_dropped_lowest_rank_first_and_the_section_disappears() -> None:
@@ -129,10 +138,30 @@ def test_degrade_then_floor_with_more_marker() -> None:
             ]
         )
     )
-    p = compose_projected_context("q", host=host, budget_tokens=1)
+    p = compose_projected_context("q", host=host, budget_tokens=16)
     assert p.section("skills").item_ids == ("s1", "s2")
     assert "- s1\n- s2\n+4 more skills\n" in p.text
-    assert len(p.warnings) == 1  # the floor alone exceeds 4 chars
+    assert p.used_chars <= 64 and p.warnings == ()
+
+
+def test_a_floor_yields_when_it_does_not_fit() -> None:
+    # ADR D6: only working state and always-on are never dropped. A floor that does not fit
+    # gives up rows, lowest-ranked first, then its marker; the projection stays in budget and
+    # nothing warns, because nothing never-shed overflowed.
+    host = host_of(
+        SectionPlugin(
+            context=[
+                section("skills", 30, Shed.DEGRADE, rows("s", 6, short=True), SKILLS, floor=2,
+                        more_marker="+{n} more skills"),
+            ]
+        )
+    )
+    p = compose_projected_context("q", host=host, budget_tokens=15)
+    assert p.section("skills").item_ids == ("s1",) and p.used_chars <= 60
+    assert ("skills", "drop_below_floor", 1) in [(s.section, s.action, s.items) for s in p.overflow]
+    p = compose_projected_context("q", host=host, budget_tokens=1)
+    assert p.text == "" and p.used_chars == 0 and p.warnings == ()
+    assert p.overflow[-1].action == "drop_section"
 
 
 def test_suppressed_providers_are_never_called() -> None:
@@ -283,9 +312,10 @@ def test_never_shed_overflow_warns_once_per_distinct_overflow() -> None:
             compose_projected_context("q", host=host, budget_tokens=10)
     budget_warnings = [w for w in caught if issubclass(w.category, BudgetWarning)]
     assert len(budget_warnings) == 2
-    assert "cannot be shed (never-shed sections and degrade floors) needs" in str(
-        budget_warnings[0].message
-    ) and "ws (" in str(budget_warnings[0].message)
+    assert str(budget_warnings[0].message) == (
+        "the never-shed sections need 170 chars, over the 40-char budget: ws (138 chars); raise "
+        "context.budget_pct or trim working state and always-on memories"
+    )
 
 
 def test_budget_from_config() -> None:

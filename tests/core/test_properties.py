@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextplane import ContextSection, Envelope, Row, Shed, compose_projected_context
-from contextplane.fitting import format_row
+from contextplane.escaping import escape_untrusted
+from contextplane.fitting import cut_row, format_row
 
 from .helpers import SectionPlugin, host_of
 
@@ -107,16 +108,60 @@ def test_used_chars_fit_the_budget_whenever_the_unsheddable_part_fits(specs, bud
         assert p.warnings == ()
     else:
         assert p.used_chars > budget and len(p.warnings) == 1
-    # The minimal state keeps exactly the never-shed rows and the degrade floors.
+    # The minimal state keeps exactly the never-shed rows: floors yield when they do not fit.
     by_name = {s["name"]: s for s in specs}
     for report in minimal.sections:
         spec = by_name[report.name]
         if spec["shed"] is Shed.NEVER:
             assert len(report.item_ids) == len(spec["rows"])
-        elif spec["shed"] in (Shed.DROP_ROWS, Shed.DROP_SECTION):
-            assert report.item_ids == ()
         else:
-            assert len(report.item_ids) >= min(spec["floor"], len(spec["rows"]))
+            assert report.item_ids == ()
+
+
+BIG_TEXT = st.one_of(TEXT, st.integers(100, 3000).map(lambda n: ("word " * n)[:n]),
+                     st.integers(100, 3000).map(lambda n: ("line of text\n" * n)[:n]))
+
+
+@st.composite
+def oversized_specs(draw: st.DrawFn) -> list[dict]:
+    """Sections with floors up to 12 and rows up to 3,000 chars: the mixes that used to break
+    the budget (a floor that did not fit, an oversized row that took smaller ones with it)."""
+    specs = draw(section_specs())
+    for spec in specs:
+        spec["floor"] = draw(st.integers(0, 12))
+        spec["rows"] = [
+            Row(r.id, r.rank, draw(BIG_TEXT), short=r.short, trust_tier=r.trust_tier) for r in spec["rows"]
+        ]
+    return specs
+
+
+@SETTINGS
+@given(oversized_specs(), st.integers(1, 2000), st.sampled_from([0, 200, 1000]))
+def test_budget_holds_whenever_the_never_shed_sections_fit(specs, budget_tokens, max_row_chars) -> None:
+    from contextplane.config import structure
+
+    config = structure({"context": {"max_row_chars": max_row_chars}})
+    never = [s for s in specs if s["shed"] is Shed.NEVER]
+    # The oracle: the never-shed sections alone, composed unbounded by a host of their own.
+    alone = compose(build(never), 0, config=config).used_chars if never else 0
+    p = compose(build(specs), budget_tokens, config=config)
+    budget = budget_tokens * 4
+    assert p.used_chars == len(p.text)
+    if alone <= budget:
+        assert p.used_chars <= budget, (alone, p.overflow)
+        assert p.warnings == ()
+    else:
+        assert p.warnings and p.warnings[0].startswith(f"the never-shed sections need {alone} chars")
+    rows = {r.id: r for spec in specs for r in spec["rows"]}
+    for report in p.sections:
+        for rid in report.item_ids:
+            over = max_row_chars and len(escape_untrusted(rows[rid].text)) > max_row_chars
+            assert (rid in report.cut) == bool(over)
+            if not over:
+                continue
+            cut = cut_row(escape_untrusted(rows[rid].text), max_row_chars)
+            assert len(cut) <= max_row_chars and cut.endswith(" more chars]")
+            assert format_row(rows[rid].text) not in p.text
 
 
 @SETTINGS
@@ -129,27 +174,53 @@ def test_shedding_follows_the_declared_order(specs, budget_tokens) -> None:
     allowed = {
         Shed.NEVER: set(),
         Shed.DROP_ROWS: {"drop_row"},
-        Shed.DEGRADE: {"degrade_row", "drop_to_floor"},
+        Shed.DEGRADE: {"degrade_row", "drop_to_floor", "drop_below_floor", "drop_section"},
         Shed.DROP_SECTION: {"drop_section"},
     }
-    keys = [prio[s.section] for s in p.overflow]
-    assert keys == sorted(keys, reverse=True), "sections are shed from the lowest priority up"
+    # Floors yield in a second pass, after everything else that can be shed.
+    first = [s for s in p.overflow if s.action != "drop_below_floor"
+             and not (s.action == "drop_section" and shed_of[s.section] is Shed.DEGRADE)]
+    second = [s for s in p.overflow if s not in first]
+    assert p.overflow == (*first, *second)
+    for steps in (first, second):
+        keys = [prio[s.section] for s in steps]
+        assert keys == sorted(keys, reverse=True), "sections are shed from the lowest priority up"
     for step in p.overflow:
         assert step.action in allowed[shed_of[step.section]]
-    # Every section after the first one shed from has given up all it can.
-    touched = {s.section for s in p.overflow}
-    if touched:
-        highest = min(prio[n] for n in touched)
-        for s in specs:
-            if prio[s["name"]] > highest and s["rows"]:
-                report = p.section(s["name"])
-                if s["shed"] in (Shed.DROP_ROWS, Shed.DROP_SECTION):
-                    assert report.item_ids == ()
-    # Kept rows of a row-dropping section are its best-ranked ones.
+    room = p.budget_chars - p.used_chars
     for s in specs:
         report = p.section(s["name"])
-        ordered = [r.id for r in sorted(s["rows"], key=lambda r: (r.rank, -r.trust_tier, r.id))]
-        assert list(report.item_ids) == ordered[: len(report.item_ids)]
+        ordered = sorted(s["rows"], key=lambda r: (r.rank, -r.trust_tier, r.id))
+        kept = set(report.item_ids)
+        if s["shed"] is Shed.DROP_ROWS:
+            # A dropped row never takes a smaller row with it: a better-ranked row is dropped
+            # while a worse-ranked one stays only when it is the longer, and nothing dropped
+            # would still fit in the room left.
+            lines = {r.id: len(format_row(r.text)) for r in ordered}
+            for i, better in enumerate(ordered):
+                for worse in ordered[i + 1 :]:
+                    if better.id not in kept and worse.id in kept:
+                        assert lines[better.id] > lines[worse.id]
+            extra = 0 if kept else _overhead_to_open(s, specs, p)
+            for r in ordered:
+                if r.id not in kept:
+                    assert lines[r.id] + extra > room
+        else:
+            # Everything else keeps its best-ranked rows.
+            assert list(report.item_ids) == [r.id for r in ordered][: len(report.item_ids)]
+
+
+def _overhead_to_open(spec: dict, specs: list[dict], p) -> int:
+    """What a row of an empty section costs beyond its own line: the section's heading and inner
+    tag, and its envelope (with a separator) when no section of that envelope is present."""
+    cost = (len(spec["heading"]) + 1 if spec["heading"] else 0) + (
+        2 * len(spec["inner"]) + 7 if spec["inner"] else 0
+    )
+    env = spec["env"]
+    if not any(p.section(o["name"]).chars for o in specs if o["env"].tag == env.tag):
+        cost += len(f"<{env.tag}>\n") + (len(env.preamble) + 1 if env.preamble else 0) + len(f"</{env.tag}>")
+        cost += 2 if p.text else 0
+    return cost
 
 
 @SETTINGS

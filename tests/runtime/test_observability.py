@@ -283,12 +283,41 @@ def test_cli_list_and_show(tmp_path: Path, host, backend) -> None:
     assert json.loads(as_json.output)["call_index"] == 0
 
     missing = runner.invoke(snapshots, ["show", "cli", "0", "7", "--db", db])
-    assert missing.exit_code == 1
-    assert "no snapshot for session 'cli' turn 0 call 7; calls recorded for that turn: 0, 1" in missing.output
+    assert missing.exit_code == 2
+    assert missing.output == "error: no snapshot for session 'cli' turn 0 call 7; calls recorded for that turn: 0, 1\n"
     nodb = runner.invoke(snapshots, ["list", "--db", str(tmp_path / "none.sqlite3")])
-    assert nodb.exit_code == 1 and "no store or telemetry database at" in nodb.output
+    assert nodb.exit_code == 2 and nodb.output.startswith(f"error: {tmp_path / 'none.sqlite3'}: no store here (no such file), and nothing was created")
+    assert not (tmp_path / "none.sqlite3").exists()
     # The same group is reachable from the contextplane command.
     from contextplane.cli import main
 
     via_main = runner.invoke(main, ["snapshots", "list", "--session", "cli", "--db", db])
     assert via_main.exit_code == 0 and via_main.output == listed.output
+
+
+def test_retention_never_leaves_a_snapshot_pointing_at_a_removed_prefix_text(tmp_path: Path) -> None:
+    # The reported case: prefixes A, B, A under retention; A's text was pruned while B's rows
+    # were the newest, and the rows written for A afterwards referenced text that was gone.
+    from contextplane.authority import StablePrefix
+    from contextplane.observability.snapshots import PromptRecorder
+
+    db = tmp_path / "t.sqlite3"
+    store = SQLiteSnapshotStore(db, retention_days=0, retention_count=100, prune_every=10)
+    recorder = PromptRecorder(store)
+    a, b = StablePrefix("prefix A " * 40, ()), StablePrefix("prefix B " * 40, ())
+    n = 0
+    for prefix in (a, b, a):
+        for _ in range(400):
+            ref = recorder.register_prefix(prefix, session_id="s")
+            recorder.capture(session_id="s", turn_index=n, call_index=0, prefix=ref, turn=None)
+            n += 1
+    store.close()
+    conn = apsw.Connection(str(db))
+    kept, orphaned = conn.execute(
+        "SELECT count(*), sum(t.text IS NULL) FROM prompt_snapshots AS s "
+        "LEFT JOIN prefix_texts AS t ON t.sha256 = s.prefix_sha256"
+    ).fetchone()
+    texts = dict(conn.execute("SELECT sha256, text FROM prefix_texts"))
+    conn.close()
+    assert kept == 100 and orphaned == 0
+    assert texts == {a.sha256: a.text}  # B's text went with its last row; A's came back

@@ -94,11 +94,21 @@ def test_priorities_and_shed_sequence_of_the_standard_sections(tmp_config, summa
     for chars in range(full.used_chars, 0, -40):
         p = compose(store, config, chars // 4, summaries=summaries, skills=items)
         sequences.append([(s.section, s.action) for s in p.overflow])
+    assert [
+        ("retrieved", "drop_row"),
+        ("prior_sessions", "drop_row"),
+        ("skills", "degrade_row"),
+        ("skills", "drop_to_floor"),
+    ] in sequences
+    # Tighter still, the skills floor yields too: only working state and always-on are never
+    # dropped (ADR D6).
     assert max(sequences, key=len) == [
         ("retrieved", "drop_row"),
         ("prior_sessions", "drop_row"),
         ("skills", "degrade_row"),
         ("skills", "drop_to_floor"),
+        ("skills", "drop_below_floor"),
+        ("skills", "drop_section"),
     ]
 
 
@@ -139,16 +149,52 @@ def test_skills_degrade_to_names_before_any_name_is_dropped(tmp_config) -> None:
     p = compose(store, tmp_config(), names_only // 4 + 1, skills=items)
     assert len(p.section("skills").item_ids) == 30
     assert "+" not in p.text.split("<available_skills>")[1]
+    floor_only = next(
+        p
+        for p in (compose(store, tmp_config(), tokens, skills=items) for tokens in range(1, 200))
+        if len(p.section("skills").item_ids) == skills_mod.DEFAULT_FLOOR
+    )
+    assert len(floor_only.section("skills").item_ids) == skills_mod.DEFAULT_FLOOR
+    assert "- skill09\n+20 more skills (ask for the full list)\n</available_skills>" in floor_only.text
+    assert floor_only.used_chars <= floor_only.budget_chars
     tight = compose(store, tmp_config(), 1, skills=items)
-    assert len(tight.section("skills").item_ids) == skills_mod.DEFAULT_FLOOR
-    assert "- skill09\n+20 more skills (ask for the full list)\n</available_skills>" in tight.text
+    assert tight.section("skills").item_ids == ()  # the floor yields when it does not fit
+
+
+def test_the_skills_floor_never_breaks_a_budget_working_state_and_always_on_fit(tmp_config) -> None:
+    # The reported case: working state and always-on fit a 16,000-char budget, and the ten
+    # names the floor kept pushed the projection over it, with a warning blaming working state.
+    always = [
+        chunk(f"a{i}", f"standing rule {i} " + "w" * 3_830, source_type="operator",
+              delivery_policy="always", review_state="confirmed")
+        for i in range(4)
+    ]
+    items = [(f"skill-{i:02d}-" + "n" * 30, "description " + "d" * 80) for i in range(40)]
+    config = tmp_config(context={"context_window": 50_000})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p = compose_projected_context(
+            "memory", FakeStore(always), items, {"goal": "Ship it"}, host=standard_host(config), record=False
+        )
+    assert p.budget_chars == 16_000
+    never = p.section("working_state").chars + p.section("always_on").chars
+    floor_names = sum(len(name) + 3 for name, _ in items[: skills_mod.DEFAULT_FLOOR])
+    assert never < 16_000 < never + floor_names  # the never-shed part fits; with the floor it would not
+    assert p.used_chars <= 16_000, p.overflow
+    assert p.warnings == ()
+    assert not [w for w in caught if issubclass(w.category, BudgetWarning)]
+    assert len(p.section("skills").item_ids) < skills_mod.DEFAULT_FLOOR
 
 
 def test_skills_floor_is_configurable_and_validated(tmp_config) -> None:
     store = FakeStore([])
     items = [(f"skill-number-{i}", "d" * 50) for i in range(8)]
-    p = compose(store, tmp_config(plugin={"skills": {"floor": 3}}), 1, skills=items)
-    assert p.section("skills").item_ids == ("skill-number-0", "skill-number-1", "skill-number-2")
+    config = tmp_config(plugin={"skills": {"floor": 3}})
+    kept = {
+        compose(store, config, tokens, skills=items).section("skills").item_ids for tokens in range(1, 120)
+    }
+    assert ("skill-number-0", "skill-number-1", "skill-number-2") in kept
+    assert min(len(k) for k in kept if len(k) > 0) <= 3  # below the floor only when it does not fit
     host = standard_host(tmp_config(plugin={"skills": {"floor": -1}}))
     assert [r.section.name for r in host.context_sections()].count("skills") == 0
     assert (

@@ -57,4 +57,5 @@ def test_cli_demo_exit_code(tmp_path: Path) -> None:
     assert inj.exit_code == 0
     assert len([line for line in inj.output.splitlines() if line.startswith("demo-session-7")]) == 5
     missing = runner.invoke(main, ["injections", "--db", str(tmp_path / "nope.sqlite3")])
-    assert missing.exit_code == 2 and "no store at" in missing.output
+    assert missing.exit_code == 2 and missing.output.startswith(f"error: {tmp_path / 'nope.sqlite3'}: no store here (no such file), and nothing was created")
+    assert not (tmp_path / "nope.sqlite3").exists()

@@ -94,15 +94,15 @@ def test_cli_errors_are_one_line(root: click.Group, tmp_path: Path) -> None:
     db = str(tmp_path / "cli.sqlite3")
     runner = CliRunner()
     result = runner.invoke(root, ["memory", "add", "x", "--namespace", "team:1", "--db", db])
-    assert result.exit_code == 1 and "Error: namespace: 'team:1' is not a scope" in result.output
+    assert result.exit_code == 2 and result.output.startswith("error: namespace: 'team:1' is not a scope")
     result = runner.invoke(root, ["memory", "confirm", "99", "--db", db])
-    assert result.exit_code == 1 and "no memory with id '99'" in result.output
+    assert result.exit_code == 2 and "no memory with id '99'" in result.output
     result = runner.invoke(root, ["memory", "add", "x", "--expires-in-days", "-2", "--db", db])
-    assert result.exit_code == 1 and "expires_in_days: -2 is outside" in result.output
+    assert result.exit_code == 2 and "error: expires_in_days: -2 is outside" in result.output
     bad = tmp_path / "bad.sqlite3"
     bad.write_text("hello")
     result = runner.invoke(root, ["memory", "list", "--db", str(bad)])
-    assert result.exit_code == 1 and "not a SQLite database" in result.output
+    assert result.exit_code == 2 and "not a SQLite database" in result.output
     assert "Traceback" not in result.output
 
 
@@ -144,5 +144,8 @@ def test_migrate_refuses_newer_schema(root: click.Group, tmp_path: Path) -> None
     conn.execute("PRAGMA user_version = 3")
     conn.close()
     result = CliRunner().invoke(root, ["migrate", "--db", str(db)])
-    assert result.exit_code == 1
-    assert "schema version 3" in result.output and "schema version 2" in result.output
+    assert result.exit_code == 2
+    assert result.output == (
+        f"error: {db}: the store was written by schema version 3, but this contextplane understands "
+        "schema version 2 at most; upgrade contextplane to open it\n"
+    )

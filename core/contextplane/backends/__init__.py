@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contextplane.errors import StoreError
@@ -26,8 +27,22 @@ log = logging.getLogger("contextplane.backends")
 _around_lock = threading.Lock()
 
 
-def open_backend(host: PluginHost, path: str | os.PathLike[str] | None = None) -> Any:
+def store_path(config: Config, path: str | os.PathLike[str] | None = None) -> Path:
+    """Where the embedded store lives: ``path`` when given, else ``store.path`` (relative to the
+    config file), else ``$CONTEXTPLANE_DB``, else the user data directory. The one rule every
+    runtime and every command follows."""
+    from contextplane.store import default_db_path
+
+    if path is not None:
+        return Path(path)
+    return config.resolve_path(config.store.path) if config.store.path else default_db_path()
+
+
+def open_backend(
+    host: PluginHost, path: str | os.PathLike[str] | None = None, *, read_only: bool = False
+) -> Any:
     """The plugin-chosen backend, else the embedded SQLite one (``path`` forces SQLite there).
+    ``read_only`` opens the embedded one for inspection: it must exist and nothing changes.
     When ``store.backend`` names another backend and no plugin offers it, raise instead."""
     if path is None:
         seen = len(host.failures)
@@ -45,20 +60,13 @@ def open_backend(host: PluginHost, path: str | os.PathLike[str] | None = None) -
                 + f" (in {host.config.source})"
             )
     from contextplane.backends.sqlite import SQLiteBackend
-    from contextplane.store import default_db_path
 
     cfg = host.config
-    target = (
-        path
-        if path is not None
-        else cfg.resolve_path(cfg.store.path)
-        if cfg.store.path
-        else default_db_path()
-    )
+    target = store_path(cfg, path)
     memories = host.knowledge_store() if path is None else None
     if memories is not None:
-        return SQLiteBackend(target, config=cfg, memories=memories)
-    return SQLiteBackend(target, config=cfg, embedder=host.embedder())
+        return SQLiteBackend(target, config=cfg, memories=memories, read_only=read_only)
+    return SQLiteBackend(target, config=cfg, embedder=host.embedder(), read_only=read_only)
 
 
 def resolve_backend(store: Any, config: Config) -> Any:

@@ -54,12 +54,27 @@ def validate_review_state(value: object, field: str = "review_state") -> ReviewS
     return cast(ReviewState, _check_choice(field, value, REVIEW_STATES))
 
 
-def validate_text(value: object, field: str, *, allow_empty: bool = True) -> str:
-    """Text attributes must be ``str``; bytes or numbers are a caller bug worth naming."""
+def validate_text(value: object, field: str, *, allow_empty: bool = True, storable: bool = True) -> str:
+    """Text attributes must be ``str``; bytes or numbers are a caller bug worth naming.
+
+    ``storable`` text must also encode as UTF-8: a lone surrogate (what ``surrogateescape``
+    makes of bytes that are not UTF-8) would be refused by SQLite at the write, or fail a turn
+    later at the first ``encode()``, so it is refused here, at the store boundary, naming where
+    it is. Search text is not stored (``storable=False``): its surrogates simply match nothing.
+    """
     if not isinstance(value, str):
         raise ValidationError(f"{field}: expected text (str), got {type(value).__name__}")
     if not allow_empty and not value.strip():
         raise ValidationError(f"{field}: must not be empty")
+    if storable and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValidationError(
+                f"{field}: holds U+{ord(value[exc.start]):04X} at character {exc.start}, a lone surrogate "
+                "that is not text (bytes that are not UTF-8, decoded with surrogateescape); "
+                "re-encode the input as UTF-8 or remove that character"
+            ) from None
     return value
 
 
@@ -85,7 +100,13 @@ def to_utc(value: datetime, field: str) -> datetime:
     """Normalise an aware datetime to UTC; naive datetimes are ambiguous and refused."""
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValidationError(f"{field}: {value.isoformat()!r} has no timezone; pass an aware datetime")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError(
+            f"{field}: {value.isoformat()!r} is outside the representable range once converted to UTC "
+            "(years 1 to 9999); pass an earlier time"
+        ) from None
 
 
 def parse_timestamp(value: object, field: str) -> datetime:
@@ -100,8 +121,10 @@ def parse_timestamp(value: object, field: str) -> datetime:
                 f"{field}: {value!r} is not an ISO-8601 timestamp (e.g. 2027-01-31T12:00:00Z)"
             ) from None
         if parsed.tzinfo is None:
-            raise ValidationError(f"{field}: {value!r} has no timezone; append 'Z' for UTC")
-        return parsed.astimezone(UTC)
+            # The suggestion is a full timestamp that parses: "2027-01-31" + "Z" would not.
+            fixed = parsed.replace(tzinfo=UTC).isoformat().replace("+00:00", "Z")
+            raise ValidationError(f"{field}: {value!r} has no timezone; for UTC write {fixed!r}")
+        return to_utc(parsed, field)
     raise ValidationError(f"{field}: expected a datetime or ISO-8601 text, got {type(value).__name__}")
 
 

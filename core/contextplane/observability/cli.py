@@ -9,18 +9,22 @@ references. Incognito calls show sizes only: there is no text to show.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
 from contextplane.authority import SECTION_SEPARATOR
+from contextplane.backends import store_path
 from contextplane.backends.sqlite import SQLiteSnapshotStore
-from contextplane.config import load_config
+from contextplane.cli_common import CommandGroup, command_backend, load
+from contextplane.errors import StoreError
 from contextplane.observability.snapshots import as_dict, snapshot_time
 from contextplane.observability.trajectory import read_trajectory, session_filename
 from contextplane.records.snapshots import PromptSnapshot
-from contextplane.store import default_db_path
 from contextplane.textui import table
 
 
@@ -28,43 +32,44 @@ def _short(sha: str | None) -> str:
     return sha[:12] if sha else "-"
 
 
-def _paths(db: str | None, trajectories: str | None, config_path: str | None) -> tuple[Path, Path]:
-    config = load_config(config_path)
+@contextlib.contextmanager
+def _opened(db: str | None, trajectories: str | None, config_path: str | None) -> Iterator[tuple[Any, Path]]:
+    """The snapshot store a runtime with this configuration records into, opened read-only
+    (inspecting never creates a table nor prunes), and the trajectory directory beside it.
+
+    Snapshots live in ``--db`` when given, else in the plugin backend's store, else in
+    ``observability.telemetry_db``, else in the memory store's file (``store_path``)."""
+    config, host = load(config_path)
     obs = config.observability
-    if db:
-        path = Path(db)
-    elif obs.telemetry_db:
-        path = config.resolve_path(obs.telemetry_db)
-    elif config.store.path:
-        path = config.resolve_path(config.store.path)
-    else:
-        path = default_db_path()
+    home = Path(db) if db else store_path(config)
     if trajectories:
         tdir = Path(trajectories)
-    elif config.observability.trajectory_dir:
-        tdir = config.resolve_path(config.observability.trajectory_dir)
+    elif obs.trajectory_dir:
+        tdir = config.resolve_path(obs.trajectory_dir)
     else:
-        tdir = path.parent / "trajectories"
-    return path, tdir
+        tdir = home.parent / "trajectories"
+    if db is None and host.backend() is not None:
+        with command_backend(config_path, None, write=False, host=host) as (_c, _h, backend):
+            yield backend.snapshots, tdir
+        return
+    path = home if db or not obs.telemetry_db else config.resolve_path(obs.telemetry_db)
+    store = SQLiteSnapshotStore(path, retention_days=0, retention_count=0, read_only=True)
+    try:
+        yield store, tdir
+    finally:
+        store.close()
 
 
-def _open(path: Path) -> SQLiteSnapshotStore:
-    if not path.exists():
-        raise click.ClickException(
-            f"no store or telemetry database at {path}; run an agent against it first, or pass --db"
-        )
-    # Inspecting must never prune: retention is the writer's job.
-    return SQLiteSnapshotStore(path, retention_days=0, retention_count=0)
-
-
-@click.group("snapshots")
+@click.group("snapshots", cls=CommandGroup)
 def snapshots() -> None:
     """Inspect prompt snapshots: what each model call saw."""
 
 
 _db_option = click.option(
-    "--db", type=click.Path(dir_okay=False),
-    help="Store file, or the telemetry database (default: observability.telemetry_db, else store.path).",
+    "--db",
+    type=click.Path(dir_okay=False),
+    help="The file holding the snapshots: a store, or the telemetry database (default: "
+    "observability.telemetry_db, else the store: store.path, $CONTEXTPLANE_DB, the user data dir).",
 )
 _traj_option = click.option("--trajectories", type=click.Path(file_okay=False), help="Trajectory directory.")
 _config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file.")
@@ -72,7 +77,7 @@ _config_option = click.option("--config", "config_path", type=click.Path(dir_oka
 
 @snapshots.command("list")
 @click.option("--session", "session_id", help="Only this session.")
-@click.option("--limit", type=int, default=None, help="Only the newest N snapshots.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the newest N snapshots.")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines instead of a table.")
 @_db_option
 @_config_option
@@ -80,12 +85,8 @@ def list_snapshots(
     session_id: str | None, limit: int | None, as_json: bool, db: str | None, config_path: str | None
 ) -> None:
     """One line per model call: key, time, mode, sizes, section count."""
-    path, _tdir = _paths(db, None, config_path)
-    store = _open(path)
-    try:
+    with _opened(db, None, config_path) as (store, _tdir):
         snaps = store.list(session_id, limit=limit)
-    finally:
-        store.close()
     if as_json:
         for s in snaps:
             click.echo(json.dumps(as_dict(s), default=str))
@@ -205,21 +206,15 @@ def show_snapshot(
     config_path: str | None,
 ) -> None:
     """Render what the model saw in SESSION_ID's TURN, model call CALL (default 0)."""
-    path, tdir = _paths(db, trajectories, config_path)
-    store = _open(path)
-    try:
+    with _opened(db, trajectories, config_path) as (store, tdir):
         snap = store.get(session_id, turn, call)
         if snap is None:
             calls = [s.call_index for s in store.list(session_id) if s.turn_index == turn]
             hint = f"; calls recorded for that turn: {', '.join(map(str, calls))}" if calls else ""
-            raise click.ClickException(
-                f"no snapshot for session {session_id!r} turn {turn} call {call}{hint}"
-            )
+            raise StoreError(f"no snapshot for session {session_id!r} turn {turn} call {call}{hint}")
         prefix_text = (
             store.prefix_text(snap.prefix_sha256) if snap.prefix_sha256 and not snap.incognito else None
         )
-    finally:
-        store.close()
     if as_json:
         click.echo(json.dumps(as_dict(snap), default=str, indent=2))
         return

@@ -13,6 +13,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from contextplane.errors import ValidationError
+from contextplane.memory.model import validate_text
 
 
 @attrs.frozen
@@ -30,8 +31,7 @@ class SessionSummary:
 def validate_summary(session_id: object, summary: object, topic: object, kind: object) -> None:
     """The checks every backend applies before storing a summary (one error text for all)."""
     for field, value in (("session_id", session_id), ("summary", summary), ("topic", topic), ("kind", kind)):
-        if not isinstance(value, str):
-            raise ValidationError(f"{field}: expected text (str), got {type(value).__name__}")
+        validate_text(value, field)
     assert isinstance(session_id, str) and isinstance(summary, str)
     if not session_id.strip() or not summary.strip():
         raise ValidationError("session_id and summary must not be empty")

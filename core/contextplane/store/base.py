@@ -21,6 +21,7 @@ from contextplane.embedding import Embedder
 from contextplane.errors import StoreError
 from contextplane.memory.model import MemoryChunk
 from contextplane.store.columns import SELECT_COLUMNS, as_id, chunk_from_row
+from contextplane.store.connection import store_error
 from contextplane.store.migrate import write_transaction
 
 
@@ -38,6 +39,8 @@ class StoreBase:
     _embedder: Embedder | None
     _vector_index_min_rows: int
     _vector_probes: int | None
+    _read_only: bool
+    _read_only_reason: str
 
     @property
     def conn(self) -> apsw.Connection:
@@ -45,12 +48,25 @@ class StoreBase:
             raise StoreError(f"{self.path}: the store is closed")
         return self._conn
 
+    @property
+    def read_only(self) -> bool:
+        """True when the store reads but refuses every write (see ``SQLiteKnowledgeStore``)."""
+        return self._read_only
+
     @contextlib.contextmanager
     def _writing(self) -> Iterator[apsw.Connection]:
+        if self._read_only:
+            raise StoreError(
+                f"{self.path}: the store is read-only ({self._read_only_reason}), so nothing was "
+                "written; make the file and its directory writable, or work on a writable copy"
+            )
         with self._lock:
             conn = self.conn
-            with write_transaction(conn):
-                yield conn
+            try:
+                with write_transaction(conn):
+                    yield conn
+            except apsw.Error as exc:  # rolled back: nothing of the write is stored
+                raise store_error(self.path, exc, "the write") from None
 
     def _get(self, conn: apsw.Connection, chunk_id: str) -> MemoryChunk | None:
         key = as_id(chunk_id)

@@ -1,31 +1,54 @@
 """Command line: ``contextplane memory ...`` (browse and curate memories) and
 ``contextplane migrate`` (bring a store to the current schema, with ``--dry-run``).
 
-The root ``contextplane`` group registers these with ``add_command``. Every command takes
-``--db PATH`` (default ``$CONTEXTPLANE_DB`` or the user data directory) and prints a table,
-or JSON with ``--json``. Errors the store raises on purpose become one-line messages.
-An embedder, when the root group has one, is read from ``ctx.obj["embedder"]``.
+The root ``contextplane`` group registers these with ``add_command``. Every command opens the
+store a runtime with the same configuration opens (``contextplane.cli_common``: ``--config``,
+``--db``, the plugins' backend, knowledge store and embedder), prints a table, or JSON with
+``--json``, and reports a problem as one ``error: ...`` line (exit 2). ``list``, ``show`` and
+``search`` open the store read-only: they never create, migrate or change it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
+import difflib
 import json
+import logging
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
+import apsw
 import click
 
-from contextplane.errors import ContextPlaneError
-from contextplane.memory.model import DELIVERY_POLICIES, MEMORY_KINDS, REVIEW_STATES, MemoryChunk
-from contextplane.store import default_db_path, migrate
+from contextplane.cli_common import (
+    Command,
+    CommandGroup,
+    command_backend,
+    command_store_path,
+    config_option,
+    db_option,
+    load,
+)
+from contextplane.errors import StoreError, ValidationError
+from contextplane.memory.model import (
+    DELIVERY_POLICIES,
+    MEMORY_KINDS,
+    REVIEW_STATES,
+    MemoryChunk,
+    utc_now,
+    validate_text,
+)
+from contextplane.memory.stamps import resolve_expiry
+from contextplane.memory.trust import SOURCE_TYPE_TIERS
+from contextplane.store import connection, migrate
 from contextplane.store.protocol import SearchHit
-from contextplane.store.sqlite import SQLiteKnowledgeStore, connect
 from contextplane.textui import table
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+log = logging.getLogger("contextplane.cli")
 
 #: Stores with at least this many rows to backfill get a progress bar.
 PROGRESS_MIN_ROWS = 10_000
@@ -33,42 +56,19 @@ PROGRESS_MIN_ROWS = 10_000
 _CONTENT_WIDTH = 60
 
 
-def _db_option(func: F) -> F:
-    return click.option(
-        "--db",
-        "db",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
-        help="Store file (default: $CONTEXTPLANE_DB, else <user data dir>/contextplane/memory.sqlite3).",
-    )(func)
-
-
 def _json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(func)
 
 
-def _friendly_errors(func: F) -> F:
-    """Turn deliberate errors into ``Error: <message>`` and exit status 1, not a traceback."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except ContextPlaneError as exc:
-            raise click.ClickException(str(exc)) from None
-
-    return cast(F, wrapper)
+def _store_options(func: F) -> F:
+    return config_option(db_option(func))
 
 
 @contextlib.contextmanager
-def _open(db: Path | None, *, create: bool = True) -> Iterator[SQLiteKnowledgeStore]:
-    ctx = click.get_current_context(silent=True)
-    embedder = ctx.obj.get("embedder") if ctx is not None and isinstance(ctx.obj, dict) else None
-    store = SQLiteKnowledgeStore(db or default_db_path(), embedder=embedder, create=create)
-    try:
-        yield store
-    finally:
-        store.close()
+def _open(config_path: str | None, db: Path | None, *, write: bool) -> Iterator[Any]:
+    """The memory store of the backend a runtime with this configuration opens."""
+    with command_backend(config_path, db, write=write) as (_config, _host, backend):
+        yield backend.memories
 
 
 def _short(text: str, width: int = _CONTENT_WIDTH) -> str:
@@ -122,7 +122,10 @@ def _emit_one(chunk: MemoryChunk, as_json: bool) -> None:
 _write_options: list[Callable[[F], F]] = [
     click.option("--domain", default=None, help="Legacy domain (kept for compatibility; 'hot' = always)."),
     click.option(
-        "--source-type", default="manual", show_default=True, help="Provenance (sets the trust tier)."
+        "--source-type",
+        default="manual",
+        show_default=True,
+        help=f"Provenance, matched exactly (sets the trust tier): {', '.join(sorted(SOURCE_TYPE_TIERS))}.",
     ),
     click.option("--kind", "memory_kind", type=click.Choice(sorted(MEMORY_KINDS)), default=None),
     click.option("--policy", "delivery_policy", type=click.Choice(sorted(DELIVERY_POLICIES)), default=None),
@@ -147,21 +150,98 @@ def _given(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-@click.group("memory")
+def _checked_source_type(values: dict[str, Any]) -> dict[str, Any]:
+    """Warn (once per command) when ``--source-type`` names no known provenance: it is matched
+    exactly, and an unknown one silently gets the least trust."""
+    source = values.get("source_type")
+    if isinstance(source, str) and source not in SOURCE_TYPE_TIERS:
+        known = sorted(SOURCE_TYPE_TIERS)
+        near = [k for k in known if k == source.strip().lower()] or difflib.get_close_matches(
+            source.lower(), known, n=1
+        )
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        log.warning(
+            "--source-type %r is not a known provenance (it is matched exactly), so the memory gets "
+            "the least trust: tier 1, pending review%s (known: %s)",
+            source,
+            hint,
+            ", ".join(known),
+        )
+    return values
+
+
+def _content(content: str | None, file: Path | None) -> str:
+    """The memory's text: the argument, standard input for ``-``, or ``--file``; UTF-8 only,
+    checked before the store is opened, so bad text never even creates one."""
+    return validate_text(_raw_content(content, file), "content", allow_empty=False)
+
+
+def _raw_content(content: str | None, file: Path | None) -> str:
+    if content is not None and file is not None:
+        raise ValidationError("content: give the text as an argument or with --file, not both")
+    if file is not None:
+        return _decode(_read_bytes(file), str(file))
+    if content is None:
+        raise ValidationError(
+            "content: missing; give the memory's text as an argument, '-' to read standard input, "
+            "or --file PATH"
+        )
+    if content == "-":
+        return _decode(sys.stdin.buffer.read(), "standard input")
+    return content
+
+
+def _read_bytes(file: Path) -> bytes:
+    try:
+        return file.read_bytes()
+    except OSError as exc:
+        raise ValidationError(f"--file {file}: cannot read it ({exc.strerror})") from None
+
+
+def _decode(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(
+            f"content: {where} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+            "convert it to UTF-8 first"
+        ) from None
+
+
+@click.group("memory", cls=CommandGroup)
 def memory() -> None:
     """Browse and curate memories: add, list, show, search, confirm, reject, supersede, expire."""
 
 
+_file_option = click.option(
+    "--file",
+    "file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read the memory's text from this UTF-8 file.",
+)
+
+
 @memory.command("add")
-@click.argument("content")
+@click.argument("content", required=False)
+@_file_option
 @_with_write_options
-@_db_option
+@_store_options
 @_json_option
-@_friendly_errors
-def add_command(content: str, db: Path | None, as_json: bool, **attrs: Any) -> None:
-    """Add a memory (operator provenance by default: tier 3, confirmed)."""
-    with _open(db) as store:
-        chunk_id = store.add_chunk(content, **_given(**attrs))
+def add_command(
+    content: str | None,
+    file: Path | None,
+    config_path: str | None,
+    db: Path | None,
+    as_json: bool,
+    **attrs: Any,
+) -> None:
+    """Add a memory: CONTENT, '-' for standard input, or --file (operator provenance by default:
+    tier 3, confirmed). Embedded when an embedder is configured."""
+    text = _content(content, file)
+    values = _checked_source_type(_given(**attrs))
+    with _open(config_path, db, write=True) as store:
+        chunk_id = store.add_chunk(text, **values)
         chunk = store.get(chunk_id)
         assert chunk is not None
         if as_json:
@@ -176,10 +256,11 @@ def add_command(content: str, db: Path | None, as_json: bool, **attrs: Any) -> N
 @click.option("--policy", "delivery_policy", type=click.Choice(sorted(DELIVERY_POLICIES)), default=None)
 @click.option("--namespace", "namespaces", multiple=True, help="Scope allow-list (repeatable).")
 @click.option("--deliverable", is_flag=True, help="Only rows the delivery layer may use.")
-@click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True)
-@_db_option
+@click.option(
+    "--limit", type=click.IntRange(min=0), default=50, show_default=True, help="At most this many; 0 = all."
+)
+@_store_options
 @_json_option
-@_friendly_errors
 def list_command(
     memory_kind: str | None,
     review_state: str | None,
@@ -187,33 +268,33 @@ def list_command(
     namespaces: tuple[str, ...],
     deliverable: bool,
     limit: int,
+    config_path: str | None,
     db: Path | None,
     as_json: bool,
 ) -> None:
     """List memories, oldest first."""
-    with _open(db) as store:
+    with _open(config_path, db, write=False) as store:
         chunks = store.list_chunks(
             deliverable=deliverable,
             memory_kind=memory_kind,
             review_state=review_state,
             delivery_policy=delivery_policy,
             namespaces=list(namespaces) or None,
-            limit=limit,
+            limit=limit or None,
         )
     _emit_chunks(chunks, as_json)
 
 
 @memory.command("show")
 @click.argument("chunk_id")
-@_db_option
+@_store_options
 @_json_option
-@_friendly_errors
-def show_command(chunk_id: str, db: Path | None, as_json: bool) -> None:
+def show_command(chunk_id: str, config_path: str | None, db: Path | None, as_json: bool) -> None:
     """Show every attribute of one memory."""
-    with _open(db) as store:
+    with _open(config_path, db, write=False) as store:
         chunk = store.get(chunk_id)
     if chunk is None:
-        raise click.ClickException(f"no memory with id {chunk_id!r}")
+        raise StoreError(f"no memory with id {chunk_id!r}")
     _emit_one(chunk, as_json)
 
 
@@ -234,20 +315,20 @@ def _emit_hits(hits: Sequence[SearchHit], as_json: bool) -> None:
 @click.option("--namespace", "namespaces", multiple=True, help="Scope allow-list (repeatable).")
 @click.option("--include-superseded", is_flag=True, help="Also return superseded rows (audit trail).")
 @click.option("--all", "include_all", is_flag=True, help="Ignore the deliverable filter.")
-@_db_option
+@_store_options
 @_json_option
-@_friendly_errors
 def search_command(
     query: str,
     k: int,
     namespaces: tuple[str, ...],
     include_superseded: bool,
     include_all: bool,
+    config_path: str | None,
     db: Path | None,
     as_json: bool,
 ) -> None:
     """Search memories (hybrid when an embedder is configured, else full-text)."""
-    with _open(db) as store:
+    with _open(config_path, db, write=False) as store:
         hits = store.search(
             query,
             k,
@@ -258,8 +339,8 @@ def search_command(
     _emit_hits(hits, as_json)
 
 
-def _review(chunk_id: str, state: str, db: Path | None, as_json: bool) -> None:
-    with _open(db) as store:
+def _review(chunk_id: str, state: str, config_path: str | None, db: Path | None, as_json: bool) -> None:
+    with _open(config_path, db, write=True) as store:
         chunk = store.set_review_state(chunk_id, state)
     if as_json:
         _emit_one(chunk, as_json)
@@ -269,35 +350,44 @@ def _review(chunk_id: str, state: str, db: Path | None, as_json: bool) -> None:
 
 @memory.command("confirm")
 @click.argument("chunk_id")
-@_db_option
+@_store_options
 @_json_option
-@_friendly_errors
-def confirm_command(chunk_id: str, db: Path | None, as_json: bool) -> None:
+def confirm_command(chunk_id: str, config_path: str | None, db: Path | None, as_json: bool) -> None:
     """Mark a memory confirmed by the operator."""
-    _review(chunk_id, "confirmed", db, as_json)
+    _review(chunk_id, "confirmed", config_path, db, as_json)
 
 
 @memory.command("reject")
 @click.argument("chunk_id")
-@_db_option
+@_store_options
 @_json_option
-@_friendly_errors
-def reject_command(chunk_id: str, db: Path | None, as_json: bool) -> None:
+def reject_command(chunk_id: str, config_path: str | None, db: Path | None, as_json: bool) -> None:
     """Mark a memory rejected: it is kept but never delivered."""
-    _review(chunk_id, "rejected", db, as_json)
+    _review(chunk_id, "rejected", config_path, db, as_json)
 
 
 @memory.command("supersede")
 @click.argument("old_id")
-@click.argument("content")
+@click.argument("content", required=False)
+@_file_option
 @_with_write_options
-@_db_option
+@_store_options
 @_json_option
-@_friendly_errors
-def supersede_command(old_id: str, content: str, db: Path | None, as_json: bool, **attrs: Any) -> None:
-    """Replace a memory with newer content; the old row is kept as superseded (audit trail)."""
-    with _open(db) as store:
-        new_id = store.supersede(old_id, content, **_given(**attrs))
+def supersede_command(
+    old_id: str,
+    content: str | None,
+    file: Path | None,
+    config_path: str | None,
+    db: Path | None,
+    as_json: bool,
+    **attrs: Any,
+) -> None:
+    """Replace a memory with newer content (CONTENT, '-' for standard input, or --file); the old
+    row is kept as superseded (audit trail)."""
+    text = _content(content, file)
+    values = _checked_source_type(_given(**attrs))
+    with _open(config_path, db, write=True) as store:
+        new_id = store.supersede(old_id, text, **values)
         chunk = store.get(new_id)
         assert chunk is not None
     if as_json:
@@ -311,19 +401,27 @@ def supersede_command(old_id: str, content: str, db: Path | None, as_json: bool,
 @click.option("--at", "at", default=None, help="ISO-8601 time with offset (default: now).")
 @click.option("--in-days", type=int, default=None, help="Expire this many days from now (1..3650).")
 @click.option("--clear", is_flag=True, help="Remove the expiry instead.")
-@_db_option
+@_store_options
 @_json_option
-@_friendly_errors
 def expire_command(
-    chunk_id: str, at: str | None, in_days: int | None, clear: bool, db: Path | None, as_json: bool
+    chunk_id: str,
+    at: str | None,
+    in_days: int | None,
+    clear: bool,
+    config_path: str | None,
+    db: Path | None,
+    as_json: bool,
 ) -> None:
     """Set when a memory stops being delivered (the row itself is kept)."""
-    from contextplane.memory.model import utc_now
-    from contextplane.memory.stamps import resolve_expiry
-
+    given = [flag for flag, value in (("--at", at), ("--in-days", in_days), ("--clear", clear)) if value]
+    if len(given) > 1:
+        raise ValidationError(
+            f"{' and '.join(given)} conflict: give one of --at (a time), --in-days (from now) or --clear "
+            "(no expiry); none expires the memory now"
+        )
     now = utc_now()
     when = None if clear else resolve_expiry(at, in_days, now) or now
-    with _open(db) as store:
+    with _open(config_path, db, write=True) as store:
         chunk = store.set_expires_at(chunk_id, when)
     if as_json:
         _emit_one(chunk, as_json)
@@ -331,22 +429,44 @@ def expire_command(
         click.echo(f"{chunk.id}: expires {chunk.expires_at.isoformat() if chunk.expires_at else 'never'}")
 
 
-@click.command("migrate")
-@click.option("--dry-run", is_flag=True, help="Print what the backfill would write; change nothing.")
+@memory.command("reindex")
+@click.option("--rebuild", is_flag=True, help="Embed every row again (after switching embedders).")
+@_store_options
+@_json_option
+def reindex_command(rebuild: bool, config_path: str | None, db: Path | None, as_json: bool) -> None:
+    """Embed the memories that have no vector yet (written before an embedder was configured)."""
+    with _open(config_path, db, write=True) as store:
+        if not getattr(store, "vectors_enabled", False) or not hasattr(store, "reindex_vectors"):
+            raise StoreError(
+                f"{getattr(store, 'path', 'the store')}: no embedder is configured (a plugin's `embedder` "
+                "hook provides one), so there are no vectors to build"
+            )
+        count = store.reindex_vectors(rebuild=rebuild)
+    click.echo(json.dumps({"embedded": count}) if as_json else f"embedded {count} memories")
+
+
+@click.command("migrate", cls=Command)
+@click.option("--dry-run", is_flag=True, help="Print what the migration would do; change nothing.")
 @click.option(
     "--batch-rows", type=click.IntRange(min=1), default=migrate.DEFAULT_BATCH_ROWS, show_default=True
 )
-@_db_option
+@_store_options
 @_json_option
-@_friendly_errors
-def migrate_command(dry_run: bool, batch_rows: int, db: Path | None, as_json: bool) -> None:
+def migrate_command(
+    dry_run: bool, batch_rows: int, config_path: str | None, db: Path | None, as_json: bool
+) -> None:
     """Upgrade a memory store to the current schema (D4 typed memory, D7 review state)."""
-    path = db or default_db_path()
-    conn = connect(path, create=False)
+    config, host = load(config_path)
+    if db is None and (host.backend() is not None or host.knowledge_store() is not None):
+        raise StoreError(
+            "the configured memory store is a plugin's, not the embedded SQLite store that `contextplane "
+            "migrate` upgrades; pass --db to name an embedded store file"
+        )
+    path = command_store_path(config, db)
+    conn = connection.connect(path, create=False, read_only=dry_run)
     try:
-        migrate.check_schema_version(conn, str(path))
         if dry_run:
-            _print_dry_run(migrate.dry_run(conn), as_json)
+            _print_dry_run(migrate.dry_run(conn, str(path)), as_json)
             return
         with contextlib.ExitStack() as stack:
             bar: Any = None
@@ -358,16 +478,21 @@ def migrate_command(dry_run: bool, batch_rows: int, db: Path | None, as_json: bo
                 if bar is not None:
                     bar.update(done - bar.pos)
 
-            result = migrate.ensure_schema(conn, str(path), on_batch=on_batch, batch_rows=batch_rows)
+            try:
+                result = migrate.ensure_schema(conn, str(path), on_batch=on_batch, batch_rows=batch_rows)
+            except apsw.Error as exc:
+                raise connection.store_error(str(path), exc, migrate.MIGRATING) from None
         if as_json:
             click.echo(json.dumps({"result": _result_dict(result)}, indent=2))
         elif result.created:
             click.echo(f"{path}: created at schema version {migrate.SCHEMA_VERSION}")
-        elif result.passes_run or result.added_columns:
+        elif result.changed:
             click.echo(
                 f"{path}: migrated from schema version {result.from_version} to {migrate.SCHEMA_VERSION}; "
                 f"passes {', '.join(result.passes_run) or 'none'}; {result.rows_visited} rows"
             )
+            for change in result.normalised:
+                click.echo(f"  {change}")
         else:
             click.echo(f"{path}: already at schema version {migrate.SCHEMA_VERSION}; nothing to do")
     finally:
@@ -382,6 +507,7 @@ def _result_dict(result: migrate.MigrationResult) -> dict[str, Any]:
         "added_columns": list(result.added_columns),
         "passes_run": list(result.passes_run),
         "rows_visited": result.rows_visited,
+        "normalised": list(result.normalised),
     }
 
 
@@ -403,6 +529,7 @@ def _print_dry_run(report: migrate.DryRunReport, as_json: bool) -> None:
                         for r in report.mapping
                     ],
                     "review_states": dict(report.review_states),
+                    "schema_changes": list(report.schema_changes),
                 },
                 indent=2,
             )
@@ -412,6 +539,8 @@ def _print_dry_run(report: migrate.DryRunReport, as_json: bool) -> None:
         f"schema version {report.schema_version} -> {migrate.SCHEMA_VERSION}; {report.total_rows} rows; "
         f"pending passes: {', '.join(report.pending) or 'none'}"
     )
+    for change in report.schema_changes:
+        click.echo(f"first: {change}")
     rows = [
         [r.label, r.memory_kind, r.delivery_policy or "NULL (retrieved)", str(r.rows)] for r in report.mapping
     ]

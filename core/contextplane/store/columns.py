@@ -11,6 +11,7 @@ fills it and whether a superseding row inherits it; the rest follows. The schema
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
@@ -97,13 +98,17 @@ BULK_INSERT_SQL: Final[str] = (
 )
 
 
+_ID_TEXT: Final[re.Pattern[str]] = re.compile(r"-?[0-9]+")
+
+
 def as_id(chunk_id: object) -> int | None:
-    """Store ids are decimal text (opaque to callers); anything else names no row."""
+    """Store ids are decimal text (opaque to callers); anything else names no row. A migrated
+    version-1 store may hold ids of 0 or below, so a leading minus is part of an id."""
     if isinstance(chunk_id, bool):
         return None
     if isinstance(chunk_id, int):
         return chunk_id
-    if isinstance(chunk_id, str) and chunk_id.strip().isdigit():
+    if isinstance(chunk_id, str) and _ID_TEXT.fullmatch(chunk_id.strip()):
         return int(chunk_id.strip())
     return None
 

@@ -1,9 +1,15 @@
-"""Opening the store file: SQLite's settings for one writer beside many readers, and clear
-errors for a path that is not a store.
+"""Opening the store file: SQLite's settings for one writer beside many readers, clear errors
+for a path that is not a store, and the one wording of every SQLite failure.
 
 Why these settings: WAL lets readers run beside one writer; a busy timeout plus
 ``BEGIN IMMEDIATE`` (``migrate.write_transaction``) makes concurrent writers, threads or
 processes, wait instead of failing.
+
+Why the order of the checks: a file that must be refused (another application's database,
+a store written by a newer contextplane) is refused before anything is written to it, not
+even its journal mode; a file that cannot be written (its permissions, its directory's, or
+``read_only=True``) is opened read-only and left exactly as it is, so reading works and
+every write is refused with a clear message.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Final
 import apsw
 
 from contextplane.errors import StoreError
+from contextplane.store.migrate import check_openable
 
 SQLITE_HEADER: Final[bytes] = b"SQLite format 3\x00"
 
@@ -32,10 +39,62 @@ def _check_header(path: Path) -> None:
         )
 
 
+def writable(path: Path) -> bool:
+    """Whether SQLite could write ``path``: the file and its directory (for the journal)."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
+
+
+def is_read_only(conn: apsw.Connection) -> bool:
+    """Whether ``conn`` was opened read-only (see ``connect``)."""
+    return bool(conn.readonly("main"))
+
+
+def store_error(path: str, exc: apsw.Error, doing: str) -> StoreError:
+    """A SQLite failure as one sentence naming the store, what failed and what to do; nothing
+    is lost in any of these cases (SQLite rolled the transaction back)."""
+    if isinstance(exc, apsw.FullError):
+        return StoreError(
+            f"{path}: the disk is full (or the database reached its size limit), so {doing} failed; "
+            "nothing is lost (what was not committed was rolled back); free some space and try again"
+        )
+    if isinstance(exc, apsw.ReadOnlyError):
+        return StoreError(
+            f"{path}: the store is read-only, so {doing} failed and nothing was written; make the "
+            "file and its directory writable, or work on a writable copy"
+        )
+    if isinstance(exc, apsw.CorruptError | apsw.NotADBError):
+        return StoreError(
+            f"{path}: the store file is corrupt ({exc}), so {doing} failed; restore it from a backup "
+            f"(`sqlite3 {path} .recover` salvages what it can into a new file)"
+        )
+    if isinstance(exc, apsw.BusyError | apsw.LockedError):
+        return StoreError(
+            f"{path}: the store is locked by another process, so {doing} failed and nothing was "
+            "written; try again when that process is done"
+        )
+    if isinstance(exc, apsw.ConstraintError):
+        return StoreError(f"{path}: a constraint of the store refused {doing} ({exc}); nothing was written")
+    if isinstance(exc, apsw.SQLError):
+        return StoreError(
+            f"{path}: the store's tables are not what this contextplane expects ({exc}), so {doing} "
+            f"failed; run `contextplane migrate --db {path}`, or point at a contextplane store"
+        )
+    return StoreError(
+        f"{path}: {doing} failed: {type(exc).__name__}: {exc}; check the file, its disk and its permissions"
+    )
+
+
 def connect(
-    path: str | os.PathLike[str], *, create: bool = True, busy_timeout_ms: int = 30_000
+    path: str | os.PathLike[str],
+    *,
+    create: bool = True,
+    busy_timeout_ms: int = 30_000,
+    read_only: bool = False,
 ) -> apsw.Connection:
-    """Open a connection with the store's settings, turning "not a database" into ``StoreError``."""
+    """Open a connection with the store's settings, turning "not a database" into ``StoreError``.
+
+    ``read_only`` (or a file that cannot be written) opens the file read-only and changes
+    nothing in it; ``create=False`` refuses a path with no file instead of creating one."""
     target = str(path)
     if target != ":memory:":
         file = Path(target)
@@ -43,24 +102,53 @@ def connect(
             if file.is_dir():
                 raise StoreError(f"{file}: is a directory; the store path must name a file")
             _check_header(file)
-        elif not create:
-            raise StoreError(f"{file}: no memory store here (create it, or pass create=True)")
+            read_only = read_only or not writable(file)
+        elif not create or read_only:
+            raise StoreError(
+                f"{file}: no store here (no such file), and nothing was created; pass --db, or set "
+                "store.path or $CONTEXTPLANE_DB, to name an existing one (`contextplane memory add` "
+                "creates a store)"
+            )
         else:
-            file.parent.mkdir(parents=True, exist_ok=True)
-    flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
+            try:
+                file.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"{file}: cannot create the store's directory ({exc.strerror}); check the path"
+                ) from None
+    if read_only:
+        flags = apsw.SQLITE_OPEN_READONLY
+    else:
+        flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
+    conn: apsw.Connection | None = None
     try:
         conn = apsw.Connection(target, flags=flags)
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        check_openable(conn, target)  # before anything is written, the journal mode included
+        mode = conn.execute("PRAGMA journal_mode").fetchone()
+        if not read_only and (mode is None or str(mode[0]).lower() != "wal"):
+            conn.execute("PRAGMA journal_mode = WAL").fetchone()
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA mmap_size = 1073741824")
         conn.execute("PRAGMA cache_size = -65536")
         conn.execute("PRAGMA temp_store = MEMORY")
+    except StoreError:
+        if conn is not None:
+            conn.close()
+        raise
     except (apsw.NotADBError, apsw.CorruptError) as exc:
+        if conn is not None:
+            conn.close()
         raise StoreError(
             f"{target}: the store file is corrupt or not SQLite ({exc}); restore it from a backup"
         ) from None
     except apsw.CantOpenError:
+        if conn is not None:
+            conn.close()
         raise StoreError(f"{target}: cannot open the store (check the path and permissions)") from None
+    except apsw.Error as exc:
+        if conn is not None:
+            conn.close()
+        raise store_error(target, exc, "opening it") from None
     return conn

@@ -20,6 +20,7 @@ Why it is shaped this way:
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
@@ -38,6 +39,11 @@ REVIEW_STATE_BACKFILL: Final[str] = "review_state_backfill"
 PASSES: Final[tuple[str, ...]] = (TYPED_MEMORY_BACKFILL, REVIEW_STATE_BACKFILL)
 
 DEFAULT_BATCH_ROWS: Final[int] = 50_000
+
+#: What a failed migration was doing, for the error (``connection.store_error``).
+MIGRATING: Final[str] = (
+    f"the migration to schema version {SCHEMA_VERSION} (run it again: it resumes where it stopped)"
+)
 
 #: FTS5 settings for bulk loads, stored in the index's own config table. ``hashsize``: pending
 #: index entries kept in memory per write transaction (default 1 MiB); 16 MiB means fewer, larger
@@ -293,11 +299,14 @@ class DryRunReport:
     mapping: tuple[DryRunRow, ...]
     review_states: tuple[tuple[str, int], ...]
     total_rows: int
+    #: What bringing a version-1 ``chunks`` table to the v2 shape would do first.
+    schema_changes: tuple[str, ...] = ()
 
 
-def dry_run(conn: apsw.Connection) -> DryRunReport:
+def dry_run(conn: apsw.Connection, path: str = "") -> DryRunReport:
     """Counts per D4 mapping row and per review state the backfill would write. Read-only:
-    works on an unmigrated v1 store (where every row counts) and never alters the schema."""
+    works on an unmigrated v1 store of any shape (where every row counts; a missing column
+    reads as its default) and never alters the schema."""
     version = schema_version(conn)
     if not table_exists(conn, "chunks"):
         return DryRunReport(
@@ -307,14 +316,29 @@ def dry_run(conn: apsw.Connection) -> DryRunReport:
             (),
             0,
         )
+    changes = planned_normalisation(conn, path)
     cols = column_names(conn, "chunks")
     pending = tuple(pending_passes(conn))
+    # The rows as the backfill will see them, whatever columns the version-1 table lacks.
+    source = (
+        "(SELECT "
+        + ", ".join(
+            f"{name if name in cols else default} AS {name}"
+            for name, default in (
+                ("domain", "'general'"),
+                ("source_type", "''"),
+                ("memory_kind", "NULL"),
+                ("review_state", "NULL"),
+            )
+        )
+        + " FROM chunks) AS chunks"
+    )
     kind_filter = "WHERE memory_kind IS NULL" if "memory_kind" in cols else ""
     review_filter = "WHERE review_state IS NULL" if "review_state" in cols else ""
     by_label: dict[str, int] = {}
     if TYPED_MEMORY_BACKFILL in pending:
         for label, count in conn.execute(
-            f"SELECT {RULE_LABEL_CASE_SQL} AS label, count(*) FROM chunks {kind_filter} GROUP BY label"
+            f"SELECT {RULE_LABEL_CASE_SQL} AS label, count(*) FROM {source} {kind_filter} GROUP BY label"
         ):
             by_label[str(label)] = int(count)
     review: list[tuple[str, int]] = []
@@ -322,7 +346,7 @@ def dry_run(conn: apsw.Connection) -> DryRunReport:
         review = [
             (str(state), int(count))
             for state, count in conn.execute(
-                f"SELECT {REVIEW_CASE_SQL} AS s, count(*) FROM chunks {review_filter} GROUP BY s ORDER BY s"
+                f"SELECT {REVIEW_CASE_SQL} AS s, count(*) FROM {source} {review_filter} GROUP BY s ORDER BY s"
             )
         ]
     total = int(scalar(conn, "SELECT count(*) FROM chunks"))
@@ -330,7 +354,7 @@ def dry_run(conn: apsw.Connection) -> DryRunReport:
         DryRunRow(r.label, r.memory_kind, r.delivery_policy, by_label.get(r.label, 0))
         for r in LEGACY_DOMAIN_TABLE
     )
-    return DryRunReport(version, pending, mapping, tuple(review), total)
+    return DryRunReport(version, pending, mapping, tuple(review), total, changes)
 
 
 # --------------------------------------------------------------------------- creation / upgrade
@@ -415,7 +439,10 @@ def run_backfill(
         return 0
     if batch_rows < 1:
         raise StoreError(f"batch_rows: {batch_rows} must be at least 1")
-    cursors = [int(_meta_get(conn, _cursor_key(p)) or 0) for p in passes]
+    # Without a cursor a pass starts below the smallest id, not at 0: a version-1 store may
+    # hold ids of 0 or below, and those rows must be backfilled like any other.
+    floor = int(scalar(conn, "SELECT coalesce(min(id), 1) - 1 FROM chunks"))
+    cursors = [int(c) if (c := _meta_get(conn, _cursor_key(p))) is not None else floor for p in passes]
     start = min(cursors)
     assignments = ", ".join(_PASS_ASSIGNMENTS[p] for p in passes)
     update_sql = f"UPDATE chunks SET {assignments} WHERE id > ? AND id <= ?"
@@ -451,6 +478,13 @@ class MigrationResult:
     added_columns: tuple[str, ...]
     passes_run: tuple[str, ...]
     rows_visited: int
+    #: What bringing a version-1 ``chunks`` table to the v2 shape did (``normalise_chunks``),
+    #: and rows of id 0 or below backfilled after the fact (``repair_nonpositive_ids``).
+    normalised: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created or self.added_columns or self.passes_run or self.normalised)
 
 
 def ensure_schema(
@@ -466,9 +500,286 @@ def ensure_schema(
         create_fresh(conn)
         if from_version == 0 and schema_version(conn) == SCHEMA_VERSION:
             return MigrationResult(True, from_version, (), (), 0)
+    normalised = list(normalise_chunks(conn, path))
     added: list[str] = []
-    if {n for n, _ in V2_COLUMNS} - column_names(conn, "chunks") or schema_version(conn) < SCHEMA_VERSION:
+    if (
+        normalised  # a rewritten table lost its triggers: upgrade_schema puts the FTS ones back
+        or {n for n, _ in V2_COLUMNS} - column_names(conn, "chunks")
+        or schema_version(conn) < SCHEMA_VERSION
+        or not table_exists(conn, "chunks_fts")
+    ):
         added = upgrade_schema(conn)
     passes = tuple(pending_passes(conn))
     visited = run_backfill(conn, on_batch=on_batch, batch_rows=batch_rows) if passes else 0
-    return MigrationResult(False, from_version, tuple(added), passes, visited)
+    repaired = repair_nonpositive_ids(conn)
+    if repaired:
+        normalised.append(f"backfilled {repaired} rows with an id of 0 or below")
+    return MigrationResult(False, from_version, tuple(added), passes, visited, tuple(normalised))
+
+
+# --------------------------------------------------------------------------- v1 input schemas
+#
+# A version-1 store is whatever the ADR's system wrote: not always ``V1_SCHEMA_SQL``. Some
+# versions had no ``subject`` column, no AUTOINCREMENT, extra columns such as
+# ``finding_type``, ids of 0 or below; another application's database may hold a ``chunks``
+# table of its own. So before the v2 columns are added, the input is inspected and brought
+# to the v2 shape, or refused with nothing changed. Everything here reads first and writes
+# only when there is something to do, in one transaction, so a kill leaves the table as it
+# was or as it will be.
+
+#: The version-1 columns and their v2 declarations (what ``ALTER TABLE ADD COLUMN`` adds when
+#: one is missing). ``content`` and ``domain`` make a table a memory table: without them it
+#: is refused.
+V1_COLUMNS: Final[dict[str, str]] = {
+    "content": "TEXT NOT NULL DEFAULT ''",
+    "heading": "TEXT NOT NULL DEFAULT ''",
+    "source": "TEXT NOT NULL DEFAULT ''",
+    "subject": "TEXT NOT NULL DEFAULT ''",
+    "domain": "TEXT NOT NULL DEFAULT 'general'",
+    "source_type": "TEXT NOT NULL DEFAULT ''",
+    "namespace": "TEXT NOT NULL DEFAULT ''",
+    "epoch": "TEXT NOT NULL DEFAULT ''",
+    "invalidated_at": "TEXT",
+    "invalidation_reason": "TEXT",
+    "created_at": "TEXT NOT NULL DEFAULT ''",
+    "updated_at": "TEXT NOT NULL DEFAULT ''",
+}
+REQUIRED_V1_COLUMNS: Final[tuple[str, ...]] = ("content", "domain")
+#: Columns our inserts never write: NOT NULL without a default, they would refuse every insert.
+_UNWRITTEN: Final[frozenset[str]] = frozenset({"invalidated_at", "invalidation_reason"})
+
+#: Tables any contextplane version creates; a database holding one of them is ours. Others'
+#: tables (a newer record, another issue's history) may sit beside them.
+ANCHOR_TABLES: Final[frozenset[str]] = frozenset(
+    {"chunks", "_kb_meta", "injection_log", "prompt_snapshots", "prefix_texts", "session_summaries"}
+)
+
+
+@attrs.frozen
+class ColumnInfo:
+    name: str
+    type: str
+    notnull: bool
+    default: str | None
+    pk: int
+
+
+@attrs.frozen
+class ChunksShape:
+    """What a ``chunks`` table is, and what bringing it to the v2 shape takes."""
+
+    columns: tuple[ColumnInfo, ...]
+    #: ``id`` is the table's INTEGER PRIMARY KEY (the rowid); False when there is no id column.
+    id_is_rowid: bool
+    has_id: bool
+    #: Version-1 columns the table lacks (added by ALTER unless the table is rebuilt).
+    missing: tuple[str, ...]
+    #: Columns that are neither v1 nor v2 (``finding_type``, say): kept as they are.
+    extra: tuple[str, ...]
+    #: Why the table must be rewritten; empty when ALTER is enough.
+    rebuild: tuple[str, ...]
+
+
+def table_names(conn: apsw.Connection) -> list[str]:
+    """The database's own tables (not SQLite's internal ones), by name."""
+    return [
+        str(r[0])
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+        )
+    ]
+
+
+def check_openable(conn: apsw.Connection, path: str) -> None:
+    """Refuse, before anything is written (not even the journal mode), a database this
+    contextplane must not touch: one written by a newer schema, or another application's
+    (tables of its own and none of ours). An empty database is fine: it becomes a store."""
+    check_schema_version(conn, path)
+    names = table_names(conn)
+    if names and not ANCHOR_TABLES & set(names):
+        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        raise StoreError(
+            f"{path}: this SQLite database belongs to something else (its tables: {shown}), so "
+            "contextplane will not add its tables to it or change it; point --db, store.path or "
+            "$CONTEXTPLANE_DB at a contextplane store or at a new file"
+        )
+    shape = inspect_chunks(conn, path)  # a chunks table of another shape is refused here too
+    if shape is not None and shape.rebuild and shape.has_id and not shape.id_is_rowid:
+        _check_ids(conn, path)
+
+
+def inspect_chunks(conn: apsw.Connection, path: str) -> ChunksShape | None:
+    """The shape of the ``chunks`` table (None without one); refuses, naming what is wrong, a
+    table no version of the ADR's system wrote. Reads only."""
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'chunks'").fetchone()
+    if row is None:
+        return None
+    sql = str(row[0] or "")
+    columns = tuple(
+        ColumnInfo(str(r[1]), str(r[2] or ""), bool(r[3]), None if r[4] is None else str(r[4]), int(r[5]))
+        for r in conn.execute("PRAGMA table_info(chunks)")
+    )
+    names = {c.name for c in columns}
+    missing_required = [c for c in REQUIRED_V1_COLUMNS if c not in names]
+    if missing_required:
+        raise StoreError(
+            f"{path}: its chunks table has no {' or '.join(missing_required)} column (its columns: "
+            f"{', '.join(c.name for c in columns)}), so it is not a contextplane memory table of any "
+            "version; nothing was changed. Point --db, store.path or $CONTEXTPLANE_DB at a memory store"
+        )
+    by_name = {c.name: c for c in columns}
+    pks = [c for c in columns if c.pk]
+    ident = by_name.get("id")
+    id_is_rowid = (
+        ident is not None
+        and len(pks) == 1
+        and pks[0] is ident
+        and ident.type.upper() == "INTEGER"
+        and not re.search(r"\bWITHOUT\s+ROWID\b", sql, re.IGNORECASE)
+    )
+    reasons: list[str] = []
+    if ident is None:
+        reasons.append("it has no id column (its ids are the rowids)")
+    elif not id_is_rowid:
+        reasons.append("its id is not the INTEGER PRIMARY KEY")
+    elif not re.search(r"\bAUTOINCREMENT\b", sql, re.IGNORECASE):
+        reasons.append("its ids have no AUTOINCREMENT (a purged id could be handed out again)")
+    v2 = {name for name, _ in V2_COLUMNS}
+    for c in columns:
+        writes = (c.name in V1_COLUMNS and c.name not in _UNWRITTEN) or c.name in v2 or c.name == "id"
+        if c.notnull and c.default is None and not writes:
+            reasons.append(f"its column {c.name} is NOT NULL without a default, so no insert could succeed")
+    extra = tuple(c.name for c in columns if c.name not in V1_COLUMNS and c.name not in v2 and c.name != "id")
+    missing = tuple(name for name in V1_COLUMNS if name not in names)
+    return ChunksShape(columns, id_is_rowid, ident is not None, missing, extra, tuple(reasons))
+
+
+def _check_ids(conn: apsw.Connection, path: str) -> None:
+    """An id column that is not the rowid must hold distinct whole numbers to be kept."""
+    seen: set[int] = set()
+    bad = 0
+    for (value,) in conn.execute("SELECT id FROM chunks"):
+        if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value in seen:
+            bad += 1
+            continue
+        seen.add(value)
+    if bad:
+        raise StoreError(
+            f"{path}: {bad} rows of its chunks table have an id that is missing, not a whole number or "
+            "used twice, so they cannot keep their ids; nothing was changed. Give every row a distinct "
+            "whole-number id, then run `contextplane migrate` again"
+        )
+
+
+def _select_expression(name: str, present: set[str]) -> str:
+    """The value a v2 column takes from a version-1 row: the old cell (a NULL read as the
+    column's default where v2 has one), or the default when the column did not exist."""
+    decl = V1_COLUMNS.get(name)
+    default = decl.split("DEFAULT ", 1)[1] if decl is not None and "DEFAULT " in decl else None
+    if name not in present:
+        return default if default is not None else "NULL"
+    if name in ("created_at", "updated_at"):  # a missing stamp is read from the other one
+        other = "updated_at" if name == "created_at" else "created_at"
+        return f"coalesce({name}, {other}, '')" if other in present else f"coalesce({name}, '')"
+    return f"coalesce({name}, {default})" if default is not None else name
+
+
+def _rebuild_chunks(conn: apsw.Connection, path: str, shape: ChunksShape) -> None:
+    """Rewrite ``chunks`` in the v2 shape, every row keeping its id and every cell (extra
+    columns are kept, nullable), in one transaction."""
+    if shape.has_id and not shape.id_is_rowid:
+        _check_ids(conn, path)
+    present = {c.name for c in shape.columns}
+    names = ["id", *V1_COLUMNS, *(n for n, _ in V2_COLUMNS)]
+    ident = "rowid" if not shape.has_id else "id" if shape.id_is_rowid else "CAST(id AS INTEGER)"
+    exprs = [
+        ident,
+        *(_select_expression(n, present) for n in V1_COLUMNS),
+        *(n if n in present else "NULL" for n, _ in V2_COLUMNS),
+    ]
+    for c in shape.columns:
+        if c.name in shape.extra:
+            names.append(c.name)
+            exprs.append(f'"{c.name}"')
+    create = _CHUNKS_V2_SQL.split(";")[0].replace("CREATE TABLE chunks", "CREATE TABLE _chunks_v2", 1)
+    conn.execute(create)
+    for c in shape.columns:
+        if c.name in shape.extra:
+            conn.execute(f'ALTER TABLE _chunks_v2 ADD COLUMN "{c.name}" {c.type}')
+    order = exprs[0]
+    conn.execute(
+        f"INSERT INTO _chunks_v2({', '.join(f'{chr(34)}{n}{chr(34)}' for n in names)}) "
+        f"SELECT {', '.join(exprs)} FROM chunks ORDER BY {order}"
+    )
+    conn.execute("DROP TABLE chunks")
+    conn.execute("ALTER TABLE _chunks_v2 RENAME TO chunks")
+    conn.execute("CREATE INDEX IF NOT EXISTS chunks_namespace ON chunks(namespace)")
+    if not shape.id_is_rowid and table_exists(conn, "chunks_fts"):
+        conn.execute("DROP TABLE chunks_fts")  # indexed by the old rowids: rebuilt by _ensure_fts
+
+
+def normalise_chunks(conn: apsw.Connection, path: str) -> tuple[str, ...]:
+    """Bring a ``chunks`` table of any version-1 shape to the v2 shape; return what was done
+    (empty when it already had it). Refusals (``inspect_chunks``) change nothing."""
+    shape = inspect_chunks(conn, path)
+    if shape is None or not (shape.rebuild or shape.missing):
+        return ()
+    with write_transaction(conn):
+        shape = inspect_chunks(conn, path)  # another process may have done it meanwhile
+        if shape is None or not (shape.rebuild or shape.missing):
+            return ()
+        if shape.rebuild:
+            _rebuild_chunks(conn, path, shape)
+            reasons = "; ".join(shape.rebuild)
+            return (f"rewrote the chunks table in the v2 shape, keeping every id: {reasons}",)
+        for name in shape.missing:
+            conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {V1_COLUMNS[name]}")
+        return (f"added the version-1 columns it lacked: {', '.join(shape.missing)}",)
+
+
+def require_current(conn: apsw.Connection, path: str) -> None:
+    """For a store opened read-only: refuse, saying what to run, when opening it would have to
+    write (create it, or migrate it); a current store reads as usual."""
+    if not table_exists(conn, "chunks"):
+        raise StoreError(
+            f"{path}: holds no memories (no chunks table), and it is read-only, so it cannot become a "
+            "store; point --db, store.path or $CONTEXTPLANE_DB at a memory store"
+        )
+    todo = [*planned_normalisation(conn, path)]
+    missing = [n for n, _ in V2_COLUMNS if n not in column_names(conn, "chunks")]
+    if missing or schema_version(conn) < SCHEMA_VERSION:
+        todo.append(f"bring it to schema version {SCHEMA_VERSION}")
+    todo += [f"run the {p} pass" for p in pending_passes(conn)]
+    if todo:
+        raise StoreError(
+            f"{path}: the store needs migrating ({'; '.join(todo)}), but it is read-only; run "
+            f"`contextplane migrate --db {path}` with write access, or work on a writable copy"
+        )
+
+
+def planned_normalisation(conn: apsw.Connection, path: str) -> tuple[str, ...]:
+    """What ``normalise_chunks`` would do, without doing it (for ``migrate --dry-run``)."""
+    shape = inspect_chunks(conn, path)
+    if shape is None:
+        return ()
+    if shape.rebuild:
+        return ("rewrite the chunks table in the v2 shape, keeping every id: " + "; ".join(shape.rebuild),)
+    if shape.missing:
+        return (f"add the version-1 columns it lacks: {', '.join(shape.missing)}",)
+    return ()
+
+
+def repair_nonpositive_ids(conn: apsw.Connection) -> int:
+    """Backfill rows with an id of 0 or below that an earlier migration stamped as done without
+    visiting (its cursor started at 0). Reads one index range; writes only if such rows exist."""
+    if pending_passes(conn) or not table_exists(conn, "chunks"):
+        return 0
+    where = "id <= 0 AND (memory_kind IS NULL OR review_state IS NULL)"
+    if conn.execute(f"SELECT 1 FROM chunks WHERE {where} LIMIT 1").fetchone() is None:
+        return 0
+    assignments = ", ".join(_PASS_ASSIGNMENTS[p] for p in PASSES)
+    with write_transaction(conn):
+        conn.execute(f"UPDATE chunks SET {assignments} WHERE {where}")
+        return int(conn.changes())

@@ -38,6 +38,7 @@ from contextplane.store import migrate, sql, vector_index
 from contextplane.store.columns import chunk_from_row
 from contextplane.store.connection import SQLITE_HEADER as SQLITE_HEADER
 from contextplane.store.connection import connect as connect
+from contextplane.store.connection import is_read_only, store_error
 from contextplane.store.fts_query import to_match_expression
 from contextplane.store.lifecycle import StoreLifecycle
 from contextplane.store.protocol import SearchHit
@@ -62,6 +63,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         vector_probes: int | None = None,
         on_migrate_batch: migrate.BatchCallback | None = None,
         migrate_batch_rows: int = migrate.DEFAULT_BATCH_ROWS,
+        read_only: bool = False,
     ) -> None:
         self.path = str(path)
         #: The backend this store belongs to; set by the backend that wraps it.
@@ -71,24 +73,41 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         self._sqlite_vec_path = sqlite_vec_path
         self._readers: list[apsw.Connection] = []
         self._readers_lock = threading.Lock()
-        self._conn: apsw.Connection | None = connect(path, create=create, busy_timeout_ms=busy_timeout_ms)
+        self._conn: apsw.Connection | None = connect(
+            path, create=create, busy_timeout_ms=busy_timeout_ms, read_only=read_only
+        )
         self._embedder: Embedder | None = None
         self._vector_index_min_rows = max(1, vector_index_min_rows)
         self._vector_probes = vector_probes
+        #: A store that cannot be written (``read_only=True``, or the file or its directory is
+        #: not writable) reads as usual and refuses every write, saying why.
+        self._read_only = self.path != ":memory:" and is_read_only(self._conn)
+        self._read_only_reason = (
+            "it was opened with read_only=True" if read_only else "the file or its directory is not writable"
+        )
         try:
-            migrate.ensure_schema(
-                self._conn, self.path, on_batch=on_migrate_batch, batch_rows=migrate_batch_rows
-            )
+            if self._read_only:
+                migrate.require_current(self._conn, self.path)
+            else:
+                migrate.ensure_schema(
+                    self._conn, self.path, on_batch=on_migrate_batch, batch_rows=migrate_batch_rows
+                )
             # Called directly, not through a helper method: both may warn with stacklevel=4,
             # counted from this frame, so the warning names the code that opened the store.
             if embedder is not None and vector_index.load_sqlite_vec(self.conn, self.path, sqlite_vec_path):
-                vector_index.attach(self.conn, self.path, embedder)
-                self._embedder = embedder
+                if not self._read_only:
+                    vector_index.attach(self.conn, self.path, embedder)
+                    self._embedder = embedder
+                elif migrate.meta_get(self.conn, "vector_dimensions") == str(int(embedder.dimensions)):
+                    self._embedder = embedder  # read-only: search the vectors already there
         except (apsw.NotADBError, apsw.CorruptError) as exc:
             self.close()
             raise StoreError(
                 f"{self.path}: the store file is corrupt ({exc}); restore it from a backup"
             ) from None
+        except apsw.Error as exc:
+            self.close()
+            raise store_error(self.path, exc, migrate.MIGRATING) from None
         except BaseException:
             self.close()
             raise
@@ -160,7 +179,9 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             if self._readers:
                 return self._readers.pop()
         self.conn  # noqa: B018 - raises StoreError when the store is closed
-        reader = connect(self.path, create=False, busy_timeout_ms=self._busy_timeout_ms)
+        reader = connect(
+            self.path, create=False, busy_timeout_ms=self._busy_timeout_ms, read_only=self._read_only
+        )
         self._load_vectors(reader)
         return reader
 
@@ -194,15 +215,18 @@ class SQLiteKnowledgeStore(StoreLifecycle):
     @contextlib.contextmanager
     def _reading(self, view: StoreView | None) -> Iterator[apsw.Connection]:
         """The connection a read runs on: the view's (under its own lock), else the store's."""
-        if view is None:
-            with self._lock:
-                yield self.conn
-        elif view.lock is None:
-            with self._lock:
-                yield view.conn
-        else:
-            with view.lock:
-                yield view.conn
+        try:
+            if view is None:
+                with self._lock:
+                    yield self.conn
+            elif view.lock is None:
+                with self._lock:
+                    yield view.conn
+            else:
+                with view.lock:
+                    yield view.conn
+        except apsw.Error as exc:
+            raise store_error(self.path, exc, "the read") from None
 
     def list_chunks(
         self,
@@ -246,7 +270,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         """Hybrid (BM25 + vector, fused by reciprocal rank) or FTS-only search. Raw user text is
         never FTS syntax (see ``fts_query``). ``include_superseded`` admits superseded rows but
         still never rejected, expired or otherwise-invalidated ones."""
-        validate_text(query, "query")
+        validate_text(query, "query", storable=False)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
         params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "nc": max(k * 8, 80)}

@@ -12,7 +12,7 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -294,6 +294,34 @@ class ContextDraftChecks(_ContextSectionBase):
         )
 
 
+def _shed_alone(
+    section: ContextSection, level: Mapping[str, int], first: str, later: str, lines: Mapping[str, str]
+) -> bool:
+    """A row listed earlier may be shed while one listed later stays when it is longer: a row
+    that does not fit in the room left never takes smaller rows with it (DROP_ROWS)."""
+    return (
+        section.shed is Shed.DROP_ROWS and level[first] == 2 and len(lines[first]) > len(lines[later])
+    )
+
+
+def _room_freed(
+    section: ContextSection,
+    previous: Mapping[str, int],
+    level: Mapping[str, int],
+    rid: str,
+    position: Mapping[str, int],
+    lines: Mapping[str, str],
+) -> bool:
+    """A shed row may come back at a smaller budget only in a DROP_ROWS section, when a longer
+    row listed before it was shed at this budget and so left the room it takes."""
+    return section.shed is Shed.DROP_ROWS and any(
+        position[other] < position[rid]
+        and previous[other] < 2 <= level[other]
+        and len(lines[other]) > len(lines[rid])
+        for other in position
+    )
+
+
 class ContextBudgetChecks(_ContextSectionBase):
     """How the section behaves under the D6 budget: its declared shed behaviour and size."""
 
@@ -308,6 +336,8 @@ class ContextBudgetChecks(_ContextSectionBase):
         host, _ = context.harness.host(section_input.config)
         full = context.compose(section_input, host=host)
         size = full.used_chars
+        # What the section costs beyond its rows' lines: its envelope, heading and inner tag.
+        opening = size - sum(len(format_row(r.text)) for r in rows)
         if section.shed is Shed.DEGRADE and not any(
             r.short is not None and len(r.short) < len(r.text) for r in rows
         ):
@@ -346,6 +376,7 @@ class ContextBudgetChecks(_ContextSectionBase):
                         position[first] < position[later]
                         and rank[first] != rank[later]
                         and level[first] > level[later]
+                        and not _shed_alone(section, level, first, later, full_lines)
                     ):
                         requirement.fail(
                             f"{where} row {first!r} (listed {position[first] + 1} of {len(rows)}, rank "
@@ -356,8 +387,17 @@ class ContextBudgetChecks(_ContextSectionBase):
                         )
             if section.shed is Shed.DEGRADE:
                 floor = min(section.floor, len(rows))
+                # The floor yields only when it does not fit: the floor rows it gave up would
+                # not have fitted in the room left.
+                missing = [r for r in rows[:floor] if r.id not in kept]
+                room = budget - projection.used_chars
+                need = sum(len(format_row(r.short if r.short is not None else r.text)) for r in missing)
+                if missing and not kept:  # the section, its envelope and its marker come back too
+                    need += opening + len(section.more_marker.replace("{n}", str(len(rows) - floor))) + 1
                 requirement.check(
-                    len(kept) >= floor, f"{where} {len(kept)} rows are left, under the floor of {floor}"
+                    len(kept) >= floor or need > room,
+                    f"{where} {len(kept)} rows are left, under the floor of {floor}, although the "
+                    f"{len(missing)} floor rows it gave up ({need} chars) fit in the {room} chars left",
                 )
                 steps = [s.action for s in projection.overflow if s.section == section.name]
                 if "drop_to_floor" in steps:
@@ -368,7 +408,8 @@ class ContextBudgetChecks(_ContextSectionBase):
                     )
             for rid in position:
                 requirement.check(
-                    level[rid] >= previous[rid],
+                    level[rid] >= previous[rid]
+                    or _room_freed(section, previous, level, rid, position, full_lines),
                     f"{where} row {rid!r} is {word[level[rid]]}, but a larger budget had it "
                     f"{word[previous[rid]]}",
                 )

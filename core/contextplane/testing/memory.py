@@ -225,7 +225,7 @@ class InMemoryKnowledgeStore:
         include_superseded: bool = False,
         now: datetime | None = None,
     ) -> list[SearchHit]:
-        words = {w.lower() for w in _WORD.findall(validate_text(query, "query"))}
+        words = {w.lower() for w in _WORD.findall(validate_text(query, "query", storable=False))}
         if not words:
             return []
         scored = []

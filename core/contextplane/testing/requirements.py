@@ -129,8 +129,10 @@ _ALL: tuple[Requirement, ...] = (
         "context",
         "Under a shrinking budget the section gives up space as its declared shed behaviour says, least "
         "important first: rows the draft lists later (higher rank) go before rows it lists earlier, "
-        "DEGRADE shortens rows before dropping any and keeps its floor, DROP_SECTION goes whole, NEVER "
-        "keeps every row; whatever can be shed is shed until the projection fits.",
+        "except that a row longer than the room left is shed alone and never takes smaller rows with "
+        "it; DEGRADE shortens rows before dropping any and keeps its floor while the floor fits, "
+        "DROP_SECTION goes whole, NEVER keeps every row; whatever can be shed is shed until the "
+        "projection fits.",
     ),
     Requirement(
         "CTX-MEMORY-FLAG",

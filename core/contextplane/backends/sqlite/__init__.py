@@ -42,12 +42,20 @@ class SQLiteBackend:
         memories: KnowledgeStore | None = None,
         embedder: Any = None,
         snapshot_batch_size: int = 1,
+        read_only: bool = False,
     ) -> None:
         self.path = str(path)
         self.config = config if config is not None else Config()
+        #: Inspecting (``contextplane memory list``, ``injections``, ``snapshots``, ``preview``):
+        #: the file must exist, and nothing in it changes, not a table, not a migration.
+        self.read_only = read_only
         if memories is None:
             memories = SQLiteKnowledgeStore(
-                self.path, embedder=embedder, vector_probes=self.config.store.vector_probes
+                self.path,
+                embedder=embedder,
+                vector_probes=self.config.store.vector_probes,
+                create=not read_only,
+                read_only=read_only,
             )
         self._memories = memories
         self._snapshot_batch_size = snapshot_batch_size
@@ -79,14 +87,14 @@ class SQLiteBackend:
     def summaries(self) -> SQLiteSessionSummaries:
         with self._lock:
             if self._summaries is None:
-                self._summaries = SQLiteSessionSummaries(self.path)
+                self._summaries = SQLiteSessionSummaries(self.path, read_only=self.read_only)
             return self._summaries
 
     @property
     def injections(self) -> SQLiteInjectionLog:
         with self._lock:
             if self._injections is None:
-                self._injections = SQLiteInjectionLog(self.path)
+                self._injections = SQLiteInjectionLog(self.path, read_only=self.read_only)
             return self._injections
 
     @property
@@ -100,6 +108,7 @@ class SQLiteBackend:
                     retention_days=obs.retention_days,
                     retention_count=obs.retention_count,
                     batch_size=self._snapshot_batch_size,
+                    read_only=self.read_only,
                 )
             return self._snapshots
 

@@ -8,7 +8,8 @@ import os
 import threading
 from typing import Any
 
-from contextplane.backends.sqlite.connection import connect
+from contextplane.backends.sqlite.connection import connect, has_table
+from contextplane.backends.sqlite.connection import translated as _translated
 from contextplane.records.injections import InjectionRow
 
 SCHEMA = """
@@ -30,13 +31,13 @@ CREATE INDEX IF NOT EXISTS injection_log_session ON injection_log(session_id, tu
 class SQLiteInjectionLog:
     """``InjectionLog`` in one SQLite file."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self.path = str(path)
-        self._conn = connect(self.path, SCHEMA, "the injection log")
+        self._conn = connect(self.path, SCHEMA, "the injection log", read_only=read_only)
         self._lock = threading.Lock()
 
     def record(self, row: InjectionRow) -> int:
-        with self._lock:
+        with self._lock, _translated(self.path, "recording the injection log row"):
             self._conn.execute(
                 "INSERT INTO injection_log(session_id, turn_index, at, mode, approx_tokens, used_chars, "
                 "budget_chars, delivered) VALUES (?,?,?,?,?,?,?,?)",
@@ -67,7 +68,10 @@ class SQLiteInjectionLog:
             sql += " LIMIT ?"
             args.append(limit)
         with self._lock:
-            out = list(self._conn.execute(sql, args))
+            if not has_table(self._conn, "injection_log"):
+                return []  # opened read-only on a file that never logged an injection
+            with _translated(self.path, "reading the injection log"):
+                out = list(self._conn.execute(sql, args))
         return [
             InjectionRow(
                 id=r[0],

@@ -3,6 +3,12 @@ per hash, retention by age and count.
 
 ``batch_size`` > 1 buffers rows and writes them in one transaction per batch, which is what
 keeps capture cheap at the model-call boundary (see bench/runtime_bench.py).
+
+Retention drops the text of a prefix no kept snapshot references, but a recorder registers
+each prefix's text once and then only references it: after prefixes A, B, A under retention,
+A's text could be gone while new rows point at it. So every batch of rows re-inserts, in its
+own transaction, the text of each prefix it references that this store registered (a no-op
+when the text is there). No row is ever written pointing at text that retention removed.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ from typing import Any
 
 import attrs
 
-from contextplane.backends.sqlite.connection import connect
+from contextplane.backends.sqlite.connection import connect, has_table, translated
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
+from contextplane.store.connection import is_read_only
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS prefix_texts (
@@ -66,18 +73,27 @@ class SQLiteSnapshotStore:
         retention_count: int = 100_000,
         batch_size: int = 1,
         prune_every: int = 1_000,
+        read_only: bool = False,
     ) -> None:
         self.path = Path(path)
         self.retention_days = retention_days
         self.retention_count = retention_count
         self.batch_size = max(1, batch_size)
         self.prune_every = prune_every
-        self._conn = connect(path, SCHEMA, "the prompt snapshots")
+        self._conn = connect(path, SCHEMA, "the prompt snapshots", read_only=read_only)
+        #: Inspecting (``read_only``) never creates the tables nor prunes: an absent table reads
+        #: as no snapshots.
+        self._read_only = is_read_only(self._conn)  # asked for, or the file is not writable
+        self._present = has_table(self._conn, "prompt_snapshots")
         self._lock = threading.Lock()
         self._known_prefixes: set[str] = set()
+        #: sha256 -> (text, sections) of every prefix registered here, so a batch can put back
+        #: a text that retention removed (see the module docstring).
+        self._registered: dict[str, tuple[str | None, str]] = {}
         self._pending: list[tuple[Any, ...]] = []
         self._since_prune = 0
-        self.prune()
+        if not self._read_only:
+            self.prune()
 
     # writing
 
@@ -86,6 +102,9 @@ class SQLiteSnapshotStore:
         if sha256 in self._known_prefixes and text is None:
             return
         with self._lock:
+            known = self._registered.get(sha256)
+            if known is None or (known[0] is None and text is not None):
+                self._registered[sha256] = (text, sections_json)
             if text is None:
                 self._conn.execute(
                     "INSERT OR IGNORE INTO prefix_texts(sha256, text, sections, created_at) VALUES (?,?,?,?)",
@@ -115,7 +134,11 @@ class SQLiteSnapshotStore:
         if not self._pending:
             return
         rows, self._pending = self._pending, []
-        with self._conn:
+        with translated(str(self.path), "recording the prompt snapshots"), self._conn:
+            for sha in {row[_PREFIX_SHA] for row in rows}:
+                kept = self._registered.get(sha)
+                if kept is not None:
+                    self._conn.execute(_ENSURE_PREFIX, (sha, kept[0], kept[1], time.time()))
             if len(rows) == 1:
                 self._conn.execute(_INSERT, rows[0])
             else:
@@ -163,12 +186,16 @@ class SQLiteSnapshotStore:
 
     def prefix_text(self, sha256: str) -> str | None:
         self.flush()
+        if not self._present:
+            return None
         for (text,) in self._conn.execute("SELECT text FROM prefix_texts WHERE sha256=?", (sha256,)):
             return str(text) if text is not None else None
         return None
 
     def count(self, session_id: str | None = None) -> int:
         self.flush()
+        if not self._present:
+            return 0
         args: tuple[Any, ...] = ()
         if session_id is None:
             sql = "SELECT count(*) FROM prompt_snapshots"
@@ -181,6 +208,8 @@ class SQLiteSnapshotStore:
     ) -> builtins.list[PromptSnapshot]:
         """Snapshots in key order (session, turn, call); ``limit`` keeps the newest rows."""
         self.flush()
+        if not self._present:
+            return []
         where, args = ("WHERE session_id=?", [session_id]) if session_id is not None else ("", [])
         sql = f"SELECT {_COLUMNS} FROM prompt_snapshots {where} ORDER BY session_id, turn_index, call_index"
         rows = [decode_snapshot(SnapshotRow(*r)) for r in self._conn.execute(sql, args)]
@@ -191,6 +220,8 @@ class SQLiteSnapshotStore:
 
     def get(self, session_id: str, turn_index: int, call_index: int = 0) -> PromptSnapshot | None:
         self.flush()
+        if not self._present:
+            return None
         sql = f"SELECT {_COLUMNS} FROM prompt_snapshots WHERE session_id=? AND turn_index=? AND call_index=?"
         for row in self._conn.execute(sql, (session_id, turn_index, call_index)):
             return decode_snapshot(SnapshotRow(*row))
@@ -199,6 +230,8 @@ class SQLiteSnapshotStore:
     def sessions(self) -> builtins.list[tuple[str, int, float]]:
         """(session id, snapshot count, newest created_at) per session."""
         self.flush()
+        if not self._present:
+            return []
         sql = (
             "SELECT session_id, count(*), max(created_at) FROM prompt_snapshots "
             "GROUP BY session_id ORDER BY max(created_at) DESC"
@@ -212,3 +245,9 @@ _COLUMNS = (
     "stripped, trajectory_refs, full_text"
 )
 _INSERT = f"INSERT OR REPLACE INTO prompt_snapshots({_COLUMNS}) VALUES ({','.join('?' * 17)})"
+_PREFIX_SHA = 6  # the position of prefix_sha256 in a row
+#: Put a registered prefix back if retention removed it (its text too, if it lost it).
+_ENSURE_PREFIX = (
+    "INSERT INTO prefix_texts(sha256, text, sections, created_at) VALUES (?,?,?,?) "
+    "ON CONFLICT(sha256) DO UPDATE SET text=excluded.text WHERE text IS NULL AND excluded.text IS NOT NULL"
+)

@@ -8,7 +8,7 @@ import datetime as dt
 import os
 import threading
 
-from contextplane.backends.sqlite.connection import connect
+from contextplane.backends.sqlite.connection import connect, has_table, translated
 from contextplane.records.summaries import SessionSummary, validate_summary
 from contextplane.store.fts_query import to_match_expression
 
@@ -44,10 +44,11 @@ def _now() -> str:
 class SQLiteSessionSummaries:
     """``SessionSummaries`` in one SQLite file (WAL, busy timeout)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self.path = str(path)
-        self._conn = connect(self.path, SCHEMA, "the session summaries")
+        self._conn = connect(self.path, SCHEMA, "the session summaries", read_only=read_only)
         self._lock = threading.Lock()
+        self._present = has_table(self._conn, "session_summaries")
 
     def close(self) -> None:
         self._conn.close()
@@ -56,7 +57,7 @@ class SQLiteSessionSummaries:
         self, session_id: str, summary: str, *, topic: str = "", kind: str = "session", at: str | None = None
     ) -> str:
         validate_summary(session_id, summary, topic, kind)
-        with self._lock:
+        with self._lock, translated(self.path, "storing the session summary"):
             self._conn.execute(
                 "INSERT INTO session_summaries(session_id, created_at, kind, topic, summary) "
                 "VALUES (?,?,?,?,?)",
@@ -65,7 +66,9 @@ class SQLiteSessionSummaries:
             return str(self._conn.last_insert_rowid())
 
     def _rows(self, sql: str, args: tuple[object, ...]) -> builtins.list[SessionSummary]:
-        with self._lock:
+        if not self._present:
+            return []  # opened read-only on a file that holds no summaries
+        with self._lock, translated(self.path, "reading the session summaries"):
             return [SessionSummary(*row) for row in self._conn.execute(sql, args)]
 
     def newest(self, limit: int, *, exclude_session: str | None = None) -> builtins.list[SessionSummary]:
@@ -89,5 +92,7 @@ class SQLiteSessionSummaries:
         )
 
     def count(self) -> int:
+        if not self._present:
+            return 0
         with self._lock:
             return int(next(self._conn.execute("SELECT count(*) FROM session_summaries"))[0])
