@@ -4,7 +4,10 @@ bridge of the ADR's ACP row). It uses the ``mcp`` package (2.x: ``MCPServer``)::
     server = build_mcp_server(open_store(path))
     server.run("stdio")          # or attach in-process: mcp.Client(server)
 
-Incognito servers refuse writes with a tool error that says why.
+Incognito servers refuse writes with a tool error that says why. The tools are coroutine
+functions over the async memory API (``bind_async_memory_tools``): the server's event loop is
+never blocked by a store query or an embedding, and a store with a native async client is
+awaited directly.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from contextplane.errors import ContextPlaneError
 from contextplane.store.protocol import KnowledgeStore
-from contextplane_external.tools import bind_memory_tools
+from contextplane_external.tools import bind_async_memory_tools
 
 
 def build_mcp_server(
@@ -28,22 +31,22 @@ def build_mcp_server(
     name: str = "contextplane-memory",
 ) -> MCPServer[Any]:
     """An ``MCPServer`` with the two memory tools bound to ``store``."""
-    recall, ingest = bind_memory_tools(store, incognito=incognito, namespaces=namespaces)
+    recall, ingest = bind_async_memory_tools(store, incognito=incognito, namespaces=namespaces)
     server: MCPServer[Any] = MCPServer(
         name, instructions="Long-term memory: recall before answering, ingest what should be remembered."
     )
 
     @server.tool(name="memory_recall", description=recall.__doc__)
-    def memory_recall(query: str, k: int = 5, include_superseded: bool = False) -> dict[str, Any]:
+    async def memory_recall(query: str, k: int = 5, include_superseded: bool = False) -> dict[str, Any]:
         try:
-            return {"results": recall(query, k, include_superseded)}
+            return {"results": await recall(query, k, include_superseded)}
         except ContextPlaneError as exc:
             raise ToolError(str(exc)) from exc
 
     @server.tool(name="memory_ingest", description=ingest.__doc__)
-    def memory_ingest(content: str, expires_in_days: int | None = None) -> dict[str, Any]:
+    async def memory_ingest(content: str, expires_in_days: int | None = None) -> dict[str, Any]:
         try:
-            return ingest(content, expires_in_days)
+            return await ingest(content, expires_in_days)
         except ContextPlaneError as exc:
             # An anticipated refusal (incognito, a malformed value): the model reads why.
             raise ToolError(str(exc)) from exc
