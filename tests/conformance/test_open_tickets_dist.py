@@ -199,6 +199,8 @@ def test_tickets_from_a_callable_and_a_bad_file_only_costs_the_section(site: Pat
         "CONTEXTPLANE_CONFIG": str(tmp_path / "contextplane.toml"),
         "PYTHONPATH": f"{site}{os.pathsep}{tmp_path}",
         "CONTEXTPLANE_PLUGINS": f"{STANDARD_PLUGINS},open_tickets",
+        # The preview opens the default store; never the user's own (another version may own it).
+        "CONTEXTPLANE_DB": str(tmp_path / "memory.sqlite3"),
     }
     out = run(site, preview, cwd=tmp_path, **env)
     assert out.returncode == 0, out.stderr
