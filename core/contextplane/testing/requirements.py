@@ -125,6 +125,13 @@ _ALL: tuple[Requirement, ...] = (
         "text, in the same host and in a fresh one.",
     ),
     Requirement(
+        "CTX-ASYNC-PARITY",
+        "context",
+        "The async composition (acompose_projected_context) gives every input the projection the sync "
+        "one gives: the same text, section reports and shedding; adraft, when the section has one, "
+        "drafts what draft drafts.",
+    ),
+    Requirement(
         "CTX-SHED-ORDER",
         "context",
         "Under a shrinking budget the section gives up space as its declared shed behaviour says, least "
@@ -262,6 +269,13 @@ _ALL: tuple[Requirement, ...] = (
         "STORE-GET-UNKNOWN",
         "store",
         "get returns None for an id that names no row, malformed ids included, and never raises.",
+    ),
+    Requirement(
+        "STORE-ASYNC-PARITY",
+        "store",
+        "Through contextplane.store.aio (the store's own async methods where it has them), asearch, "
+        "alist_chunks, aadd_chunk, asupersede and aset_review_state give what search, list_chunks, "
+        "add_chunk, supersede and set_review_state give.",
     ),
 )
 
