@@ -140,7 +140,10 @@ def test_fifty_concurrent_ainvoke_turns_overlap_their_waits_and_keep_their_own_p
 
     single, together = asyncio.run(main())
     ratio = together / single
-    print(f"\n{TURNS} concurrent turns: {together * 1e3:.0f} ms; one turn: {single * 1e3:.0f} ms; ratio {ratio:.1f}")
+    print(
+        f"\n{TURNS} concurrent turns: {together * 1e3:.0f} ms; one turn: {single * 1e3:.0f} ms; "
+        f"ratio {ratio:.1f}; searches in flight at once: {store.counter[1]}"
+    )
     # The turns overlapped: many searches were waiting at once (blocking, never more than one).
     assert store.counter[1] >= TURNS // 2, f"at most {store.counter[1]} searches were in flight at once"
     # Blocking, the waits alone would take 50 x 35 ms = 1.75 s. Overlapped, it is one turn's
