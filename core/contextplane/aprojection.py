@@ -27,17 +27,19 @@ for byte, without blocking the loop:
   error text per section, and in strict mode the same ``SectionError`` for the first failing
   section in draft order.
 - **Recording stays off the loop.** Observers are synchronous (the records observer writes
-  SQLite), so ``observe_projection`` is called in a worker thread; the composition awaits it, so
-  the injection-log row is written before the turn's first model call records its snapshot.
+  SQLite), so ``observe_projection`` is called in a worker thread (the one that closes the
+  view: one hand-off for both); the composition awaits it, so the injection-log row is written
+  before the turn's first model call records its snapshot.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -113,23 +115,33 @@ def _late(section: ContextSection, timeout_s: float) -> TimeoutError:
 
 
 @contextlib.asynccontextmanager
-async def aconsistent_view(store: Any) -> AsyncIterator[Any]:
+async def aconsistent_view(store: Any, after: list[Callable[[], Any]] | None = None) -> AsyncIterator[Any]:
     """``projection.consistent_view`` for an event loop: the store's ``aconsistent_read()``
-    when it has one, else its ``consistent_read()`` opened and closed in a worker thread."""
-    if store is None:
-        yield None
+    when it has one, else its ``consistent_read()`` opened and closed in a worker thread.
+
+    ``after``: callables the body appends, run once the view is closed, in the worker thread
+    that closed it (one hand-off for both: acompose's observers)."""
+    pending = after if after is not None else []
+
+    def run_after() -> None:
+        for call in pending:
+            call()
+
+    native = None if store is None else getattr(store, "aconsistent_read", None)
+    if native is None and (store is None or getattr(store, "consistent_read", None) is None):
+        if store is not None:
+            warn_no_view(store)
+        yield store
+        if pending:
+            await asyncio.shield(asyncio.to_thread(run_after))
         return
-    native = getattr(store, "aconsistent_read", None)
     if native is not None:
         async with native() as view:
             yield view
+        if pending:
+            await asyncio.shield(asyncio.to_thread(run_after))
         return
-    opener = getattr(store, "consistent_read", None)
-    if opener is None:
-        warn_no_view(store)
-        yield store
-        return
-    manager = opener()
+    manager = store.consistent_read()
     opening = asyncio.ensure_future(asyncio.to_thread(manager.__enter__))
     try:
         view = await asyncio.shield(opening)
@@ -144,7 +156,12 @@ async def aconsistent_view(store: Any) -> AsyncIterator[Any]:
         if not await asyncio.shield(closing):
             raise
     else:
-        await asyncio.shield(asyncio.to_thread(manager.__exit__, None, None, None))
+
+        def close_then_run_after() -> None:
+            manager.__exit__(None, None, None)
+            run_after()
+
+        await asyncio.shield(asyncio.to_thread(close_then_run_after))
 
 
 def _close_late(opened: asyncio.Future[Any], manager: Any) -> None:
@@ -161,7 +178,8 @@ async def acompose(
     skipped: list[Skipped] = []
     plans: list[SectionPlan] = []
     store = request.knowledge_store if needs_memory(drafting) else None
-    async with aconsistent_view(store) as view:
+    after: list[Callable[[], Any]] = []
+    async with aconsistent_view(store, after) as view:
         seen = request if view is None or view is request.knowledge_store else request.with_store(view)
         running = [
             (reg, asyncio.ensure_future(_draft(reg.section, seen, timeout_s)))
@@ -177,20 +195,24 @@ async def acompose(
             late.update(task for task in tasks if not task.done())
             for task in late:
                 abandon(task)
+        # Every outcome is taken before any is acted on: strict mode raises for the first
+        # failure in draft order, and a later task's failure must not go unretrieved.
+        errors: dict[int, BaseException | None] = {}
+        for reg, task in running:
+            if task in late:
+                assert timeout_s is not None  # without a limit, nothing is left running
+                errors[id(reg)] = _late(reg.section, timeout_s)
+            elif task.cancelled():  # by the provider itself: not the turn's cancellation
+                errors[id(reg)] = RuntimeError("the draft cancelled itself (asyncio.CancelledError)")
+            else:
+                errors[id(reg)] = task.exception()
         results = {id(reg): task for reg, task in running}
         for reg, why in drafting:
             if why is not None:
                 skipped.append((reg, why, None))
                 continue
             task = results[id(reg)]
-            error: BaseException | None
-            if task in late:
-                assert timeout_s is not None  # without a limit, nothing is left running
-                error = _late(reg.section, timeout_s)
-            elif task.cancelled():  # by the provider itself: not the turn's cancellation
-                error = RuntimeError("the draft cancelled itself (asyncio.CancelledError)")
-            else:
-                error = task.exception()
+            error = errors[id(reg)]
             if error is not None:
                 if not isinstance(error, Exception):
                     raise error
@@ -198,10 +220,10 @@ async def acompose(
                 continue
             rows, meta = task.result()
             plans.append(SectionPlan(reg.section, reg.plugin, rows, meta))
-
-    projection = assemble(request, plans, skipped)
-    if projection.injection is not None:
-        await asyncio.to_thread(host.notify_projection, projection, request)
+        projection = assemble(request, plans, skipped)
+        if projection.injection is not None:
+            # Told once the view is closed, in the worker thread that closes it.
+            after.append(functools.partial(host.notify_projection, projection, request))
     return projection
 
 
