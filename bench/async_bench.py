@@ -6,9 +6,9 @@
    ``acompose_projected_context`` with the same providers (the standard sections), the
    embedded SQLite backend (2,000 memories across the global, project and session scopes, ten
    prior-session summaries), natural-language queries, the turn's scopes and ``record=True``
-   (injection-log row and trajectory entry per turn), one turn at a time. Measured in
-   interleaved blocks (sync block, async block, the order alternating), so machine load falls on
-   both alike; the figure is the median per-turn time and the ratio of the medians. A second
+   (injection-log row and trajectory entry per turn), one turn at a time. Measured in pairs
+   (one turn each way, the order alternating), so machine load falls on both halves of a pair
+   alike; the figures are the median per-turn times and the median of the pairs' ratios. A second
    pair, with no store and nothing recorded (working state and a skills index only), isolates
    the machinery's fixed cost, which the first pair's I/O otherwise hides; it is reported, not
    held to the target.
@@ -118,49 +118,52 @@ async def overhead(rounds: int, block: int, tmp: Path) -> dict[str, Any]:
             "record": record,
         }
 
-    async def pair(record: bool, store: Any) -> tuple[float, float]:
+    async def pair(record: bool, store: Any) -> tuple[float, float, float]:
+        """Per-turn medians of each path, and the median of the per-pair ratios: turns are
+        composed in pairs (one each way, the order alternating), so a load spike on the machine
+        falls on both halves of a pair alike."""
         sync_s: list[float] = []
         async_s: list[float] = []
 
-        def run_sync() -> None:
-            for _ in range(block):
-                kw = kwargs(record, store)
-                started = time.perf_counter()
-                compose_projected_context(**kw)
-                sync_s.append(time.perf_counter() - started)
+        def one_sync() -> None:
+            kw = kwargs(record, store)
+            started = time.perf_counter()
+            compose_projected_context(**kw)
+            sync_s.append(time.perf_counter() - started)
 
-        async def run_async() -> None:
-            for _ in range(block):
-                kw = kwargs(record, store)
-                started = time.perf_counter()
-                await acompose_projected_context(**kw)
-                async_s.append(time.perf_counter() - started)
+        async def one_async() -> None:
+            kw = kwargs(record, store)
+            started = time.perf_counter()
+            await acompose_projected_context(**kw)
+            async_s.append(time.perf_counter() - started)
 
-        run_sync()
-        await run_async()  # warm-up of both paths (caches, the executor's threads)
+        for _ in range(block):  # warm-up of both paths (caches, the executor's threads)
+            one_sync()
+            await one_async()
         sync_s.clear()
         async_s.clear()
-        for r in range(rounds):
-            if r % 2:
-                await run_async()
-                run_sync()
+        for n in range(rounds * block):
+            if n % 2:
+                await one_async()
+                one_sync()
             else:
-                run_sync()
-                await run_async()
-        return per_turn(sync_s), per_turn(async_s)
+                one_sync()
+                await one_async()
+        ratios = [a / s for a, s in zip(async_s, sync_s, strict=True)]
+        return per_turn(sync_s), per_turn(async_s), statistics.median(ratios)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        user_sync, user_async = await pair(True, backend)
-        bare_sync, bare_async = await pair(False, None)
+        user_sync, user_async, user_ratio = await pair(True, backend)
+        bare_sync, bare_async, bare_ratio = await pair(False, None)
     backend.close()
     return {
         "user_path_sync_ms": user_sync,
         "user_path_async_ms": user_async,
-        "user_path_ratio": user_async / user_sync,
+        "user_path_ratio": user_ratio,
         "no_io_sync_ms": bare_sync,
         "no_io_async_ms": bare_async,
-        "no_io_ratio": bare_async / bare_sync,
+        "no_io_ratio": bare_ratio,
     }
 
 
@@ -360,8 +363,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--turns", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=15, help="interleaved blocks per path (overhead)")
-    parser.add_argument("--block", type=int, default=40, help="turns per block (overhead)")
+    parser.add_argument("--rounds", type=int, default=15, help="overhead: rounds of --block pairs")
+    parser.add_argument("--block", type=int, default=40, help="overhead: pairs per round (and warm-up)")
     parser.add_argument("--repeats", type=int, default=5, help="runs of each concurrent measurement")
     parser.add_argument("--quick", action="store_true", help="fewer rounds and repeats")
     parser.add_argument("--json", action="store_true")
