@@ -13,6 +13,9 @@
    the machinery's fixed cost, which the first pair's I/O otherwise hides; it is reported, not
    held to the target.
 
+   Then the embedded store alone: ``asearch`` against ``search`` per call (what one worker-thread
+   hop over a pooled reader costs), and six searches gathered against six awaited in turn.
+
 2. Concurrency. A store that answers a search after 20 ms and an embedder that answers after
    15 ms (a remote store and embedding service, both with native async forms):
    ``acompose_projected_context`` for N turns awaited one after another (the baseline) against
@@ -21,6 +24,12 @@
    (its async hooks calling the synchronous composition on the loop, which is what blocking
    costs), and one turn alone. Reported as wall times and ratios; the graph's own CPU work per
    turn (the bare graph's concurrent wall time is shown) is the floor the ratio cannot go under.
+
+3. The local case. The same concurrent turns on the embedded SQLite backend itself, where
+   nothing is remote: wall time and the event loop's longest stall (the longest single callback
+   or task step: how long one turn's work held every other coroutine of the process) with the
+   async middleware and with the blocking one. Here the async path does not buy throughput (the work is local CPU and
+   SQLite under one GIL); it buys a loop that keeps answering.
 """
 
 from __future__ import annotations
@@ -78,8 +87,8 @@ STATE = {"goal": "Ship checkout v2", "plan": ["Freeze", "Canary", "Deploy"], "ta
 # --- 1. overhead --------------------------------------------------------------------------------
 
 
-def seeded_backend(tmp: Path, config: Any) -> SQLiteBackend:
-    backend = SQLiteBackend(tmp / "bench.sqlite3", config=config)
+def seeded_backend(tmp: Path, config: Any, embedder: Any = None) -> SQLiteBackend:
+    backend = SQLiteBackend(tmp / "bench.sqlite3", config=config, embedder=embedder)
     rows = []
     for i in range(2_000):
         topic, text = TOPICS[i % len(TOPICS)]
@@ -164,6 +173,47 @@ async def overhead(rounds: int, block: int, tmp: Path) -> dict[str, Any]:
         "no_io_sync_ms": bare_sync,
         "no_io_async_ms": bare_async,
         "no_io_ratio": bare_ratio,
+    }
+
+
+async def store_hop(rounds: int, block: int, tmp: Path) -> dict[str, Any]:
+    """The embedded store's ``asearch`` (one worker-thread hop over a pooled reader) against its
+    ``search``, per call, in alternating pairs; and the six queries gathered against the same
+    awaited one after another (apsw releases the GIL while SQLite works, so threads overlap)."""
+    config = structure({"context": {"project": "web"}})
+    backend = seeded_backend(tmp, config)
+    store = backend.memories
+    scopes = ["", "project:web"]
+    sync_s: list[float] = []
+    async_s: list[float] = []
+    for n in range(block + rounds * block):
+        query = QUERIES[n % len(QUERIES)]
+        first_sync = n % 2 == 0
+        for kind in ("sync", "async") if first_sync else ("async", "sync"):
+            started = time.perf_counter()
+            if kind == "sync":
+                store.search(query, 8, namespaces=scopes)
+                (sync_s if n >= block else []).append(time.perf_counter() - started)
+            else:
+                await store.asearch(query, 8, namespaces=scopes)
+                (async_s if n >= block else []).append(time.perf_counter() - started)
+
+    async def gathered_six() -> None:
+        await asyncio.gather(*(store.asearch(q, 8, namespaces=scopes) for q in QUERIES))
+
+    async def six_in_turn() -> None:
+        for q in QUERIES:
+            await store.asearch(q, 8, namespaces=scopes)
+
+    gathered = await median_of(rounds, gathered_six)
+    in_turn = await median_of(rounds, six_in_turn)
+    backend.close()
+    return {
+        "search_ms": per_turn(sync_s),
+        "asearch_ms": per_turn(async_s),
+        "asearch_ratio": per_turn(async_s) / per_turn(sync_s),
+        "asearch_6_gathered_ms": gathered,
+        "asearch_6_in_turn_ms": in_turn,
     }
 
 
@@ -353,11 +403,112 @@ async def concurrency(turns: int, repeats: int) -> dict[str, Any]:
     }
 
 
+class StallMeter:
+    """How long the event loop was held: by its longest piece of work (one callback or task step)
+    and in all (the sum), timing each ``Handle._run`` while the meter is on. Both include the
+    loop thread's waits for the GIL while worker threads run Python code; the sum is where a
+    blocking call shows (a wait inside a callback holds the loop for all of it)."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self.held = 0.0
+        self._original: Any = None
+
+    def __enter__(self) -> StallMeter:
+        original = self._original = asyncio.events.Handle._run
+        meter = self
+
+        def timed(handle: asyncio.events.Handle) -> None:
+            started = time.perf_counter()
+            try:
+                original(handle)
+            finally:
+                took = time.perf_counter() - started
+                meter.worst = max(meter.worst, took)
+                meter.held += took
+
+        asyncio.events.Handle._run = timed  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.events.Handle._run = self._original  # type: ignore[method-assign]
+
+
+class LocalModelEmbedder:
+    """A synchronous embedder that holds its caller for 15 ms outside the GIL, as a local
+    sentence model's native code does (or a blocking HTTP client): no ``aembed``. Vectors are
+    hashed bags of words, so the vector leg still ranks."""
+
+    name = "local-model"
+    dimensions = 32
+
+    def embed(self, texts: Any) -> list[list[float]]:
+        time.sleep(EMBED_S)
+        out = []
+        for text in texts:
+            vector = [0.0] * self.dimensions
+            for word in text.lower().split():
+                vector[hash(word) % self.dimensions] += 1.0
+            norm = sum(x * x for x in vector) ** 0.5 or 1.0
+            out.append([x / norm for x in vector])
+        return out
+
+
+async def local_store(turns: int, repeats: int, tmp: Path) -> dict[str, Any]:
+    """The same concurrent ``ainvoke`` turns on the embedded SQLite backend itself, hybrid search
+    with a local model's 15 ms query embedding (``LocalModelEmbedder``), the records written to
+    the file: wall time, and the loop's longest stall, with the async middleware and with the
+    blocking one."""
+    config = structure({"context": {"context_window": 200_000, "project": "web"}})
+    host = plugin_host_with(SECTIONS, config)
+    backend = seeded_backend(tmp, config, embedder=LocalModelEmbedder())
+    run = iter(range(10**9))
+    kw: dict[str, Any] = {"host": host, "backend": backend, "skills_index": SKILLS}
+    graphs = {
+        "async": create_agent(FakeModel(), tools=[], middleware=[ContextPlaneMiddleware(**kw)], checkpointer=InMemorySaver()),
+        "blocking": create_agent(FakeModel(), tools=[], middleware=[BlockingMiddleware(**kw)], checkpointer=InMemorySaver()),
+    }
+
+    async def go(name: str) -> tuple[float, float, float]:
+        tag = next(run)
+        with StallMeter() as meter:
+            started = time.perf_counter()
+            await asyncio.gather(
+                *(
+                    graphs[name].ainvoke(
+                        {"messages": [HumanMessage(QUERIES[i % len(QUERIES)])]},
+                        {"configurable": {"thread_id": f"s-{tag}-{i}"}},
+                    )
+                    for i in range(turns)
+                )
+            )
+            wall = time.perf_counter() - started
+        return wall, meter.worst, meter.held
+
+    for name in graphs:
+        await go(name)  # warm-up
+    samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in graphs}
+    for _ in range(repeats):
+        for name in graphs:
+            samples[name].append(await go(name))
+    backend.close()
+    out: dict[str, Any] = {}
+    for name, runs in samples.items():
+        out[f"local_{name}_ms"] = statistics.median(r[0] for r in runs) * 1e3
+        out[f"local_{name}_stall_ms"] = statistics.median(r[1] for r in runs) * 1e3
+        out[f"local_{name}_held_ms"] = statistics.median(r[2] for r in runs) * 1e3
+    return out
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         first = await overhead(args.rounds, args.block, Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp:
+        hop = await store_hop(args.rounds, args.block, Path(tmp))
     second = await concurrency(args.turns, args.repeats)
-    return {**first, **second}
+    with tempfile.TemporaryDirectory() as tmp:
+        local = await local_store(args.turns, args.repeats, Path(tmp))
+    return {**first, **hop, **second, **local}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -386,6 +537,11 @@ def main(argv: list[str] | None = None) -> int:
         f"   no store, nothing recorded (the fixed cost): {r['no_io_sync_ms']:.3f} ms vs "
         f"{r['no_io_async_ms']:.3f} ms: {r['no_io_ratio']:.2f}x (reported)"
     )
+    print(
+        f"   the embedded store: search {r['search_ms']:.3f} ms, asearch {r['asearch_ms']:.3f} ms "
+        f"({r['asearch_ratio']:.2f}x: one worker-thread hop); 6 queries gathered "
+        f"{r['asearch_6_gathered_ms']:.2f} ms vs awaited in turn {r['asearch_6_in_turn_ms']:.2f} ms"
+    )
     n = r["turns"]
     print(f"2. {n} turns, search 20 ms + embedding 15 ms per turn (native async)")
     print(
@@ -399,6 +555,12 @@ def main(argv: list[str] | None = None) -> int:
         f"blocking middleware {r['graph_blocking_concurrent_ms']:.0f} ms ({r['graph_speedup_over_blocking']:.1f}x "
         f"slower); the bare graph alone {r['bare_graph_concurrent_ms']:.0f} ms for {n} turns"
     )
+    print(f"3. {n} concurrent ainvoke turns on the embedded SQLite backend, hybrid search, a 15 ms local-model embedder")
+    for name in ("async", "blocking"):
+        print(
+            f"   {name} middleware: {r[f'local_{name}_ms']:.0f} ms; the loop held {r[f'local_{name}_held_ms']:.0f} ms "
+            f"in all, {r[f'local_{name}_stall_ms']:.1f} ms at most at once"
+        )
     return 0
 
 
