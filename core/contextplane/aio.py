@@ -27,6 +27,13 @@ T = TypeVar("T")
 _stragglers: set[asyncio.Future[Any]] = set()
 
 
+def overran(elapsed_s: float, timeout_s: float) -> TimeoutError:
+    """The error of a provider that returned, but after the limit (both paths measure this)."""
+    return TimeoutError(
+        f"took {elapsed_s:.3f}s, over the {timeout_s:.3f}s limit (context.provider_timeout_ms)"
+    )
+
+
 def over_limit(timeout_s: float) -> TimeoutError:
     """The error of a provider that gave no result within the limit (it was cancelled)."""
     return TimeoutError(

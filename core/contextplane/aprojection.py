@@ -44,11 +44,12 @@ from typing import Any
 
 import attrs
 
-from contextplane.aio import abandon, over_limit
+from contextplane.aio import abandon, over_limit, overran
 from contextplane.config import Config
 from contextplane.fitting import SectionPlan
 from contextplane.plugins import PluginHost
 from contextplane.projection import (
+    Drafting,
     ProjectedContext,
     Skipped,
     _as_rows,
@@ -86,16 +87,14 @@ async def _draft(
     result: Any
     if section.adraft is not None:
         result = await section.adraft(request)
-    elif section.cheap and not inspect.iscoroutinefunction(section.draft):
+    elif inspect.iscoroutinefunction(section.draft):
+        result = await section.draft(request)
+    elif section.cheap:  # on the loop: it cannot be cancelled, so it is measured, as on the sync path
         started = time.perf_counter()
         result = section.draft(request)
         elapsed = time.perf_counter() - started
         if timeout_s is not None and elapsed > timeout_s:
-            raise TimeoutError(
-                f"took {elapsed:.3f}s, over the {timeout_s:.3f}s limit (context.provider_timeout_ms)"
-            )
-    elif inspect.iscoroutinefunction(section.draft):
-        result = await section.draft(request)
+            raise overran(elapsed, timeout_s)
     else:
         result = await asyncio.to_thread(_in_thread, section, request)
     if inspect.isawaitable(result):
@@ -169,6 +168,43 @@ def _close_late(opened: asyncio.Future[Any], manager: Any) -> None:
         asyncio.get_running_loop().run_in_executor(None, manager.__exit__, None, None, None)
 
 
+Outcome = tuple[tuple[Row, ...], Mapping[str, Any]] | BaseException
+
+
+async def _drafts(
+    drafting: Drafting, request: ProjectionRequest, timeout_s: float | None
+) -> dict[int, Outcome]:
+    """Every section that drafts this turn, started at once and awaited together up to the
+    limit: its rows and meta, or what went wrong, by ``id`` of its registration. Every outcome
+    is taken, so a failure that strict mode does not get to (it raises for the first in draft
+    order) is never reported by asyncio as unretrieved."""
+    running = [
+        (reg, asyncio.ensure_future(_draft(reg.section, request, timeout_s)))
+        for reg, why in drafting
+        if why is None
+    ]
+    tasks = [task for _reg, task in running]
+    late: set[asyncio.Future[Any]] = set()
+    try:
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout_s)
+    finally:  # the limit, or the turn itself cancelled: nothing is left running unowned
+        late.update(task for task in tasks if not task.done())
+        for task in late:
+            abandon(task)
+    outcomes: dict[int, Outcome] = {}
+    for reg, task in running:
+        if task in late:
+            assert timeout_s is not None  # without a limit, nothing is left running
+            outcomes[id(reg)] = _late(reg.section, timeout_s)
+        elif task.cancelled():  # by the provider itself: not the turn's cancellation
+            outcomes[id(reg)] = RuntimeError("the draft cancelled itself (asyncio.CancelledError)")
+        else:
+            error = task.exception()
+            outcomes[id(reg)] = error if error is not None else task.result()
+    return outcomes
+
+
 async def acompose(
     request: ProjectionRequest, *, host: PluginHost | None = None, strict: bool | None = None
 ) -> ProjectedContext:
@@ -181,44 +217,18 @@ async def acompose(
     after: list[Callable[[], Any]] = []
     async with aconsistent_view(store, after) as view:
         seen = request if view is None or view is request.knowledge_store else request.with_store(view)
-        running = [
-            (reg, asyncio.ensure_future(_draft(reg.section, seen, timeout_s)))
-            for reg, why in drafting
-            if why is None
-        ]
-        tasks = [task for _reg, task in running]
-        late: set[asyncio.Future[Any]] = set()
-        try:
-            if tasks:
-                await asyncio.wait(tasks, timeout=timeout_s)
-        finally:
-            late.update(task for task in tasks if not task.done())
-            for task in late:
-                abandon(task)
-        # Every outcome is taken before any is acted on: strict mode raises for the first
-        # failure in draft order, and a later task's failure must not go unretrieved.
-        errors: dict[int, BaseException | None] = {}
-        for reg, task in running:
-            if task in late:
-                assert timeout_s is not None  # without a limit, nothing is left running
-                errors[id(reg)] = _late(reg.section, timeout_s)
-            elif task.cancelled():  # by the provider itself: not the turn's cancellation
-                errors[id(reg)] = RuntimeError("the draft cancelled itself (asyncio.CancelledError)")
-            else:
-                errors[id(reg)] = task.exception()
-        results = {id(reg): task for reg, task in running}
+        outcomes = await _drafts(drafting, seen, timeout_s)
         for reg, why in drafting:
             if why is not None:
                 skipped.append((reg, why, None))
                 continue
-            task = results[id(reg)]
-            error = errors[id(reg)]
-            if error is not None:
-                if not isinstance(error, Exception):
-                    raise error
-                skipped.append((reg, None, draft_failed(reg, error, strict)))
+            outcome = outcomes[id(reg)]
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, Exception):
+                    raise outcome
+                skipped.append((reg, None, draft_failed(reg, outcome, strict)))
                 continue
-            rows, meta = task.result()
+            rows, meta = outcome
             plans.append(SectionPlan(reg.section, reg.plugin, rows, meta))
         projection = assemble(request, plans, skipped)
         if projection.injection is not None:

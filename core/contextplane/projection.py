@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from contextplane.aio import run_to_completion
+from contextplane.aio import overran, run_to_completion
 from contextplane.backends import resolve_backend
 from contextplane.budget import approx_tokens, budget_chars
 from contextplane.config import Config
@@ -337,9 +337,7 @@ def compose(
                 rows, meta = _as_rows(result, section.name)
                 elapsed = time.perf_counter() - started
                 if timeout_s is not None and elapsed > timeout_s:
-                    raise TimeoutError(
-                        f"took {elapsed:.3f}s, over the {timeout_s:.3f}s limit (context.provider_timeout_ms)"
-                    )
+                    raise overran(elapsed, timeout_s)
             except Exception as exc:
                 skipped.append((reg, None, draft_failed(reg, exc, strict)))
                 continue
