@@ -20,6 +20,11 @@ Lifecycle of one turn on a ``langchain.agents.create_agent`` graph:
    prefix and the last history block if caching is on, and hands the result to the model
    through ``request.override(messages=...)``. No state update carries the projection.
 
+Each hook has an async twin that does the same on the async path (``ainvoke``, ``astream``):
+``abefore_agent`` / ``abefore_model`` compose with ``contextplane.aprojection.acompose`` and
+``awrap_model_call`` delivers with ``contextplane.delivery.adeliver``, so no store query, query
+embedding or record write of a turn runs on the graph's event loop.
+
 What stream consumers see is documented in docs/runtime.md ("Streams and tracing");
 ``without_projection`` removes the channel from a stream chunk.
 """
