@@ -1,12 +1,23 @@
 """contextplane for runtimes that are not LangGraph (ADR D8): one projection, memory tools."""
 
 from contextplane_external.assembler import Assembly, ContextAssembler, Source
-from contextplane_external.tools import bind_memory_tools, hit_to_dict, memory_ingest, memory_recall
+from contextplane_external.tools import (
+    amemory_ingest,
+    amemory_recall,
+    bind_async_memory_tools,
+    bind_memory_tools,
+    hit_to_dict,
+    memory_ingest,
+    memory_recall,
+)
 
 __all__ = [
     "Assembly",
     "ContextAssembler",
     "Source",
+    "amemory_ingest",
+    "amemory_recall",
+    "bind_async_memory_tools",
     "bind_memory_tools",
     "hit_to_dict",
     "memory_ingest",

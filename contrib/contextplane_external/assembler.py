@@ -10,7 +10,8 @@ calls ``contextplane.delivery.deliver``, which strips legacy context frames from
 places the projection last, and lets the records observer write the prompt snapshot.
 
 The caller sends the delivered messages (the prefix as the system prompt, cacheable), for
-this request only, never into its stored history.
+this request only, never into its stored history. An async runtime calls ``aassemble`` and
+``adeliver``: the same results, composed by ``contextplane.aprojection.acompose``.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from typing import Any, overload
 
 import attrs
 
+from contextplane.aprojection import acompose
 from contextplane.authority import StablePrefix, build_stable_prefix
 from contextplane.config import Config
-from contextplane.delivery import deliver, plain_projection_message
+from contextplane.delivery import adeliver, deliver, plain_projection_message
 from contextplane.plugins import PluginHost, get_host
 from contextplane.projection import ProjectedContext, compose
 from contextplane.request import BuildContext, ProjectionRequest, Surface
@@ -170,6 +172,38 @@ class ContextAssembler:
         )
         projection = compose(request, host=self.host)
         messages = self.deliver(projection, history, call_index=call_index)
+        return self._assembly(projection, messages)
+
+    async def aassemble(
+        self,
+        query: str,
+        *,
+        session_id: str = "",
+        turn_index: int = 0,
+        state: Mapping[str, Any] | None = None,
+        incognito: bool = False,
+        goal_turn: bool = False,
+        record: bool = True,
+        history: Sequence[Any] = (),
+        call_index: int = 0,
+    ) -> Assembly:
+        """``assemble`` for an async runtime (``contextplane.aprojection.acompose``, then
+        ``adeliver``): the same ``Assembly`` for the same inputs, without blocking the loop while
+        sections read memory and the records are written."""
+        request = self.request(
+            query,
+            session_id=session_id,
+            turn_index=turn_index,
+            state=state,
+            incognito=incognito,
+            goal_turn=goal_turn,
+            record=record,
+        )
+        projection = await acompose(request, host=self.host)
+        messages = await self.adeliver(projection, history, call_index=call_index)
+        return self._assembly(projection, messages)
+
+    def _assembly(self, projection: ProjectedContext, messages: Sequence[Any]) -> Assembly:
         sources = tuple(Source(s.name, i) for s in projection.sections for i in s.item_ids)
         return Assembly(self.stable_prefix, projection, sources, messages)
 
@@ -187,3 +221,18 @@ class ContextAssembler:
             wrap=plain_projection_message,
             host=self.host,
         ).messages
+
+    async def adeliver(
+        self, projection: ProjectedContext, history: Sequence[Any] = (), *, call_index: int
+    ) -> list[Any]:
+        """``deliver`` for an async runtime: the same messages; the snapshot is written in a
+        worker thread."""
+        delivered = await adeliver(
+            projection,
+            history,
+            prefix=self.stable_prefix,
+            call_index=call_index,
+            wrap=plain_projection_message,
+            host=self.host,
+        )
+        return delivered.messages

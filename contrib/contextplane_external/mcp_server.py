@@ -5,7 +5,10 @@ bridge of the ADR's ACP row). It uses the ``mcp`` package (2.x: ``MCPServer``)::
     server.run("stdio")          # or attach in-process: mcp.Client(server)
 
 ``contextplane mcp serve`` (``command``) does that for the store a runtime with the same
-configuration opens. Incognito servers refuse writes with a tool error that says why.
+configuration opens. Incognito servers refuse writes with a tool error that says why. The
+tools are coroutine functions over the async memory API (``bind_async_memory_tools``): the
+server's event loop is never blocked by a store query or an embedding, and a store with a
+native async client is awaited directly.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from contextplane import __version__
 from contextplane.errors import ContextPlaneError
 from contextplane.store.protocol import KnowledgeStore
-from contextplane_external.tools import MAX_RECALL_K, bind_memory_tools
+from contextplane_external.tools import MAX_RECALL_K, bind_async_memory_tools
 
 
 def build_mcp_server(
@@ -31,7 +34,7 @@ def build_mcp_server(
 ) -> MCPServer[Any]:
     """An ``MCPServer`` with the two memory tools bound to ``store``, reporting contextplane's
     version; ``k`` is capped at ``MAX_RECALL_K`` and the result says when it was."""
-    recall, ingest = bind_memory_tools(store, incognito=incognito, namespaces=namespaces)
+    recall, ingest = bind_async_memory_tools(store, incognito=incognito, namespaces=namespaces)
     server: MCPServer[Any] = MCPServer(
         name,
         version=__version__,
@@ -39,9 +42,9 @@ def build_mcp_server(
     )
 
     @server.tool(name="memory_recall", description=recall.__doc__)
-    def memory_recall(query: str, k: int = 5, include_superseded: bool = False) -> dict[str, Any]:
+    async def memory_recall(query: str, k: int = 5, include_superseded: bool = False) -> dict[str, Any]:
         try:
-            out: dict[str, Any] = {"results": recall(query, k, include_superseded)}
+            out: dict[str, Any] = {"results": await recall(query, k, include_superseded)}
         except ContextPlaneError as exc:
             raise ToolError(str(exc)) from exc
         if k > MAX_RECALL_K:
@@ -49,9 +52,9 @@ def build_mcp_server(
         return out
 
     @server.tool(name="memory_ingest", description=ingest.__doc__)
-    def memory_ingest(content: str, expires_in_days: int | None = None) -> dict[str, Any]:
+    async def memory_ingest(content: str, expires_in_days: int | None = None) -> dict[str, Any]:
         try:
-            return ingest(content, expires_in_days)
+            return await ingest(content, expires_in_days)
         except ContextPlaneError as exc:
             # An anticipated refusal (incognito, a malformed value): the model reads why.
             raise ToolError(str(exc)) from exc

@@ -2,15 +2,19 @@
 
 ``memory_recall`` and ``memory_ingest`` wrap ``contextplane.store.api`` and return JSON-ready
 values, so they can be handed to any tool-calling framework as they are, or served over MCP
-(``mcp_server``). Incognito refuses every write before the store is touched (ADR D6).
+(``mcp_server``). Incognito refuses every write before the store is touched (ADR D6). The
+``a``-prefixed forms and ``bind_async_memory_tools`` are the same tools for an event loop: the
+store is reached through ``contextplane.store.aio``, so a call never blocks the loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from contextplane.errors import IncognitoWriteError
+from contextplane.store.api import amemory_ingest as _store_aingest
+from contextplane.store.api import amemory_recall as _store_arecall
 from contextplane.store.api import memory_ingest as _store_ingest
 from contextplane.store.api import memory_recall as _store_recall
 from contextplane.store.protocol import KnowledgeStore, SearchHit
@@ -66,6 +70,43 @@ def memory_ingest(
 MAX_RECALL_K = 50
 
 
+def _capped(k: Any) -> Any:
+    """``k`` bounded by ``MAX_RECALL_K``; anything not a whole number goes on as it is, for the
+    store to refuse with its own error."""
+    return min(k, MAX_RECALL_K) if isinstance(k, int) and not isinstance(k, bool) else k
+
+
+async def amemory_recall(
+    store: KnowledgeStore,
+    query: str,
+    k: int = 5,
+    *,
+    include_superseded: bool = False,
+    namespaces: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """``memory_recall`` without blocking an event loop."""
+    hits = await _store_arecall(store, query, k, include_superseded=include_superseded, namespaces=namespaces)
+    return [hit_to_dict(h) for h in hits]
+
+
+async def amemory_ingest(
+    store: KnowledgeStore,
+    content: str,
+    *,
+    incognito: bool = False,
+    expires_in_days: int | None = None,
+    **attrs: Any,
+) -> dict[str, Any]:
+    """``memory_ingest`` without blocking an event loop."""
+    chunk_id = await _store_aingest(
+        store, content, incognito=incognito, expires_in_days=expires_in_days, **attrs
+    )
+    return {"id": chunk_id}
+
+
+_INCOGNITO_SESSION = "memory_ingest: this session is incognito, so nothing may be written to the memory store"
+
+
 def bind_memory_tools(
     store: KnowledgeStore,
     *,
@@ -79,18 +120,42 @@ def bind_memory_tools(
     def recall(query: str, k: int = 5, include_superseded: bool = False) -> list[dict[str, Any]]:
         """Search long-term memory (at most 50 results). Set include_superseded to see replaced
         (older) memories."""
-        capped = min(k, MAX_RECALL_K) if isinstance(k, int) and not isinstance(k, bool) else k
         return memory_recall(
-            store, query, capped, include_superseded=include_superseded, namespaces=namespaces
+            store, query, _capped(k), include_superseded=include_superseded, namespaces=namespaces
         )
 
     def ingest(content: str, expires_in_days: int | None = None) -> dict[str, Any]:
         """Save one memory. Set expires_in_days for something that stops being true."""
         if incognito:
-            raise IncognitoWriteError(
-                "memory_ingest: this session is incognito, so nothing may be written to the memory store"
-            )
+            raise IncognitoWriteError(_INCOGNITO_SESSION)
         return memory_ingest(store, content, expires_in_days=expires_in_days, source_type=source_type)
+
+    recall.__name__ = "memory_recall"
+    ingest.__name__ = "memory_ingest"
+    return recall, ingest
+
+
+def bind_async_memory_tools(
+    store: KnowledgeStore,
+    *,
+    incognito: bool = False,
+    namespaces: Sequence[str] | None = None,
+    source_type: str = "external",
+) -> tuple[Callable[..., Awaitable[list[dict[str, Any]]]], Callable[..., Awaitable[dict[str, Any]]]]:
+    """``bind_memory_tools`` as coroutine functions, for async tool runners (the MCP server)."""
+
+    async def recall(query: str, k: int = 5, include_superseded: bool = False) -> list[dict[str, Any]]:
+        """Search long-term memory (at most 50 results). Set include_superseded to see replaced
+        (older) memories."""
+        return await amemory_recall(
+            store, query, _capped(k), include_superseded=include_superseded, namespaces=namespaces
+        )
+
+    async def ingest(content: str, expires_in_days: int | None = None) -> dict[str, Any]:
+        """Save one memory. Set expires_in_days for something that stops being true."""
+        if incognito:
+            raise IncognitoWriteError(_INCOGNITO_SESSION)
+        return await amemory_ingest(store, content, expires_in_days=expires_in_days, source_type=source_type)
 
     recall.__name__ = "memory_recall"
     ingest.__name__ = "memory_ingest"

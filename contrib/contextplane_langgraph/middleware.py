@@ -20,6 +20,11 @@ Lifecycle of one turn on a ``langchain.agents.create_agent`` graph:
    prefix and the last history block if caching is on, and hands the result to the model
    through ``request.override(messages=...)``. No state update carries the projection.
 
+Each hook has an async twin that does the same on the async path (``ainvoke``, ``astream``):
+``abefore_agent`` / ``abefore_model`` compose with ``contextplane.aprojection.acompose`` and
+``awrap_model_call`` delivers with ``contextplane.delivery.adeliver``, so no store query, query
+embedding or record write of a turn runs on the graph's event loop.
+
 What stream consumers see is documented in docs/runtime.md ("Streams and tracing");
 ``without_projection`` removes the channel from a stream chunk.
 """
@@ -43,13 +48,19 @@ from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, Syste
 from langgraph.channels import UntrackedValue
 from langgraph.runtime import Runtime
 
+from contextplane.aprojection import acompose
 from contextplane.authority import StablePrefix, build_stable_prefix
 from contextplane.config import Config
-from contextplane.delivery import deliver
+from contextplane.delivery import adeliver, deliver
 from contextplane.plugins import PluginHost, get_host
 from contextplane.projection import ProjectedContext, compose
 from contextplane.request import BuildContext, ProjectionRequest, Surface
-from contextplane.subagents import SubagentContract, build_subagent_prompt, compose_subagent_context
+from contextplane.subagents import (
+    SubagentContract,
+    acompose_subagent_context,
+    build_subagent_prompt,
+    compose_subagent_context,
+)
 from contextplane_langgraph.caching import place_breakpoints
 from contextplane_langgraph.frames import PROJECTION_MARKER, is_context_frame, message_text, turn_position
 
@@ -278,24 +289,40 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
         request = self.projection_request(state, runtime, reason=reason)
         if self.subagent is not None:
             projection = compose_subagent_context(self.subagent, request, host=self.host)
-            if projection is None:
-                # The default contract: nothing is projected, composed or recorded. The empty
-                # projection carries no request, so delivery notifies no observer either.
-                projection = ProjectedContext(
-                    text="",
-                    sections=(),
-                    overflow=(),
-                    budget_chars=None,
-                    used_chars=0,
-                    injection=None,
-                    session_id=request.session_id,
-                    turn_index=request.turn_index,
-                    incognito=request.incognito,
-                    goal_turn=request.goal_turn,
-                    surface=Surface.SUBAGENT,
-                )
         else:
             projection = compose(request, host=self.host)
+        return self._carrier(request, projection, reason)
+
+    async def acompose(self, state: Mapping[str, Any], runtime: Any, *, reason: str) -> ProjectionCarrier:
+        """``compose`` on the async path (``contextplane.aprojection``): the same projection,
+        with the event loop free while sections read and the records are written."""
+        request = self.projection_request(state, runtime, reason=reason)
+        if self.subagent is not None:
+            projection = await acompose_subagent_context(self.subagent, request, host=self.host)
+        else:
+            projection = await acompose(request, host=self.host)
+        return self._carrier(request, projection, reason)
+
+    @staticmethod
+    def _carrier(
+        request: ProjectionRequest, projection: ProjectedContext | None, reason: str
+    ) -> ProjectionCarrier:
+        if projection is None:
+            # The default subagent contract: nothing is projected, composed or recorded. The
+            # empty projection carries no request, so delivery notifies no observer either.
+            projection = ProjectedContext(
+                text="",
+                sections=(),
+                overflow=(),
+                budget_chars=None,
+                used_chars=0,
+                injection=None,
+                session_id=request.session_id,
+                turn_index=request.turn_index,
+                incognito=request.incognito,
+                goal_turn=request.goal_turn,
+                surface=Surface.SUBAGENT,
+            )
         message = projection_message(projection.text, projection.turn_index) if projection.text else None
         return ProjectionCarrier(projection, message, request.query, reason)
 
@@ -303,7 +330,7 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
         return {PROJECTION_KEY: self.compose(state, runtime, reason="turn")}
 
     async def abefore_agent(self, state: ContextPlaneState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self.before_agent(state, runtime)
+        return {PROJECTION_KEY: await self.acompose(state, runtime, reason="turn")}
 
     def before_model(self, state: ContextPlaneState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         if state.get(PROJECTION_KEY) is not None:
@@ -313,7 +340,9 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
         return {PROJECTION_KEY: self.compose(state, runtime, reason="resume")}
 
     async def abefore_model(self, state: ContextPlaneState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self.before_model(state, runtime)
+        if state.get(PROJECTION_KEY) is not None:
+            return None
+        return {PROJECTION_KEY: await self.acompose(state, runtime, reason="resume")}
 
     # --- delivery ------------------------------------------------------------------------
 
@@ -322,7 +351,43 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
         if not isinstance(carrier, ProjectionCarrier):
             # Only reachable if the graph skipped both hooks (e.g. a hand-built graph).
             carrier = self.compose(request.state, request.runtime, reason="model_call")
+        system, prefix, history, call_index = self._call_of(request)
+        delivered = deliver(
+            carrier.projection,
+            history,
+            prefix=prefix,
+            call_index=call_index,
+            wrap=carrier.wrap,
+            is_frame=is_context_frame,
+            text_of=message_text,
+            role_of=_role,
+            host=self.host,
+        )
+        return self._override(request, carrier, system, delivered.messages)
 
+    async def _aprepare(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        carrier = request.state.get(PROJECTION_KEY)
+        if not isinstance(carrier, ProjectionCarrier):
+            carrier = await self.acompose(request.state, request.runtime, reason="model_call")
+        system, prefix, history, call_index = self._call_of(request)
+        delivered = await adeliver(
+            carrier.projection,
+            history,
+            prefix=prefix,
+            call_index=call_index,
+            wrap=carrier.wrap,
+            is_frame=is_context_frame,
+            text_of=message_text,
+            role_of=_role,
+            host=self.host,
+        )
+        return self._override(request, carrier, system, delivered.messages)
+
+    def _call_of(
+        self, request: ModelRequest[Any]
+    ) -> tuple[SystemMessage | None, StablePrefix | str | None, Sequence[BaseMessage], int]:
+        """The system message the model sees, the prefix observers are told of, the history and
+        the call's index in the turn."""
         system = request.system_message
         prefix: StablePrefix | str | None
         if system is None and self._system_message is not None:
@@ -341,19 +406,16 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
 
         history: Sequence[BaseMessage] = request.messages
         _turn, call_index, _query = turn_position(history)
-        delivered = deliver(
-            carrier.projection,
-            history,
-            prefix=prefix,
-            call_index=call_index,
-            wrap=carrier.wrap,
-            is_frame=is_context_frame,
-            text_of=message_text,
-            role_of=_role,
-            host=self.host,
-        )
-        messages: list[BaseMessage] = delivered.messages
+        return system, prefix, history, call_index
 
+    def _override(
+        self,
+        request: ModelRequest[Any],
+        carrier: ProjectionCarrier,
+        system: SystemMessage | None,
+        messages: list[BaseMessage],
+    ) -> ModelRequest[Any]:
+        """The model request with the delivered messages, the prefix and the cache breakpoints."""
         settings = request.model_settings
         cache_control = settings.get("cache_control") or self.cache_control
         overrides: dict[str, Any] = {}
@@ -378,7 +440,7 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelCallResult[Any]:
-        return await handler(self._prepare(request))
+        return await handler(await self._aprepare(request))
 
 
 __all__ = [

@@ -6,11 +6,12 @@ Test helpers (``reset_host``, the conformance kit) live in their modules, not he
 
 import logging as _logging
 
+from contextplane.aprojection import acompose, acompose_projected_context
 from contextplane.authority import AUTHORITY_ORDER, PrefixSection, StablePrefix, build_stable_prefix
 from contextplane.backends import open_backend
 from contextplane.config import Config, load_config
-from contextplane.delivery import Delivered, ModelCall, deliver
-from contextplane.embedding import Embedder
+from contextplane.delivery import Delivered, ModelCall, adeliver, deliver
+from contextplane.embedding import AsyncEmbedder, Embedder
 from contextplane.errors import (
     ConfigError,
     ContextPlaneError,
@@ -35,10 +36,12 @@ from contextplane.projection import (
 from contextplane.records import Backend, InjectionLog, SessionSummaries, SnapshotStore
 from contextplane.request import BuildContext, ProjectionRequest, Surface
 from contextplane.sections import ContextSection, Draft, Envelope, PromptSection, Row, Shed
-from contextplane.store.protocol import KnowledgeStore, SearchHit
+from contextplane.store.protocol import AsyncKnowledgeStore, KnowledgeStore, SearchHit
 
 __all__ = [
     "AUTHORITY_ORDER",
+    "AsyncEmbedder",
+    "AsyncKnowledgeStore",
     "Backend",
     "BuildContext",
     "Config",
@@ -74,6 +77,9 @@ __all__ = [
     "StoreError",
     "Surface",
     "ValidationError",
+    "acompose",
+    "acompose_projected_context",
+    "adeliver",
     "build_stable_prefix",
     "compose",
     "compose_projected_context",

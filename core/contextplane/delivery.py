@@ -13,6 +13,7 @@ few functions that know that type.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
@@ -127,6 +128,47 @@ def deliver(
     ``wrap`` turns the projection text into the adapter's message type (called only when
     there is text). Observers are told only when the projection was composed to be recorded
     (``request.record``); incognito calls are told too, flagged, and record no text."""
+    delivered = _placed(projection, history, prefix, call_index, wrap, is_frame, text_of, role_of)
+    request = projection.request
+    if request is not None and request.record:
+        (host if host is not None else get_host()).notify_model_call(delivered.call, request)
+    return delivered
+
+
+async def adeliver(
+    projection: ProjectedContext,
+    history: Sequence[M],
+    *,
+    prefix: StablePrefix | str | None,
+    call_index: int,
+    wrap: Callable[[str], M],
+    is_frame: Callable[[M], bool] = plain_is_frame,
+    text_of: Callable[[M], str] = plain_text,
+    role_of: Callable[[M], str] = plain_role,
+    host: PluginHost | None = None,
+) -> Delivered[M]:
+    """``deliver`` for an event loop: the same messages, and the observers (the records
+    observer writes the snapshot into SQLite) are called in a worker thread, awaited, so the
+    loop never waits on a record and the snapshot is written before the model is called."""
+    delivered = _placed(projection, history, prefix, call_index, wrap, is_frame, text_of, role_of)
+    request = projection.request
+    if request is not None and request.record:
+        chosen = host if host is not None else get_host()
+        await asyncio.to_thread(chosen.notify_model_call, delivered.call, request)
+    return delivered
+
+
+def _placed(
+    projection: ProjectedContext,
+    history: Sequence[M],
+    prefix: StablePrefix | str | None,
+    call_index: int,
+    wrap: Callable[[str], M],
+    is_frame: Callable[[M], bool],
+    text_of: Callable[[M], str],
+    role_of: Callable[[M], str],
+) -> Delivered[M]:
+    """The messages of one model call and what observers are told about it (both deliveries)."""
     kept: list[M] = []
     stripped: list[M] = []
     for message in history:
@@ -148,7 +190,4 @@ def deliver(
         history_chars=sum(len(text_of(m)) for m in kept),
         full_text=full_text,
     )
-    request = projection.request
-    if request is not None and request.record:
-        (host if host is not None else get_host()).notify_model_call(call, request)
     return Delivered(messages, tuple(stripped), call)

@@ -1,10 +1,14 @@
 """The embedder protocol: what the one-winner ``contextplane_embedder`` hook must return.
 
-Kept in its own module so stores can depend on it without importing the plugin host.
+Kept in its own module so stores can depend on it without importing the plugin host. An
+embedder may add ``aembed`` (``AsyncEmbedder``); async callers go through ``aembed(embedder,
+texts)``, which falls back to ``embed`` in a worker thread, so every embedder works on both
+paths and only the ones with a native async form need one.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -20,3 +24,20 @@ class Embedder(Protocol):
     def name(self) -> str: ...
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+@runtime_checkable
+class AsyncEmbedder(Embedder, Protocol):
+    """An ``Embedder`` that can also embed without blocking an event loop (a remote embedding
+    service, a model server): ``aembed`` returns what ``embed`` would for the same texts."""
+
+    async def aembed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+async def aembed(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
+    """``texts`` embedded off the event loop: the embedder's own ``aembed`` when it has one, else
+    its ``embed`` in a worker thread (a local model is CPU work that would stall the loop)."""
+    native = getattr(embedder, "aembed", None)
+    if native is not None:
+        return list(await native(texts))
+    return await asyncio.to_thread(embedder.embed, texts)

@@ -15,6 +15,7 @@ import contextlib
 import datetime as dt
 import enum
 import hashlib
+import inspect
 import logging
 import operator
 import time
@@ -23,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from contextplane.aio import overran, run_to_completion
 from contextplane.backends import resolve_backend
 from contextplane.budget import approx_tokens, budget_chars
 from contextplane.config import Config
@@ -211,6 +213,18 @@ def _checked(sections: tuple[Registered[ContextSection], ...]) -> None:
     _valid[id(sections)] = sections
 
 
+def warn_no_view(store: Any) -> None:
+    """Say once per store type that its projections cannot promise one committed state."""
+    log_once(
+        log,
+        (_NO_VIEW, type(store)),
+        logging.WARNING,
+        "store %s has no consistent_read(); the sections of one projection may see different "
+        "committed states (implement consistent_read, see docs/hooks.md)",
+        type(store).__name__,
+    )
+
+
 @contextlib.contextmanager
 def consistent_view(store: Any) -> Iterator[Any]:
     """The store's point-in-time view for one composition, or the store itself (logged once)
@@ -220,14 +234,7 @@ def consistent_view(store: Any) -> Iterator[Any]:
         return
     opener = getattr(store, "consistent_read", None)
     if opener is None:
-        log_once(
-            log,
-            (_NO_VIEW, type(store)),
-            logging.WARNING,
-            "store %s has no consistent_read(); the sections of one projection may see different "
-            "committed states (implement consistent_read, see docs/hooks.md)",
-            type(store).__name__,
-        )
+        warn_no_view(store)
         yield store
         return
     with opener() as view:
@@ -251,14 +258,17 @@ def _resolve(request: ProjectionRequest) -> ProjectionRequest:
     return attrs.evolve(request, knowledge_store=store, backend=backend, project=project)
 
 
-def compose(
-    request: ProjectionRequest, *, host: PluginHost | None = None, strict: bool | None = None
-) -> ProjectedContext:
-    """Compose the projected context for one request (ADR D6, D8): the one composition.
+Drafting = tuple[tuple[Registered[ContextSection], str | None], ...]
+#: A section left out of the projection: (section, why it was suppressed, its error).
+Skipped = tuple[Registered[ContextSection], str | None, str | None]
 
-    Sections the request forbids (incognito, goal turn, a subagent's subset) are never called.
-    ``request.record`` false composes without notifying observers (previews); incognito
-    projections are never handed to ``observe_projection``."""
+
+def prepare(
+    request: ProjectionRequest, host: PluginHost | None, strict: bool | None
+) -> tuple[ProjectionRequest, PluginHost, bool, Drafting, float | None]:
+    """What both compositions (this one and ``aprojection.acompose``) settle before any section
+    drafts: the checked request, the host, strict mode, every section in draft order with why
+    it is suppressed (None: draft it), and the provider time limit in seconds."""
     if not isinstance(request, ProjectionRequest):
         raise ValidationError(f"compose takes a ProjectionRequest, got {type(request).__name__}")
     if not isinstance(request.query, str):
@@ -272,14 +282,58 @@ def compose(
     ordered_regs = host.ordered_context_sections()
     _checked(ordered_regs)
     timeout_s = cfg.context.provider_timeout_ms / 1000 if cfg.context.provider_timeout_ms else None
-    row_limit = cfg.context.max_row_chars or None
+    drafting = tuple((reg, request.suppression(reg.section)) for reg in ordered_regs)
+    return request, host, strict, drafting, timeout_s
+
+
+def needs_memory(drafting: Drafting) -> bool:
+    """True when a section that will draft carries memory (else no view is opened)."""
+    return any(why is None and reg.section.carries_memory for reg, why in drafting)
+
+
+def row_limit(cfg: Config) -> int | None:
+    """The per-row size bound (``context.max_row_chars``; 0 means none)."""
+    return cfg.context.max_row_chars or None
+
+
+def draft_failed(reg: Registered[ContextSection], exc: BaseException, strict: bool) -> str:
+    """A provider's failure: raised in strict mode, else logged once and returned as the
+    report's error text (the same on both paths)."""
+    section = reg.section
+    message = f"{type(exc).__name__}: {exc}"
+    if strict:
+        raise SectionError(
+            f"context section {section.name!r} of plugin {reg.plugin!r} failed: {message} "
+            "(strict mode; fix the plugin or disable it)"
+        ) from exc
+    log_failure(
+        log,
+        ("draft", reg.plugin, section.name, message),
+        "context section %r of plugin %r failed, so it is left out of this projection: %s",
+        section.name,
+        reg.plugin,
+        message,
+        exc=exc,
+    )
+    return message
+
+
+def compose(
+    request: ProjectionRequest, *, host: PluginHost | None = None, strict: bool | None = None
+) -> ProjectedContext:
+    """Compose the projected context for one request (ADR D6, D8): the one composition.
+
+    Sections the request forbids (incognito, goal turn, a subagent's subset) are never called.
+    ``request.record`` false composes without notifying observers (previews); incognito
+    projections are never handed to ``observe_projection``. ``contextplane.aprojection.acompose``
+    is the same composition for an event loop, and returns the same projection."""
+    request, host, strict, drafting, timeout_s = prepare(request, host, strict)
+    limit = row_limit(request.config)
 
     plans: list[SectionPlan] = []
     # Reports are built once, at the end; these hold what is known before fitting.
-    skipped: list[tuple[Registered[ContextSection], str | None, str | None]] = []
-    drafting = [(reg, request.suppression(reg.section)) for reg in ordered_regs]
-    needs_memory = any(why is None and reg.section.carries_memory for reg, why in drafting)
-    with consistent_view(request.knowledge_store if needs_memory else None) as view:
+    skipped: list[Skipped] = []
+    with consistent_view(request.knowledge_store if needs_memory(drafting) else None) as view:
         seen = request if view is None or view is request.knowledge_store else request.with_store(view)
         for reg, why in drafting:
             section = reg.section
@@ -289,41 +343,40 @@ def compose(
             started = time.perf_counter()
             try:
                 result = section.draft(seen)
+                if inspect.isawaitable(result):  # an async provider, run to completion here
+                    result = run_to_completion(result, timeout_s)
                 rows, meta = _as_rows(result, section.name)
                 elapsed = time.perf_counter() - started
                 if timeout_s is not None and elapsed > timeout_s:
-                    raise TimeoutError(
-                        f"took {elapsed:.3f}s, over the {timeout_s:.3f}s limit (context.provider_timeout_ms)"
-                    )
+                    raise overran(elapsed, timeout_s)
                 # Escaping and measuring the rows belong to the section too: a row the core
                 # cannot lay out fails that section, never the turn.
-                plan = SectionPlan(section, reg.plugin, rows, meta, row_limit)
+                plan = SectionPlan(section, reg.plugin, rows, meta, limit)
             except (Exception, SystemExit) as exc:  # sys.exit() in a provider fails its section only
-                message = f"{type(exc).__name__}: {exc}"
-                if strict:
-                    raise SectionError(
-                        f"context section {section.name!r} of plugin {reg.plugin!r} failed: {message} "
-                        "(strict mode; fix the plugin or disable it)"
-                    ) from exc
-                log_failure(
-                    log,
-                    ("draft", reg.plugin, section.name, message),
-                    "context section %r of plugin %r failed, so it is left out of this projection: %s",
-                    section.name,
-                    reg.plugin,
-                    message,
-                    exc=exc,
-                )
-                skipped.append((reg, None, message))
+                skipped.append((reg, None, draft_failed(reg, exc, strict)))
                 continue
             plans.append(plan)
 
+    projection = assemble(request, plans, skipped)
+    if projection.injection is not None:
+        host.notify_projection(projection, request)
+    return projection
+
+
+def assemble(
+    request: ProjectionRequest, plans: Sequence[SectionPlan], skipped: Sequence[Skipped]
+) -> ProjectedContext:
+    """Everything after drafting, shared by both compositions so their output is the same by
+    construction: the budget (D6) and its shedding, the overflow warning, the rendering, the
+    section reports and the injection record."""
+    cfg = request.config
+    limit = row_limit(cfg)
     for plan in plans:
         if plan.cut:
             warn_once(
                 ("row-cut", plan.plugin, plan.name),
                 f"context section {plan.name!r} of plugin {plan.plugin!r} offered rows longer than "
-                f"context.max_row_chars ({row_limit} chars), first {plan.cut[0]!r}; they are cut at a line "
+                f"context.max_row_chars ({limit} chars), first {plan.cut[0]!r}; they are cut at a line "
                 "boundary and end with a cut marker (raise context.max_row_chars, 0 = no bound, or "
                 "store shorter rows)",
                 BudgetWarning,
@@ -373,7 +426,7 @@ def compose(
             delivered={r.name: r.item_ids for r in ordered if r.item_ids},
             approx_tokens=approx_tokens(layout.total),
         )
-    projection = ProjectedContext(
+    return ProjectedContext(
         text=text,
         sections=ordered,
         overflow=tuple(steps),
@@ -388,9 +441,6 @@ def compose(
         surface=request.surface,
         request=request,
     )
-    if injection is not None:
-        host.notify_projection(projection, request)
-    return projection
 
 
 def compose_projected_context(
@@ -421,6 +471,52 @@ def compose_projected_context(
     embedded SQLite store's file, say) receives the records unless ``backend`` names another.
     ``only_sections`` restricts composition to a declared subset (a subagent's contract).
     """
+    request, host = d8_request(
+        query,
+        knowledge_store,
+        skills_index,
+        state,
+        incognito=incognito,
+        goal_turn=goal_turn,
+        budget_tokens=budget_tokens,
+        record=record,
+        session_id=session_id,
+        turn_index=turn_index,
+        project=project,
+        surface=surface,
+        only_sections=only_sections,
+        context_window=context_window,
+        backend=backend,
+        host=host,
+        config=config,
+        extra=extra,
+    )
+    return compose(request, host=host, strict=strict)
+
+
+def d8_request(
+    query: str,
+    knowledge_store: Any,
+    skills_index: Sequence[Any] | None,
+    state: Mapping[str, Any] | None,
+    *,
+    incognito: bool,
+    goal_turn: bool,
+    budget_tokens: int | None,
+    record: bool,
+    session_id: str,
+    turn_index: int,
+    project: str | None,
+    surface: Surface | str,
+    only_sections: Iterable[str] | None,
+    context_window: int | None,
+    backend: Any,
+    host: PluginHost | None,
+    config: Config | None,
+    extra: Mapping[str, Any] | None,
+) -> tuple[ProjectionRequest, PluginHost]:
+    """The request the ADR D8 signature describes, and the host to compose it on (shared by
+    ``compose_projected_context`` and ``acompose_projected_context``)."""
     if not isinstance(query, str):
         raise ValidationError(f"query must be str, got {type(query).__name__}")
     host = host if host is not None else get_host()
@@ -444,4 +540,4 @@ def compose_projected_context(
         backend=backend,
         extra=extra or {},
     )
-    return compose(request, host=host, strict=strict)
+    return request, host

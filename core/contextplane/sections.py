@@ -14,8 +14,9 @@ untrusted text live in one place.
 from __future__ import annotations
 
 import enum
+import inspect
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -139,13 +140,26 @@ class PromptSection:
 
 @attrs.frozen
 class ContextSection:
-    """A named part of the projected context, with priority, shed behaviour and mode flags."""
+    """A named part of the projected context, with priority, shed behaviour and mode flags.
+
+    How a provider runs is read off what it is, not declared beside it, so the declaration
+    cannot disagree with the code: an ``async def draft`` is awaited (concurrently with the
+    turn's other async providers, cancelled at ``context.provider_timeout_ms``); a plain
+    ``draft`` is called in a worker thread by the async composition, since it may do blocking
+    I/O, unless ``cheap=True`` says it only computes. ``adraft`` is for the provider that has
+    both forms: each composition calls its native one, so the synchronous path pays nothing for
+    the asynchronous one (the conformance kit checks that the two agree). The synchronous
+    composition runs an async ``draft`` to completion on a private event loop.
+    """
 
     name: str = attrs.field(validator=_check_name)
     #: Lower numbers are delivered first and shed last (working state is 10, retrieved 50).
     priority: int = attrs.field()
     shed: Shed = attrs.field(converter=Shed)
-    draft: Callable[[ProjectionRequest], Draft | Iterable[Row]] = attrs.field(eq=False)
+    #: ``(request) -> Draft | Iterable[Row]``, or an ``async def`` returning the same.
+    draft: Callable[[ProjectionRequest], Draft | Iterable[Row] | Awaitable[Draft | Iterable[Row]]] = (
+        attrs.field(eq=False)
+    )
     envelope: Envelope = attrs.field()
     #: True when the rows come from memory, so incognito never calls ``draft``.
     carries_memory: bool = False
@@ -162,6 +176,39 @@ class ContextSection:
     #: A declared upper bound on this section's rendered size for its documented inputs.
     max_chars: int | None = None
     description: str = ""
+    #: The async form of a synchronous ``draft``: the same draft from the same request, for a
+    #: provider whose I/O has both forms (the standard memory sections, over the store's
+    #: ``search`` and ``asearch``). ``aprojection.acompose`` awaits it; ``compose`` calls ``draft``.
+    adraft: Callable[[ProjectionRequest], Awaitable[Draft | Iterable[Row]]] | None = attrs.field(
+        default=None, eq=False
+    )
+    #: True for a synchronous ``draft`` that only computes (microseconds, no I/O, no lock it
+    #: may wait on): ``acompose`` calls it on the event loop instead of in a worker thread.
+    cheap: bool = False
+
+    @property
+    def asynchronous(self) -> bool:
+        """True when the async composition awaits this section (``adraft``, or an ``async def``
+        ``draft``) rather than calling a synchronous ``draft``."""
+        return self.adraft is not None or inspect.iscoroutinefunction(self.draft)
+
+    def __attrs_post_init__(self) -> None:
+        if inspect.iscoroutinefunction(self.draft):
+            if self.adraft is not None:
+                raise ValueError(
+                    f"section {self.name!r}: draft is already async, so there is nothing for adraft to "
+                    "add; pass the coroutine function as draft only"
+                )
+            if self.cheap:
+                raise ValueError(
+                    f"section {self.name!r}: cheap=True is for a synchronous draft (run on the event "
+                    "loop); an async draft is always awaited there, so drop cheap"
+                )
+        if self.adraft is not None and not callable(self.adraft):
+            raise ValueError(
+                f"section {self.name!r}: adraft must be an async function of the request, got "
+                f"{type(self.adraft).__name__}"
+            )
 
     @priority.validator
     def _check_priority(self, _attribute: attrs.Attribute[int], value: int) -> None:

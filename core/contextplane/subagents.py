@@ -21,6 +21,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from contextplane.aprojection import acompose
 from contextplane.config import Config, SubagentConfig
 from contextplane.errors import ConfigError
 from contextplane.plugins import PluginHost
@@ -121,3 +122,13 @@ def compose_subagent_context(
         return None
     check_contract(contract, [r.section.name for r in host.context_sections()], source=request.config.source)
     return compose(subagent_request(contract, request), host=host)
+
+
+async def acompose_subagent_context(
+    contract: SubagentContract, request: ProjectionRequest, *, host: PluginHost
+) -> ProjectedContext | None:
+    """``compose_subagent_context`` on the async path (``aprojection.acompose``)."""
+    if not contract.projects:
+        return None
+    check_contract(contract, [r.section.name for r in host.context_sections()], source=request.config.source)
+    return await acompose(subagent_request(contract, request), host=host)

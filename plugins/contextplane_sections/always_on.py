@@ -7,8 +7,10 @@ scopes and to rows that are deliverable now: not rejected, not expired, not supe
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from contextplane import ContextSection, Draft, ProjectionRequest, Shed, hookimpl
+from contextplane import ContextSection, Draft, MemoryChunk, ProjectionRequest, Shed, hookimpl
+from contextplane.store.aio import alist_chunks
 from contextplane_sections.attribution import memory_row, min_trust
 from contextplane_sections.envelopes import INJECTED_MEMORY
 
@@ -16,13 +18,11 @@ NAME = "always_on"
 PRIORITY = 20
 
 
-def draft(request: ProjectionRequest) -> Draft:
-    store = request.knowledge_store
-    if store is None:
-        return Draft((), {"store": "none"})
-    chunks = store.list_chunks(
-        deliverable=True, delivery_policy="always", namespaces=list(request.namespaces)
-    )
+def _filters(request: ProjectionRequest) -> dict[str, Any]:
+    return {"deliverable": True, "delivery_policy": "always", "namespaces": list(request.namespaces)}
+
+
+def _draft_of(chunks: list[MemoryChunk], request: ProjectionRequest) -> Draft:
     floor = min_trust(request.config)
     kept = [c for c in chunks if c.trust_tier >= floor]
     # Operator rows first, then newest: the rank orders the section (it is never shed).
@@ -32,11 +32,27 @@ def draft(request: ProjectionRequest) -> Draft:
     return Draft(rows, {"below_min_trust": len(chunks) - len(kept)})
 
 
+def draft(request: ProjectionRequest) -> Draft:
+    store = request.knowledge_store
+    if store is None:
+        return Draft((), {"store": "none"})
+    return _draft_of(store.list_chunks(**_filters(request)), request)
+
+
+async def adraft(request: ProjectionRequest) -> Draft:
+    """``draft`` for the async composition: the same rows, read with ``alist_chunks``."""
+    store = request.knowledge_store
+    if store is None:
+        return Draft((), {"store": "none"})
+    return _draft_of(await alist_chunks(store, **_filters(request)), request)
+
+
 SECTION = ContextSection(
     NAME,
     priority=PRIORITY,
     shed=Shed.NEVER,
     draft=draft,
+    adraft=adraft,
     envelope=INJECTED_MEMORY,
     carries_memory=True,
     heading="Always-on memories:",

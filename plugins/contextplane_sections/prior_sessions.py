@@ -20,6 +20,7 @@ store that is not SQLite gets the same digest through its own backend.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import time
@@ -53,20 +54,26 @@ def summaries_for(request: ProjectionRequest) -> SessionSummaries | None:
     return None if backend is None else backend.summaries
 
 
-def _newest(source: SessionSummaries, limit: int, exclude: str) -> list[SessionSummary]:
-    now = time.monotonic()
+def _cached(source: SessionSummaries, limit: int, now: float) -> list[SessionSummary] | None:
+    """The cached newest list, while it is fresh."""
     with _cache_lock:
         try:
             hit = _cache.get(source, {}).get(limit)
         except TypeError:  # a summaries object that cannot be weakly referenced: no cache
             hit = None
-    if hit is None or now - hit[0] > CACHE_TTL_S:
+    return None if hit is None or now - hit[0] > CACHE_TTL_S else hit[1]
+
+
+def _newest(source: SessionSummaries, limit: int, exclude: str) -> list[SessionSummary]:
+    now = time.monotonic()
+    hit = _cached(source, limit, now)
+    if hit is None:
         # One extra, so excluding the active session still leaves ``limit`` entries.
         rows = source.newest(limit + 1)
         with _cache_lock, contextlib.suppress(TypeError):
             _cache.setdefault(source, {})[limit] = (now, rows)
     else:
-        rows = hit[1]
+        rows = hit
     return [r for r in rows if r.session_id != exclude][:limit]
 
 
@@ -103,11 +110,28 @@ def draft(request: ProjectionRequest) -> Draft:
     return Draft(rows, meta)
 
 
+async def adraft(request: ProjectionRequest) -> Draft:
+    """``draft`` for the async composition: on the loop when no summaries are read (policy
+    ``off``, no backend, a fresh cached newest list), else in a worker thread (the summaries
+    protocol is synchronous; SQLite on the embedded backend)."""
+    policy = request.config.context.prior_sessions
+    source = summaries_for(request)
+    limit = request.config.context.prior_sessions_limit
+    if (
+        policy == "off"
+        or source is None
+        or (policy == "newest" and _cached(source, limit, time.monotonic()) is not None)
+    ):
+        return draft(request)
+    return await asyncio.to_thread(draft, request)
+
+
 SECTION = ContextSection(
     NAME,
     priority=PRIORITY,
     shed=Shed.DROP_ROWS,
     draft=draft,
+    adraft=adraft,
     envelope=INJECTED_MEMORY,
     carries_memory=True,
     goal_suppressed=True,

@@ -9,8 +9,10 @@ ordered by trust tier (the core's row order breaks rank ties by tier).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from contextplane import ContextSection, Draft, ProjectionRequest, Shed, hookimpl
+from contextplane import ContextSection, Draft, ProjectionRequest, SearchHit, Shed, hookimpl
+from contextplane.store.aio import asearch
 from contextplane_sections.attribution import memory_row, min_trust
 from contextplane_sections.envelopes import INJECTED_MEMORY
 
@@ -18,12 +20,19 @@ NAME = "retrieved"
 PRIORITY = 50
 
 
-def draft(request: ProjectionRequest) -> Draft:
+def _skip(request: ProjectionRequest) -> Draft | None:
+    """The draft when there is nothing to search (no store, no query, ``retrieved_k = 0``)."""
     store = request.knowledge_store
-    k = request.config.context.retrieved_k
-    if store is None or not request.query.strip() or k == 0:
+    if store is None or not request.query.strip() or request.config.context.retrieved_k == 0:
         return Draft((), {"store": "none" if store is None else "ok", "query": bool(request.query.strip())})
-    hits = store.search(request.query, k, deliverable=True, namespaces=list(request.namespaces))
+    return None
+
+
+def _options(request: ProjectionRequest) -> dict[str, Any]:
+    return {"deliverable": True, "namespaces": list(request.namespaces)}
+
+
+def _draft_of(hits: list[SearchHit], request: ProjectionRequest) -> Draft:
     floor = min_trust(request.config)
     rows = []
     dropped = 0
@@ -39,11 +48,29 @@ def draft(request: ProjectionRequest) -> Draft:
     return Draft(rows, {"hits": len(hits), "below_min_trust": dropped})
 
 
+def draft(request: ProjectionRequest) -> Draft:
+    skip = _skip(request)
+    if skip is not None:
+        return skip
+    k = request.config.context.retrieved_k
+    return _draft_of(request.knowledge_store.search(request.query, k, **_options(request)), request)
+
+
+async def adraft(request: ProjectionRequest) -> Draft:
+    """``draft`` for the async composition: the same rows, searched with ``asearch``."""
+    skip = _skip(request)
+    if skip is not None:
+        return skip
+    k = request.config.context.retrieved_k
+    return _draft_of(await asearch(request.knowledge_store, request.query, k, **_options(request)), request)
+
+
 SECTION = ContextSection(
     NAME,
     priority=PRIORITY,
     shed=Shed.DROP_ROWS,
     draft=draft,
+    adraft=adraft,
     envelope=INJECTED_MEMORY,
     carries_memory=True,
     heading="Retrieved memories:",

@@ -12,6 +12,7 @@ no count cap: the origin project's count cap hid skill names the budget had room
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -130,6 +131,14 @@ def draft(request: ProjectionRequest) -> Draft:
     return Draft(rows, {"skills": len(rows)})
 
 
+async def adraft(request: ProjectionRequest) -> Draft:
+    """``draft`` for the async composition: a skills index the runtime handed over is formatted
+    on the loop (no I/O); reading ``skills.dir`` (a glob and a stat per skill) runs in a thread."""
+    if request.skills_index is not None:
+        return draft(request)
+    return await asyncio.to_thread(draft, request)
+
+
 def make_section(config: Config) -> ContextSection:
     floor = config.plugin_settings(NAME).get("floor", DEFAULT_FLOOR)
     if isinstance(floor, bool) or not isinstance(floor, int) or floor < 0:
@@ -143,6 +152,7 @@ def make_section(config: Config) -> ContextSection:
         priority=PRIORITY,
         shed=Shed.DEGRADE,
         draft=draft,
+        adraft=adraft,
         envelope=AVAILABLE_SKILLS,
         floor=floor,
         more_marker="+{n} more skills (ask for the full list)",

@@ -99,6 +99,7 @@ SECTION = ContextSection(
     shed=Shed.NEVER,
     draft=draft,
     envelope=WORKING_STATE,
+    cheap=True,  # formats the request's own state: no I/O, so it drafts on the event loop
     description="The turn's goal, plan, open tasks, watches and schedules (capped per part).",
 )
 

@@ -156,6 +156,17 @@ class LeakyCache(_Variant):
         return attrs.evolve(super().section(config), draft=draft)
 
 
+class AsyncDrift(_Variant):
+    """Break 7, the async form drifts from the sync one: an ``adraft`` written later that forgot
+    the oldest ticket (an off-by-one in its own paging), so async runtimes see one ticket fewer."""
+
+    def section(self, config: Config) -> ContextSection:
+        async def adraft(request: ProjectionRequest) -> Draft:
+            return Draft(tickets.draft(request).rows[:-1])
+
+        return attrs.evolve(super().section(config), adraft=adraft)
+
+
 class TestWrongShed(Fixtures):
     @pytest.fixture
     def plugin(self) -> object:
@@ -190,6 +201,23 @@ class TestLeakyCache(Fixtures):
     @pytest.fixture
     def plugin(self) -> object:
         return LeakyCache()
+
+
+class TestAsyncDrift(Fixtures):
+    @pytest.fixture
+    def plugin(self) -> object:
+        return AsyncDrift()
+
+
+class TestAsyncDriftKnownGap(Fixtures):
+    """The same drift declared as a known gap: the sync path is checked alone, and the parity
+    check is a strict xfail."""
+
+    known_gaps: ClassVar[Mapping[str, str]] = {"CTX-ASYNC-PARITY": "the async client pages differently"}
+
+    @pytest.fixture
+    def plugin(self) -> object:
+        return AsyncDrift()
 
 
 class TestWrongShedKnownGap(Fixtures):

@@ -90,7 +90,7 @@ def test_known_gaps_are_strict_xfails_and_missing_capabilities_skip(breaks: Run)
 
 def test_dash_k_selects_one_requirement(site: Path, tmp_path: Path) -> None:
     run = run_pytest([HERE / "cases_broken_tickets.py"], tmp_path, "-k", "CTX-SHED-ORDER", pythonpath=[site])
-    assert len(run.outcomes) == 8
+    assert len(run.outcomes) == 10
     assert all(test_id.endswith("[CTX-SHED-ORDER]") for test_id in run.outcomes)
 
 
@@ -140,3 +140,28 @@ def test_prompt_kit_fails_on_a_misspelled_constraint(breaks: Run) -> None:
         "'ticket_etiquette' declares after='tool_guidence', but no section of that name is registered"
         in message
     )
+
+
+def test_an_async_form_that_drifts_fails_async_parity_in_every_check_that_composes(breaks: Run) -> None:
+    outcomes = breaks.by_class("TestAsyncDrift")
+    assert set(outcomes) == CONTEXT_IDS, breaks.stdout[-3000:]
+    failing = breaks.failing("TestAsyncDrift")
+    # Only the checks that never compose (a name count, the draft's ids) pass: every scenario
+    # any other check composes shows the drift.
+    assert CONTEXT_IDS - failing == {"CTX-UNIQUE-NAME", "CTX-ROW-IDS-RANKS"}, failing
+    for req in failing:
+        assert outcomes[req].message.startswith(
+            "contextplane.testing.requirements.ConformanceFailure: [CTX-ASYNC-PARITY] The async "
+            "composition (acompose_projected_context) gives every input the projection the sync one gives"
+        ), (req, outcomes[req].message)
+    parity = outcomes["CTX-ASYNC-PARITY"].message
+    assert "adraft drafts differently from draft: 3 rows then 2" in parity, parity
+    shed = outcomes["CTX-SHED-ORDER"].message
+    assert "composed through acompose_projected_context (unbounded), the projected text differs" in shed, shed
+
+
+def test_async_parity_as_a_known_gap_checks_the_sync_path_alone(breaks: Run) -> None:
+    gap = breaks.by_class("TestAsyncDriftKnownGap")
+    assert gap["CTX-ASYNC-PARITY"].outcome == "xfailed"
+    assert "known gap CTX-ASYNC-PARITY: the async client pages differently" in gap["CTX-ASYNC-PARITY"].message
+    assert breaks.failing("TestAsyncDriftKnownGap") == set()

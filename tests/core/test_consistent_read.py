@@ -10,15 +10,25 @@ every time, on the embedded SQLite store and on the kit's in-memory store.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from contextplane import ContextSection, Envelope, Row, Shed, compose_projected_context, hookimpl
-from contextplane.config import Config
+from contextplane import (
+    ContextSection,
+    Envelope,
+    Row,
+    Shed,
+    acompose_projected_context,
+    compose_projected_context,
+    hookimpl,
+)
+from contextplane.config import Config, structure
 from contextplane.notices import reset_notices
 from contextplane.store.sqlite import SQLiteKnowledgeStore
 from contextplane.testing.memory import InMemoryBackend, InMemoryKnowledgeStore
@@ -77,14 +87,26 @@ STORES: dict[str, Callable[[Path], Any]] = {
 }
 
 
+COMPOSE: dict[str, Callable[..., Any]] = {
+    "sync": compose_projected_context,
+    # The async path drafts the writer concurrently with the memory sections: only the view
+    # keeps the projection to one state there, whatever order the drafts finish in.
+    "async": lambda *a, **kw: asyncio.run(acompose_projected_context(*a, **kw)),
+}
+
+
+@pytest.mark.parametrize("path", sorted(COMPOSE))
 @pytest.mark.parametrize("kind", sorted(STORES))
 @pytest.mark.parametrize("attempt", range(5))
-def test_a_supersession_during_composition_is_all_or_nothing(tmp_path: Path, kind: str, attempt: int) -> None:
+def test_a_supersession_during_composition_is_all_or_nothing(
+    tmp_path: Path, kind: str, attempt: int, path: str
+) -> None:
+    compose = COMPOSE[path]
     store = STORES[kind](tmp_path)
     old = seed(store)
     writer = SupersedesMidTurn(store, old)
     host = host_of(always_on, writer, retrieved)
-    p = compose_projected_context("deploy window", store, budget_tokens=0, host=host, record=False)
+    p = compose("deploy window", store, budget_tokens=0, host=host, record=False)
     (new,) = writer.new_ids
     ids = delivered(p)
     assert len(ids & {old, new}) == 1, f"delivered {sorted(ids)}: the old row and its successor together"
@@ -92,8 +114,52 @@ def test_a_supersession_during_composition_is_all_or_nothing(tmp_path: Path, kin
     assert old in p.section("always_on").item_ids and new not in ids
     # The next projection sees the committed supersession, wholly.
     writer.new_ids.append("done")  # the writer writes once
-    q = compose_projected_context("deploy window", store, budget_tokens=0, host=host, record=False)
+    q = compose("deploy window", store, budget_tokens=0, host=host, record=False)
     assert new in q.section("retrieved").item_ids and old not in delivered(q)
+    store.close()
+
+
+def test_a_read_through_the_view_after_its_composition_ended_is_refused(tmp_path: Path) -> None:
+    """A synchronous provider abandoned at the time limit reads on in its thread; by then the
+    view's reader connection may be another composition's, so the embedded store refuses."""
+    store = SQLiteKnowledgeStore(tmp_path / "m.sqlite3")
+    seed(store)
+    go, done = threading.Event(), threading.Event()
+    late: list[BaseException] = []
+
+    def stuck(request: Any) -> list[Row]:
+        go.wait(10)
+        try:
+            request.knowledge_store.search("deploy", 3)
+        except BaseException as exc:
+            late.append(exc)
+        done.set()
+        return []
+
+    class Stuck:
+        plugin_name = "stuck"
+
+        @hookimpl
+        def register_context_sections(self, register: Callable[[ContextSection], None]) -> None:
+            register(ContextSection("stuck", 60, Shed.DROP_ROWS, stuck, NOTE, carries_memory=True))
+
+    host = host_of(always_on, Stuck(), config=structure({"context": {"provider_timeout_ms": 100}}))
+
+    async def main() -> Any:
+        p = await acompose_projected_context("deploy", store, budget_tokens=0, host=host, record=False)
+        go.set()
+        await asyncio.to_thread(done.wait, 10)
+        return p
+
+    p = asyncio.run(main())
+    assert "no longer awaited" in p.section("stuck").error
+    assert p.section("always_on").item_ids
+    assert len(late) == 1 and str(late[0]) == (
+        f"{store.path}: read through a consistent view after its composition ended (a provider "
+        "abandoned at context.provider_timeout_ms reads on); read inside draft"
+    )
+    # The store itself is unharmed: the next composition reads normally.
+    assert compose_projected_context("deploy", store, budget_tokens=0, host=host_of(always_on), record=False).text
     store.close()
 
 

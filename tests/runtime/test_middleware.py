@@ -161,21 +161,30 @@ def ask_operator(question: str) -> str:
     return f"operator said {answer}"
 
 
+def invoker(agent: Any, mode: str) -> Any:
+    """``agent.invoke``, or ``agent.ainvoke`` run to completion: the sync hooks or the async ones."""
+    if mode == "invoke":
+        return agent.invoke
+    return lambda payload, config: asyncio.run(agent.ainvoke(payload, config))
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
 def test_resume_after_interrupt_in_a_tool_recomposes_with_the_turns_input(
-    host, sections, injection_log
+    host, sections, injection_log, mode: str
 ) -> None:
     agent, model, saver, _mw = make_agent(
         host, tools=[ask_operator], policy=tool_then_answer("ask_operator", {"question": "ok?"})
     )
-    first = agent.invoke({"messages": [HumanMessage("hitl:first")]}, cfg("hitl"))
+    invoke = invoker(agent, mode)
+    first = invoke({"messages": [HumanMessage("hitl:first")]}, cfg("hitl"))
     assert [i.value for i in first["__interrupt__"]] == [{"question": "ok?"}]
-    agent.invoke(Command(resume="fine"), cfg("hitl"))
-    second = agent.invoke({"messages": [HumanMessage("hitl:second")]}, cfg("hitl"))
+    invoke(Command(resume="fine"), cfg("hitl"))
+    second = invoke({"messages": [HumanMessage("hitl:second")]}, cfg("hitl"))
     assert [i.value for i in second["__interrupt__"]] == [{"question": "ok?"}]
     calls_before = len(model.calls)
     log_before = len(injection_log.rows)
 
-    agent.invoke(Command(resume="yes"), cfg("hitl"))
+    invoke(Command(resume="yes"), cfg("hitl"))
 
     # One recomposition per resumed run, each queried with its own turn's operator input.
     resumed = [d for d in sections.of("working") if d.reason == "resume"]

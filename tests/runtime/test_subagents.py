@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
@@ -85,7 +87,17 @@ def test_unknown_subagent_name_is_a_clear_error() -> None:
         subagent_contract(structure(CONFIG), "coder")
 
 
-def test_subagent_graph_sees_its_prompt_and_only_its_sections(host, sections, backend) -> None:
+def run(agent, mode: str, text: str, thread: str) -> None:
+    """One turn through the sync hooks (``invoke``) or the async ones (``ainvoke``)."""
+    payload = {"messages": [HumanMessage(text)]}
+    if mode == "invoke":
+        agent.invoke(payload, cfg(thread))
+    else:
+        asyncio.run(agent.ainvoke(payload, cfg(thread)))
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_subagent_graph_sees_its_prompt_and_only_its_sections(host, sections, backend, mode: str) -> None:
     config = structure(CONFIG)
     # Default contract on a real agent: system message verbatim, no projection message.
     agent, model, _saver, _mw = make_agent(
@@ -95,7 +107,7 @@ def test_subagent_graph_sees_its_prompt_and_only_its_sections(host, sections, ba
         backend=backend,
         subagent=subagent_contract(config, "researcher"),
     )
-    agent.invoke({"messages": [HumanMessage("sub:find it")]}, cfg("sub-r"))
+    run(agent, mode, "sub:find it", "sub-r")
     [seen] = model.calls
     assert [(m.type, m.content) for m in seen] == [
         ("system", "You research. Cite sources.\n"),
@@ -112,7 +124,7 @@ def test_subagent_graph_sees_its_prompt_and_only_its_sections(host, sections, ba
         backend=backend,
         subagent=subagent_contract(config, "planner"),
     )
-    agent.invoke({"messages": [HumanMessage("sub:plan it")]}, cfg("sub-p"))
+    run(agent, mode, "sub:plan it", "sub-p")
     [seen] = model.calls
     assert seen[0].content == "You plan."
     assert is_context_frame(seen[-1]) and MARK in seen[-1].content and MEMTEXT not in seen[-1].content

@@ -7,10 +7,15 @@ that caused it, and say why in the commit message. Never regenerate it blindly.
 
 from __future__ import annotations
 
+import asyncio
+import warnings
 from pathlib import Path
 
-from contextplane import compose_projected_context
+import pytest
+
+from contextplane import acompose_projected_context, compose_projected_context
 from contextplane.backends.sqlite import SQLiteSessionSummaries as SessionSummaries
+from contextplane.notices import BudgetWarning
 from contextplane.testing.memory import InMemoryBackend
 
 from .conftest import FakeStore, chunk, standard_host
@@ -72,17 +77,17 @@ def fixture(tmp_path: Path, tmp_config):
     return store, summaries, config, state, skills
 
 
-def compose(tmp_path: Path, tmp_config, **kw):
+def compose(tmp_path: Path, tmp_config, *, via=compose_projected_context, **kw):
     store, summaries, config, state, skills = fixture(tmp_path, tmp_config)
     host = standard_host(config)
-    return compose_projected_context(
+    return via(
         "deploy window",
         store,
         skills,
         state,
         session_id="s-now",
         turn_index=3,
-        budget_tokens=0,
+        budget_tokens=kw.pop("budget_tokens", 0),
         host=host,
         record=False,
         backend=InMemoryBackend(store, summaries=summaries),
@@ -104,3 +109,24 @@ def test_golden_is_deterministic(tmp_path: Path, tmp_config) -> None:
     a = compose(tmp_path / "a", tmp_config)
     b = compose(tmp_path / "b", tmp_config)
     assert a.text == b.text and a.delivered_ids == b.delivered_ids
+
+
+@pytest.mark.parametrize("budget_tokens", [0, 200, 120, 60])
+def test_the_async_composition_is_the_golden_projection_byte_for_byte(
+    tmp_path: Path, tmp_config, budget_tokens: int
+) -> None:
+    """The standard sections through ``acompose_projected_context`` (their ``adraft`` forms,
+    the store's ``asearch`` through the worker-thread fallback): the same bytes, the same
+    reports, the same shedding, at every budget."""
+
+    def via_async(*a, **kw):
+        return asyncio.run(acompose_projected_context(*a, **kw))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BudgetWarning)
+        sync = compose(tmp_path / "sync", tmp_config, budget_tokens=budget_tokens)
+        other = compose(tmp_path / "async", tmp_config, via=via_async, budget_tokens=budget_tokens)
+    if not budget_tokens:
+        assert other.text + "\n" == GOLDEN.read_text(encoding="utf-8")
+    assert other.text == sync.text
+    assert other.sections == sync.sections and other.overflow == sync.overflow

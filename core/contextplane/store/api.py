@@ -12,7 +12,13 @@ from datetime import datetime
 from typing import Any
 
 from contextplane.errors import IncognitoWriteError
+from contextplane.store.aio import aadd_chunk, asearch
 from contextplane.store.protocol import KnowledgeStore, SearchHit
+
+_INCOGNITO = (
+    "memory_ingest: this turn is incognito, so nothing may be written to the memory store; "
+    "drop the write or leave incognito mode"
+)
 
 
 def memory_ingest(
@@ -29,10 +35,7 @@ def memory_ingest(
     delivery_policy, review_state, namespace, heading, source, subject, epoch, expires_at).
     Raises ``IncognitoWriteError`` before touching the store when ``incognito`` is true."""
     if incognito:
-        raise IncognitoWriteError(
-            "memory_ingest: this turn is incognito, so nothing may be written to the memory store; "
-            "drop the write or leave incognito mode"
-        )
+        raise IncognitoWriteError(_INCOGNITO)
     return store.add_chunk(content, expires_in_days=expires_in_days, **attrs)
 
 
@@ -51,3 +54,31 @@ def memory_recall(
     return store.search(
         query, k, deliverable=True, namespaces=namespaces, include_superseded=include_superseded, now=now
     )
+
+
+async def amemory_ingest(
+    store: KnowledgeStore,
+    content: str,
+    *,
+    incognito: bool = False,
+    expires_in_days: int | None = None,
+    **attrs: Any,
+) -> str:
+    """``memory_ingest`` without blocking an event loop (``contextplane.store.aio``)."""
+    if incognito:
+        raise IncognitoWriteError(_INCOGNITO)
+    return await aadd_chunk(store, content, expires_in_days=expires_in_days, **attrs)
+
+
+async def amemory_recall(
+    store: KnowledgeStore,
+    query: str,
+    k: int = 5,
+    *,
+    include_superseded: bool = False,
+    namespaces: Sequence[str] | None = None,
+    now: datetime | None = None,
+) -> list[SearchHit]:
+    """``memory_recall`` without blocking an event loop (``contextplane.store.aio``)."""
+    options = {"namespaces": namespaces, "include_superseded": include_superseded, "now": now}
+    return await asearch(store, query, k, deliverable=True, **options)

@@ -108,3 +108,27 @@ class KnowledgeStore(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+@runtime_checkable
+class AsyncKnowledgeStore(KnowledgeStore, Protocol):
+    """A ``KnowledgeStore`` that also offers, for event loops, what composition and the memory
+    tools use: each returns what its synchronous twin returns, without blocking the loop.
+
+    Why a protocol of its own and not five more methods on ``KnowledgeStore``: every store
+    written against ``KnowledgeStore`` would stop satisfying it. ``contextplane.store.aio``
+    calls these when a store has them and runs the synchronous method in a worker thread when
+    it does not, so every store works on the async path and a store with a native async client
+    (PostgreSQL) is not made to hop threads. A store's ``consistent_read()`` view offers
+    ``asearch`` / ``alist_chunks`` too when the store does (reads through the view, never
+    around it). The store conformance kit checks each against its twin (STORE-ASYNC-PARITY)."""
+
+    async def asearch(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]: ...
+
+    async def alist_chunks(self, **filters: Any) -> list[MemoryChunk]: ...
+
+    async def aadd_chunk(self, content: str, *args: Any, **attrs: Any) -> str: ...
+
+    async def asupersede(self, old_id: str, content: str, **attrs: Any) -> str: ...
+
+    async def aset_review_state(self, chunk_id: str, state: str) -> MemoryChunk: ...

@@ -21,17 +21,18 @@ opening the store, consistent reads and the reads themselves.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import apsw
 
-from contextplane.embedding import Embedder
+from contextplane.embedding import Embedder, aembed
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.model import MemoryChunk, validate_text
 from contextplane.store import migrate, sql, vector_index
@@ -45,6 +46,8 @@ from contextplane.store.protocol import SearchHit
 
 # Re-exported: callers import the warning from here (and from ``contextplane.store``).
 from contextplane.store.vector_index import VectorSearchUnavailableWarning as VectorSearchUnavailableWarning
+
+T = TypeVar("T")
 
 
 class SQLiteKnowledgeStore(StoreLifecycle):
@@ -153,20 +156,24 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             with self._lock:
                 image = self.conn.serialize("main")
             copy = apsw.Connection(":memory:")
+            view = StoreView(self, copy, threading.Lock())
             try:
                 if image:
                     copy.deserialize("main", image)
                 self._load_vectors(copy)
-                yield StoreView(self, copy, threading.Lock())
+                yield view
             finally:
+                view.close()
                 copy.close()
             return
         reader = self._take_reader()
+        view = StoreView(self, reader, threading.Lock())
         try:
             reader.execute("BEGIN")
             reader.execute("SELECT 1 FROM chunks LIMIT 1").fetchall()  # the snapshot starts here
-            yield StoreView(self, reader, threading.Lock())
+            yield view
         finally:
+            view.close()
             healthy = True
             try:
                 reader.execute("COMMIT")
@@ -224,6 +231,11 @@ class SQLiteKnowledgeStore(StoreLifecycle):
                     yield view.conn
             else:
                 with view.lock:
+                    if view.closed:
+                        raise StoreError(
+                            f"{self.path}: read through a consistent view after its composition ended (a "
+                            "provider abandoned at context.provider_timeout_ms reads on); read inside draft"
+                        )
                     yield view.conn
         except apsw.Error as exc:
             raise store_error(self.path, exc, "the read") from None
@@ -266,10 +278,12 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         include_superseded: bool = False,
         now: datetime | None = None,
         _on: StoreView | None = None,
+        _vector: bytes | None = None,
     ) -> list[SearchHit]:
         """Hybrid (BM25 + vector, fused by reciprocal rank) or FTS-only search. Raw user text is
         never FTS syntax (see ``fts_query``). ``include_superseded`` admits superseded rows but
-        still never rejected, expired or otherwise-invalidated ones."""
+        still never rejected, expired or otherwise-invalidated ones. (``_vector``: the query
+        already embedded, by ``asearch``.)"""
         validate_text(query, "query", storable=False)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
@@ -281,7 +295,9 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         where = " AND ".join(clauses) or "1"
         expression = to_match_expression(query)
         # embed before taking the lock: a slow embedder must not stall other threads' reads
-        vector = self._embed([query])[0] if self._embedder is not None and query.strip() else None
+        vector = _vector
+        if vector is None and self._embedder is not None and query.strip():
+            vector = self._embed([query])[0]
         with self._reading(_on) as conn:
             if expression is None and vector is None:
                 return []
@@ -300,6 +316,64 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             for rank, row in enumerate(rows, start=1)
         ]
 
+    # ------------------------------------------------------------------ async (AsyncKnowledgeStore)
+    # Why worker threads and not an async SQLite driver: apsw releases the GIL while SQLite
+    # works, a local query takes about a millisecond, and the store's own connections (a pooled
+    # reader per read, the view's, the writer) already make it thread-safe; an async driver
+    # would itself be a thread per connection. So each call is one hop to the loop's default
+    # executor, and reads outside a view take a pooled reader, so concurrent turns do not
+    # queue on the writer's lock. bench/async_bench.py measures what the hop costs.
+
+    def _off_loop(self, read: Callable[[StoreView | None], T], view: StoreView | None) -> T:
+        """Run ``read`` in the calling worker thread: on ``view``, else on a pooled reader (the
+        main connection for ``:memory:``, which has no second connection)."""
+        if view is not None or self.path == ":memory:":
+            return read(view)
+        reader = self._take_reader()
+        healthy = False
+        try:
+            result = read(StoreView(self, reader, threading.Lock()))
+            healthy = True
+            return result
+        finally:
+            self._give_back(reader, healthy)
+
+    async def asearch(
+        self, query: str, k: int = 10, *, _on: StoreView | None = None, **options: Any
+    ) -> list[SearchHit]:
+        """``search`` without blocking the event loop. An embedder with its own ``aembed`` (a
+        remote service) embeds the query on the loop; any other embeds it in the worker thread
+        that runs the SQL."""
+        vector = None
+        embedder = self._embedder
+        if embedder is not None and hasattr(embedder, "aembed") and isinstance(query, str) and query.strip():
+            vector = self._packed([query], await aembed(embedder, [query]), embedder.dimensions)[0]
+
+        def read(view: StoreView | None) -> list[SearchHit]:
+            return self.search(query, k, **options, _on=view, _vector=vector)
+
+        return await asyncio.to_thread(self._off_loop, read, _on)
+
+    async def alist_chunks(self, *, _on: StoreView | None = None, **filters: Any) -> list[MemoryChunk]:
+        """``list_chunks`` in a worker thread."""
+
+        def read(view: StoreView | None) -> list[MemoryChunk]:
+            return self.list_chunks(**filters, _on=view)
+
+        return await asyncio.to_thread(self._off_loop, read, _on)
+
+    async def aadd_chunk(self, content: str, *args: Any, **attrs: Any) -> str:
+        """``add_chunk`` in a worker thread (writes wait for the write lock there, not on the loop)."""
+        return await asyncio.to_thread(self.add_chunk, content, *args, **attrs)
+
+    async def asupersede(self, old_id: str, content: str, **attrs: Any) -> str:
+        """``supersede`` in a worker thread."""
+        return await asyncio.to_thread(self.supersede, old_id, content, **attrs)
+
+    async def aset_review_state(self, chunk_id: str, state: str) -> MemoryChunk:
+        """``set_review_state`` in a worker thread."""
+        return await asyncio.to_thread(self.set_review_state, chunk_id, state)
+
 
 class StoreView:
     """One composition's point-in-time view of a ``SQLiteKnowledgeStore`` (``consistent_read``).
@@ -314,6 +388,17 @@ class StoreView:
         self.store = store
         self.conn = conn
         self.lock = lock
+        #: Set when the composition ends: a late read (an abandoned provider's) is refused, never
+        #: run on a connection another composition may hold by then.
+        self.closed = False
+
+    def close(self) -> None:
+        """Refuse further reads, waiting for one in flight (another thread's) to finish."""
+        if self.lock is None:
+            self.closed = True
+            return
+        with self.lock:
+            self.closed = True
 
     def get(self, chunk_id: str) -> MemoryChunk | None:
         return self.store.get(chunk_id, _on=self)
@@ -323,6 +408,12 @@ class StoreView:
 
     def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
         return self.store.search(query, k, **options, _on=self)
+
+    async def asearch(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
+        return await self.store.asearch(query, k, **options, _on=self)
+
+    async def alist_chunks(self, **filters: Any) -> list[MemoryChunk]:
+        return await self.store.alist_chunks(**filters, _on=self)
 
     @contextlib.contextmanager
     def consistent_read(self) -> Iterator[StoreView]:

@@ -36,18 +36,25 @@ class VectorUpkeep(StoreBase):
         out: list[bytes] = []
         for start in range(0, len(texts), EMBED_BATCH):
             batch = texts[start : start + EMBED_BATCH]
-            vectors = embedder.embed(batch)
-            if len(vectors) != len(batch):
+            out.extend(self._packed(batch, embedder.embed(batch), dims))
+        return out
+
+    def _packed(self, batch: Sequence[str], vectors: Sequence[Sequence[float]], dims: int) -> list[bytes]:
+        """The embedder's vectors for ``batch``, its promises checked (one per text, the declared
+        width), packed for the index; shared by ``_embed`` and the async search's ``aembed``."""
+        embedder = self._embedder
+        assert embedder is not None
+        if len(vectors) != len(batch):
+            raise StoreError(
+                f"embedder {embedder.name!r}: returned {len(vectors)} vectors for {len(batch)} texts"
+            )
+        out: list[bytes] = []
+        for vector in vectors:
+            if len(vector) != dims:
                 raise StoreError(
-                    f"embedder {embedder.name!r}: returned {len(vectors)} vectors for {len(batch)} texts"
+                    f"embedder {embedder.name!r}: returned a {len(vector)}-dimension vector, declared {dims}"
                 )
-            for vector in vectors:
-                if len(vector) != dims:
-                    raise StoreError(
-                        f"embedder {embedder.name!r}: returned a {len(vector)}-dimension vector, "
-                        f"declared {dims}"
-                    )
-                out.append(vector_index.pack(vector))
+            out.append(vector_index.pack(vector))
         return out
 
     def _probes(self, conn: apsw.Connection) -> int:

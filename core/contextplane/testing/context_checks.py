@@ -4,10 +4,16 @@ Each check composes through ``compose_projected_context`` on a private plugin ho
 section passes exactly when it behaves in a real turn. Three groups: what one draft is
 (``ContextDraftChecks``), how the section sheds under the budget (``ContextBudgetChecks``),
 and what must never cross a boundary (``ContextIsolationChecks``).
+
+Every composition a check makes is made through both paths, ``compose_projected_context`` and
+``acompose_projected_context``, and a difference fails the check as CTX-ASYNC-PARITY: a
+runtime may take either path, so every scenario a check sets up must hold on both. (Declaring
+CTX-ASYNC-PARITY a known gap checks the sync path alone.)
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 import time
@@ -18,6 +24,8 @@ from typing import Any, ClassVar
 import attrs
 import pytest
 
+from contextplane.aio import run_to_completion
+from contextplane.aprojection import acompose_projected_context
 from contextplane.config import Config
 from contextplane.errors import ContextPlaneError
 from contextplane.fitting import format_row
@@ -31,7 +39,7 @@ from contextplane.testing._base import (
 )
 from contextplane.testing.harness import Harness, Quiet, SectionPluginBase, describe_error, text_diff
 from contextplane.testing.inputs import PAYLOAD_MARKER, SectionInput, hostile_payload
-from contextplane.testing.requirements import Requirement
+from contextplane.testing.requirements import Requirement, requirement
 
 _ROLE_AT_LINE_START = re.compile(r"^(?:system|assistant|user|human|developer|tool)\s*:", re.I | re.M)
 _INSTRUCTION_TOKEN = re.compile(r"\[/?(?:INST|SYS|SYSTEM|ASSISTANT|USER)\]", re.I)
@@ -54,6 +62,55 @@ class SpyStore:
         return getattr(inner, name)
 
 
+def drafted(section: ContextSection, request: Any) -> Any:
+    """``section.draft(request)``, run to completion when the draft is async."""
+    result = section.draft(request)
+    return run_to_completion(result) if inspect.isawaitable(result) else result
+
+
+def _error_kind(error: str | None) -> str | None:
+    # A time limit is reported in each path's own words (the sync path measures after the call,
+    # the async one cancels at the limit): the same failure, different text.
+    if error is not None and error.startswith("TimeoutError:"):
+        return "TimeoutError"
+    return error
+
+
+def parity_difference(sync: ProjectedContext, asynchronous: ProjectedContext) -> str | None:
+    """How the async composition's projection differs from the sync one's, or None."""
+    if sync.text != asynchronous.text:
+        return text_diff("the projected text differs (sync vs async)", sync.text, asynchronous.text)
+    for name in ("budget_chars", "used_chars", "overflow", "warnings"):
+        a, b = getattr(sync, name), getattr(asynchronous, name)
+        if a != b:
+            return f"{name} differs: {a!r} (sync) vs {b!r} (async)"
+    names = [r.name for r in sync.sections], [r.name for r in asynchronous.sections]
+    if names[0] != names[1]:
+        return f"the sections differ: {names[0]} (sync) vs {names[1]} (async)"
+    for a, b in zip(sync.sections, asynchronous.sections, strict=True):
+        for name in ("chars", "item_ids", "offered", "truncated", "suppressed", "meta"):
+            x, y = getattr(a, name), getattr(b, name)
+            if x != y:
+                return f"section {a.name!r}: {name} is {x!r} (sync) but {y!r} (async)"
+        if _error_kind(a.error) != _error_kind(b.error):
+            return f"section {a.name!r}: error is {a.error!r} (sync) but {b.error!r} (async)"
+    return None
+
+
+def async_difference(
+    projection: ProjectedContext, kwargs: dict[str, Any], options: dict[str, Any]
+) -> str | None:
+    """How ``acompose_projected_context`` composes the inputs that gave ``projection`` through
+    the sync path differently, or None. A sync path that differs from itself is
+    CTX-DETERMINISTIC's business: the async path cannot be held to an answer the section does
+    not give twice, so that is None too."""
+    other = run_to_completion(acompose_projected_context(**kwargs, **options))
+    difference = parity_difference(projection, other)
+    if difference is None or parity_difference(projection, compose_projected_context(**kwargs, **options)):
+        return None
+    return difference
+
+
 def _rows_of(result: Any) -> tuple[Row, ...]:
     if isinstance(result, Draft):
         return result.rows
@@ -65,9 +122,11 @@ def _rows_of(result: Any) -> tuple[Row, ...]:
 class ContextSectionHarness:
     """The one context section under test, drafted and composed the way a runtime does it."""
 
-    def __init__(self, harness: Harness, chosen: str | None) -> None:
+    def __init__(self, harness: Harness, chosen: str | None, *, parity: bool = True) -> None:
         self.harness = harness
         self.chosen = chosen
+        #: Compose through both paths and fail CTX-ASYNC-PARITY on a difference.
+        self.parity = parity
 
     def section(self, config: Config, *, standard: bool = False) -> tuple[ContextSection, PluginHost]:
         host, name = self.harness.host(config, standard=standard)
@@ -104,7 +163,7 @@ class ContextSectionHarness:
             request = attrs.evolve(request, knowledge_store=store)
         try:
             with Quiet():
-                return _rows_of(section.draft(request))
+                return _rows_of(drafted(section, request))
         except Exception as exc:
             req.fail(f"draft of context section {section.name!r} raised {describe_error(exc)}")
 
@@ -123,15 +182,24 @@ class ContextSectionHarness:
         kwargs = inp.compose_kwargs()
         if store is not ...:
             kwargs["knowledge_store"] = store
+        options: dict[str, Any] = {
+            "host": host,
+            "budget_tokens": budget_tokens,
+            "incognito": incognito,
+            "record": False,
+            "strict": False,
+        }
         with Quiet():
-            return compose_projected_context(
-                **kwargs,
-                host=host,
-                budget_tokens=budget_tokens,
-                incognito=incognito,
-                record=False,
-                strict=False,
-            )
+            projection = compose_projected_context(**kwargs, **options)
+            if self.parity:
+                difference = async_difference(projection, kwargs, options)
+                if difference is not None:
+                    where = f"budget {budget_tokens} tokens" if budget_tokens else "unbounded"
+                    requirement("CTX-ASYNC-PARITY").fail(
+                        f"composed through acompose_projected_context ({where}"
+                        f"{', incognito' if incognito else ''}), {difference}"
+                    )
+        return projection
 
     @staticmethod
     def report(projection: ProjectedContext, section: ContextSection, req: Requirement) -> SectionReport:
@@ -177,7 +245,8 @@ class _ContextSectionBase(SectionPluginBase):
     @pytest.fixture
     def context(self, harness: Harness) -> ContextSectionHarness:
         """Internal: the context section under test."""
-        return ContextSectionHarness(harness, type(self).context_section)
+        parity = "CTX-ASYNC-PARITY" not in type(self).known_gaps
+        return ContextSectionHarness(harness, type(self).context_section, parity=parity)
 
     def _sample_rows(
         self, context: ContextSectionHarness, inp: SectionInput, req: Requirement
@@ -204,7 +273,7 @@ class ContextDraftChecks(_ContextSectionBase):
         started = time.perf_counter()
         try:
             with Quiet():
-                result = section.draft(section_input.request())
+                result = drafted(section, section_input.request())
         except Exception as exc:
             requirement.fail(f"draft raised {describe_error(exc)}")
         elapsed = time.perf_counter() - started
@@ -292,6 +361,41 @@ class ContextDraftChecks(_ContextSectionBase):
         requirement.check(
             first_text == second_text, text_diff("two compositions differ", first_text, second_text)
         )
+
+    @checks("CTX-ASYNC-PARITY")
+    def test_context_async_parity(
+        self,
+        context: ContextSectionHarness,
+        section_input: SectionInput,
+        second_session_input: SectionInput,
+        requirement: Requirement,
+    ) -> None:
+        section, rows = self._sample_rows(context, section_input, requirement)
+        if section.adraft is not None:
+            request = section_input.request()
+            try:
+                with Quiet():
+                    twin = _rows_of(run_to_completion(section.adraft(request)))
+            except Exception as exc:
+                requirement.fail(f"adraft of context section {section.name!r} raised {describe_error(exc)}")
+            if rows != twin and rows == context.draft(section, section_input, requirement):
+                requirement.fail(_row_diff("adraft drafts differently from draft", rows, twin))
+        probe = ContextSectionHarness(context.harness, context.chosen, parity=False)
+        host, _ = context.harness.host(section_input.config)
+        full = probe.compose(section_input, host=host).used_chars
+        scenarios: list[tuple[str, SectionInput, dict[str, Any]]] = [
+            ("the section input", section_input, {}),
+            ("the second session's input", second_session_input, {}),
+            ("an incognito turn", section_input, {"incognito": True}),
+            *(("a shrinking budget", section_input, {"budget_tokens": t}) for t in _budgets(full, most=8)),
+        ]
+        for what, inp, options in scenarios:
+            kwargs = inp.compose_kwargs()
+            settings = {"host": host, "record": False, "strict": False, **options}
+            with Quiet():
+                sync = compose_projected_context(**kwargs, **settings)
+                difference = async_difference(sync, kwargs, settings)
+            requirement.check(difference is None, f"for {what} {options or ''}: {difference}")
 
 
 def _shed_alone(

@@ -242,6 +242,25 @@ class InMemoryKnowledgeStore:
         scored.sort(key=lambda pair: (-pair[0], int(pair[1].id)))
         return [SearchHit(c, float(s), r) for r, (s, c) in enumerate(scored[:k], start=1)]
 
+    # ------------------------------------------------------------------ async (AsyncKnowledgeStore)
+    # Dict operations under a lock held for microseconds: nothing here can block a loop, so the
+    # async forms run the synchronous ones in place (a store over a network awaits its client).
+
+    async def asearch(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
+        return self.search(query, k, **options)
+
+    async def alist_chunks(self, **filters: Any) -> list[MemoryChunk]:
+        return self.list_chunks(**filters)
+
+    async def aadd_chunk(self, content: str, *args: Any, **attrs_: Any) -> str:
+        return self.add_chunk(content, *args, **attrs_)
+
+    async def asupersede(self, old_id: str, content: str, **attrs_: Any) -> str:
+        return self.supersede(old_id, content, **attrs_)
+
+    async def aset_review_state(self, chunk_id: str, state: str) -> MemoryChunk:
+        return self.set_review_state(chunk_id, state)
+
     def close(self) -> None:
         pass
 

@@ -125,6 +125,13 @@ _ALL: tuple[Requirement, ...] = (
         "text, in the same host and in a fresh one.",
     ),
     Requirement(
+        "CTX-ASYNC-PARITY",
+        "context",
+        "The async composition (acompose_projected_context) gives every input the projection the sync "
+        "one gives: the same text, section reports and shedding; adraft, when the section has one, "
+        "drafts what draft drafts.",
+    ),
+    Requirement(
         "CTX-SHED-ORDER",
         "context",
         "Under a shrinking budget the section gives up space as its declared shed behaviour says, least "
@@ -272,6 +279,13 @@ _ALL: tuple[Requirement, ...] = (
         "it opened: a row added, superseded or rejected afterwards is seen by the store and not through "
         "the view.",
         capability="consistent_read",
+    ),
+    Requirement(
+        "STORE-ASYNC-PARITY",
+        "store",
+        "Through contextplane.store.aio (the store's own async methods where it has them), asearch, "
+        "alist_chunks, aadd_chunk, asupersede and aset_review_state give what search, list_chunks, "
+        "add_chunk, supersede and set_review_state give.",
     ),
     # --- backends: the records beside the memories (ADR D5, D8, D9) ------------------------
     Requirement(

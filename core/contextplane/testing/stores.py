@@ -9,6 +9,7 @@ the ``KnowledgeStore`` protocol.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -17,6 +18,7 @@ from typing import Any, ClassVar
 import pytest
 
 from contextplane.memory.model import MemoryChunk
+from contextplane.store import aio
 from contextplane.store.protocol import KnowledgeStore
 from contextplane.testing._base import ConformanceBase, KitUsageError, checks, required_fixture
 from contextplane.testing.requirements import STORE_CAPABILITIES, Requirement
@@ -658,7 +660,85 @@ class StoreConsistencyChecks(_StoreBase):
         )
 
 
+class StoreAsyncChecks(_StoreBase):
+    """The async forms composition and the memory tools await (``contextplane.store.aio``)."""
+
+    @checks("STORE-ASYNC-PARITY")
+    def test_store_async_parity(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        asyncio.run(self._async_parity(store, requirement))
+
+    async def _async_parity(self, store: KnowledgeStore, req: Requirement) -> None:
+        # Each write is made twice, once through each form, on twin rows; the twins must end up
+        # alike. What the lifecycle itself must do is the other checks' business.
+        scope = "project:a"
+        ids = {
+            "sync": store.add_chunk("kiwi orchard", "general", "operator", namespace=scope),
+            "async": await aio.aadd_chunk(store, "kiwi orchard", "general", "operator", namespace=scope),
+        }
+        await aio.aadd_chunk(store, "banana stand", "hot", "operator")
+        store.add_chunk("kiwi pending note", "general", "extracted")
+        sync_row, async_row = _get(store, ids["sync"], req), _get(store, ids["async"], req)
+        req.check(
+            _shape(async_row) == _shape(sync_row),
+            f"aadd_chunk wrote {_shape(async_row)}, add_chunk wrote {_shape(sync_row)}",
+        )
+        await self._reads_agree(store, req, "after the writes")
+        sync_review = store.set_review_state(ids["sync"], "rejected")
+        async_review = await aio.aset_review_state(store, ids["async"], "rejected")
+        req.check(
+            _shape(async_review) == _shape(sync_review),
+            f"aset_review_state returned {_shape(async_review)}, set_review_state {_shape(sync_review)}",
+        )
+        twins = [store.add_chunk("plum tree pruning", "general", "operator") for _ in range(2)]
+        successors = (
+            store.supersede(twins[0], "plum tree pruning in March"),
+            await aio.asupersede(store, twins[1], "plum tree pruning in March"),
+        )
+        for what, pair in (("the old row", twins), ("the successor", successors)):
+            a, b = store.get(pair[0]), store.get(pair[1])
+            req.check(
+                (a is None) == (b is None) and (a is None or b is None or _shape(a) == _shape(b)),
+                f"after supersede / asupersede {what} is {a and _shape(a)} / {b and _shape(b)}",
+            )
+        await self._reads_agree(store, req, "after review and supersession")
+
+    @staticmethod
+    async def _reads_agree(store: KnowledgeStore, req: Requirement, when: str) -> None:
+        for query, options in (
+            ("kiwi", {}),
+            ("kiwi", {"namespaces": ["project:a"]}),
+            ("kiwi", {"namespaces": []}),
+            ("plum", {"include_superseded": True}),
+            ("banana", {"deliverable": False}),
+            ("", {}),
+        ):
+            sync = [(h.chunk.id, h.rank) for h in store.search(query, 5, **options)]
+            other = [(h.chunk.id, h.rank) for h in await aio.asearch(store, query, 5, **options)]
+            req.check(other == sync, f"{when}: asearch({query!r}, {options}) returned {other}, search {sync}")
+        for filters in ({}, {"deliverable": True}, {"delivery_policy": "always"}, {"namespace": "project:a"}):
+            listed = [c.id for c in store.list_chunks(**filters)]
+            alisted = [c.id for c in await aio.alist_chunks(store, **filters)]
+            req.check(
+                alisted == listed, f"{when}: alist_chunks({filters}) returned {alisted}, list_chunks {listed}"
+            )
+
+
+def _shape(chunk: MemoryChunk) -> tuple[Any, ...]:
+    """What two twin rows share: everything but id, content, heading and the clock."""
+    return (
+        chunk.domain,
+        chunk.source_type,
+        chunk.memory_kind,
+        chunk.delivery_policy,
+        chunk.review_state,
+        chunk.namespace,
+        chunk.invalidated_at is None,
+        chunk.is_superseded,
+    )
+
+
 class KnowledgeStoreConformance(
+    StoreAsyncChecks,
     StoreConsistencyChecks,
     StoreRobustnessChecks,
     StoreMigrationChecks,

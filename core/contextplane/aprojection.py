@@ -1,0 +1,303 @@
+"""``acompose_projected_context``: the same composition as ``projection``, for an event loop.
+
+Agent runtimes are async (LangGraph's ``ainvoke``, MCP servers, web servers). The sync
+composition run inside a loop blocks every concurrent session of the process for as long as
+its store queries and query embeddings take. ``acompose`` composes the same projection, byte
+for byte, without blocking the loop:
+
+- **Same output by construction.** The request is checked and resolved by
+  ``projection.prepare``, and everything after drafting (the budget, shedding, rendering, the
+  reports and the injection record) is ``projection.assemble``: only drafting differs.
+- **Providers run concurrently.** Every section of the turn starts at once: async providers
+  (``adraft``, or an ``async def draft``) are awaited on the loop; synchronous ones run in a
+  worker thread, or on the loop when they declare ``cheap=True`` (see ``ContextSection``).
+  Drafts are collected in draft order, so which provider finishes first changes nothing.
+- **The time limit is enforced.** ``context.provider_timeout_ms`` counts from the moment the
+  turn asks for the drafts (time a provider waits for a worker thread counts). At the limit an
+  async provider is cancelled; a synchronous one in a worker thread cannot be, so the turn
+  stops waiting for it and its thread runs on. Either way the section reports the
+  ``TimeoutError`` and the turn goes on. A cheap provider runs on the loop and is checked
+  after it returns, as the sync path checks every provider.
+- **One consistent read.** The store's ``consistent_read()`` view is opened once per
+  composition, in a worker thread (opening it is I/O), every section drafts against it, and it
+  is closed in a worker thread; a store may offer ``aconsistent_read()`` (an async context
+  manager) instead. Reads through the view are made off the loop (``contextplane.store.aio``).
+  A late read by an abandoned provider after the view closed is refused by the embedded store.
+- **Failures and strict mode** are those of the sync path, reported in draft order: the same
+  error text per section (a row the core cannot lay out, or a provider's ``sys.exit()``,
+  fails that section only), and in strict mode the same ``SectionError`` for the first
+  failing section in draft order.
+- **Recording stays off the loop.** Observers are synchronous (the records observer writes
+  SQLite), so ``observe_projection`` is called in a worker thread (the one that closes the
+  view: one hand-off for both); the composition awaits it, so the injection-log row is written
+  before the turn's first model call records its snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from contextplane.aio import abandon, over_limit, overran
+from contextplane.config import Config
+from contextplane.fitting import SectionPlan
+from contextplane.plugins import PluginHost
+from contextplane.projection import (
+    Drafting,
+    ProjectedContext,
+    Skipped,
+    _as_rows,
+    assemble,
+    d8_request,
+    draft_failed,
+    needs_memory,
+    prepare,
+    row_limit,
+    warn_no_view,
+)
+from contextplane.request import ProjectionRequest, Surface
+from contextplane.sections import ContextSection, Row
+
+#: One section's draft: its rows and meta, or what went wrong.
+Outcome = tuple[tuple[Row, ...], Mapping[str, Any]] | BaseException
+
+
+@attrs.frozen
+class _Validated:
+    """A synchronous draft already checked in its worker thread (so a generator it returned was
+    consumed there, off the loop)."""
+
+    rows: tuple[Row, ...]
+    meta: Mapping[str, Any]
+
+
+def _in_thread(section: ContextSection, request: ProjectionRequest) -> Any:
+    result = section.draft(request)
+    if inspect.isawaitable(result):
+        return result
+    return _Validated(*_as_rows(result, section.name))
+
+
+async def _draft(
+    section: ContextSection, request: ProjectionRequest, timeout_s: float | None
+) -> tuple[tuple[Row, ...], Mapping[str, Any]]:
+    """One section's draft, run the way the section says it runs."""
+    result: Any
+    if section.adraft is not None:
+        result = await section.adraft(request)
+    elif inspect.iscoroutinefunction(section.draft):
+        result = await section.draft(request)
+    elif section.cheap:  # on the loop: it cannot be cancelled, so it is measured, as on the sync path
+        started = time.perf_counter()
+        result = section.draft(request)
+        elapsed = time.perf_counter() - started
+        if timeout_s is not None and elapsed > timeout_s:
+            raise overran(elapsed, timeout_s)
+    else:
+        result = await asyncio.to_thread(_in_thread, section, request)
+    if inspect.isawaitable(result):
+        result = await result
+    if isinstance(result, _Validated):
+        return result.rows, result.meta
+    return _as_rows(result, section.name)
+
+
+async def _guarded(
+    section: ContextSection, request: ProjectionRequest, timeout_s: float | None
+) -> Outcome:
+    """``_draft``, with a provider's ``sys.exit()`` handed back as its outcome: SystemExit
+    raised in a task escapes asyncio and stops the whole event loop, so it is caught inside
+    the task and fails that section only, as on the sync path."""
+    try:
+        return await _draft(section, request, timeout_s)
+    except SystemExit as exc:
+        return exc
+
+
+def _late(section: ContextSection, timeout_s: float) -> TimeoutError:
+    if section.asynchronous or section.cheap:
+        return over_limit(timeout_s)
+    return TimeoutError(
+        f"no result within the {timeout_s:.3f}s limit (context.provider_timeout_ms); no longer "
+        "awaited (a synchronous provider cannot be cancelled, so its worker thread runs on)"
+    )
+
+
+@contextlib.asynccontextmanager
+async def aconsistent_view(store: Any, after: list[Callable[[], Any]] | None = None) -> AsyncIterator[Any]:
+    """``projection.consistent_view`` for an event loop: the store's ``aconsistent_read()``
+    when it has one, else its ``consistent_read()`` opened and closed in a worker thread.
+
+    ``after``: callables the body appends, run once the view is closed, in the worker thread
+    that closed it (one hand-off for both: acompose's observers)."""
+    pending = after if after is not None else []
+
+    def run_after() -> None:
+        for call in pending:
+            call()
+
+    native = None if store is None else getattr(store, "aconsistent_read", None)
+    if native is None and (store is None or getattr(store, "consistent_read", None) is None):
+        if store is not None:
+            warn_no_view(store)
+        yield store
+        if pending:
+            await asyncio.shield(asyncio.to_thread(run_after))
+        return
+    if native is not None:
+        async with native() as view:
+            yield view
+        if pending:
+            await asyncio.shield(asyncio.to_thread(run_after))
+        return
+    manager = store.consistent_read()
+    opening = asyncio.ensure_future(asyncio.to_thread(manager.__enter__))
+    try:
+        view = await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        # Cancelled while the thread opens the view: close it once it is open, never leak it.
+        opening.add_done_callback(lambda f: _close_late(f, manager))
+        raise
+    try:
+        yield view
+    except BaseException as exc:
+        closing = asyncio.to_thread(manager.__exit__, type(exc), exc, exc.__traceback__)
+        if not await asyncio.shield(closing):
+            raise
+    else:
+
+        def close_then_run_after() -> None:
+            manager.__exit__(None, None, None)
+            run_after()
+
+        await asyncio.shield(asyncio.to_thread(close_then_run_after))
+
+
+def _close_late(opened: asyncio.Future[Any], manager: Any) -> None:
+    if not opened.cancelled() and opened.exception() is None:
+        asyncio.get_running_loop().run_in_executor(None, manager.__exit__, None, None, None)
+
+
+async def _drafts(
+    drafting: Drafting, request: ProjectionRequest, timeout_s: float | None
+) -> dict[int, Outcome]:
+    """Every section that drafts this turn, started at once and awaited together up to the
+    limit: its rows and meta, or what went wrong, by ``id`` of its registration. Every outcome
+    is taken, so a failure that strict mode does not get to (it raises for the first in draft
+    order) is never reported by asyncio as unretrieved."""
+    running = [
+        (reg, asyncio.ensure_future(_guarded(reg.section, request, timeout_s)))
+        for reg, why in drafting
+        if why is None
+    ]
+    tasks = [task for _reg, task in running]
+    late: set[asyncio.Future[Any]] = set()
+    try:
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout_s)
+    finally:  # the limit, or the turn itself cancelled: nothing is left running unowned
+        late.update(task for task in tasks if not task.done())
+        for task in late:
+            abandon(task)
+    outcomes: dict[int, Outcome] = {}
+    for reg, task in running:
+        if task in late:
+            assert timeout_s is not None  # without a limit, nothing is left running
+            outcomes[id(reg)] = _late(reg.section, timeout_s)
+        elif task.cancelled():  # by the provider itself: not the turn's cancellation
+            outcomes[id(reg)] = RuntimeError("the draft cancelled itself (asyncio.CancelledError)")
+        else:
+            error = task.exception()
+            outcomes[id(reg)] = error if error is not None else task.result()
+    return outcomes
+
+
+async def acompose(
+    request: ProjectionRequest, *, host: PluginHost | None = None, strict: bool | None = None
+) -> ProjectedContext:
+    """``projection.compose`` without blocking the event loop: the same projection for the same
+    request, with the turn's providers drafting concurrently (see the module docstring)."""
+    request, host, strict, drafting, timeout_s = prepare(request, host, strict)
+    limit = row_limit(request.config)
+    skipped: list[Skipped] = []
+    plans: list[SectionPlan] = []
+    store = request.knowledge_store if needs_memory(drafting) else None
+    after: list[Callable[[], Any]] = []
+    async with aconsistent_view(store, after) as view:
+        seen = request if view is None or view is request.knowledge_store else request.with_store(view)
+        outcomes = await _drafts(drafting, seen, timeout_s)
+        for reg, why in drafting:
+            if why is not None:
+                skipped.append((reg, why, None))
+                continue
+            outcome = outcomes[id(reg)]
+            if not isinstance(outcome, BaseException):
+                rows, meta = outcome
+                try:  # laying the rows out belongs to the section too, as on the sync path
+                    plan = SectionPlan(reg.section, reg.plugin, rows, meta, limit)
+                except (Exception, SystemExit) as exc:
+                    outcome = exc
+                else:
+                    plans.append(plan)
+                    continue
+            if not isinstance(outcome, (Exception, SystemExit)):
+                raise outcome
+            skipped.append((reg, None, draft_failed(reg, outcome, strict)))
+        projection = assemble(request, plans, skipped)
+        if projection.injection is not None:
+            # Told once the view is closed, in the worker thread that closes it.
+            after.append(functools.partial(host.notify_projection, projection, request))
+    return projection
+
+
+async def acompose_projected_context(
+    query: str,
+    knowledge_store: Any = None,
+    skills_index: Sequence[Any] | None = None,
+    state: Mapping[str, Any] | None = None,
+    *,
+    incognito: bool = False,
+    goal_turn: bool = False,
+    budget_tokens: int | None = None,
+    record: bool = True,
+    session_id: str = "",
+    turn_index: int = 0,
+    project: str | None = None,
+    surface: Surface | str = Surface.NATIVE,
+    only_sections: Iterable[str] | None = None,
+    context_window: int | None = None,
+    backend: Any = None,
+    host: PluginHost | None = None,
+    config: Config | None = None,
+    strict: bool | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> ProjectedContext:
+    """``compose_projected_context`` for an event loop: the same arguments, the same projection."""
+    request, host = d8_request(
+        query,
+        knowledge_store,
+        skills_index,
+        state,
+        incognito=incognito,
+        goal_turn=goal_turn,
+        budget_tokens=budget_tokens,
+        record=record,
+        session_id=session_id,
+        turn_index=turn_index,
+        project=project,
+        surface=surface,
+        only_sections=only_sections,
+        context_window=context_window,
+        backend=backend,
+        host=host,
+        config=config,
+        extra=extra,
+    )
+    return await acompose(request, host=host, strict=strict)
