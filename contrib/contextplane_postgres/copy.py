@@ -76,10 +76,30 @@ class CopyResult:
 def _open_source(path: Path) -> apsw.Connection:
     if not path.is_file():
         raise StoreError(f"{path}: no embedded store here (copy SRC must be a SQLite memory file)")
-    connect_sqlite(path, create=False).close()  # the header check: a clear error for a non-database
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     conn.set_busy_timeout(30_000)
+    try:
+        # A newer store is refused with the copy's own reason before the embedded store's
+        # opening checks, which refuse it too but say nothing of what the copy would lose.
+        try:
+            version: int | None = _count(conn, "PRAGMA user_version")
+        except apsw.Error:
+            version = None  # not a database: the header check below says so
+        if version is not None and version > max(SOURCE_VERSIONS):
+            raise _unreadable(path, version)
+        connect_sqlite(path, create=False).close()  # the header check: a clear error for a non-database
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+def _unreadable(path: Path, version: int) -> StoreError:
+    return StoreError(
+        f"{path}: embedded schema version {version}; this copy reads versions "
+        f"{min(SOURCE_VERSIONS)}-{max(SOURCE_VERSIONS)} only (a newer store may hold memory "
+        "history, which it would not carry over); upgrade contextplane_postgres"
+    )
 
 
 def _tables(conn: apsw.Connection) -> set[str]:
@@ -119,11 +139,7 @@ class _Source:
         if "chunks" not in tables:
             raise StoreError(f"{path}: not a contextplane memory store (it has no chunks table)")
         if self.version not in SOURCE_VERSIONS:
-            raise StoreError(
-                f"{path}: embedded schema version {self.version}; this copy reads versions "
-                f"{min(SOURCE_VERSIONS)}-{max(SOURCE_VERSIONS)} only (a newer store may hold memory "
-                "history, which it would not carry over); upgrade contextplane_postgres"
-            )
+            raise _unreadable(path, self.version)
         self.tables = tables
         cols = _columns(self.conn, "chunks")
         self.typed = "memory_kind" in cols
