@@ -19,6 +19,7 @@ import apsw
 
 from contextplane.embedding import Embedder
 from contextplane.errors import StoreError
+from contextplane.memory.consolidation import Consolidation
 from contextplane.memory.model import MemoryChunk
 from contextplane.store.columns import SELECT_COLUMNS, as_id, chunk_from_row
 from contextplane.store.migrate import write_transaction
@@ -38,6 +39,7 @@ class StoreBase:
     _embedder: Embedder | None
     _vector_index_min_rows: int
     _vector_probes: int | None
+    _consolidation: Consolidation
 
     @property
     def conn(self) -> apsw.Connection:

@@ -1,4 +1,5 @@
-"""Schema creation and the version-1 -> version-2 migration (ADR D4 backfill, then D7 review state).
+"""Schema creation and migration: version 1 -> 2 (ADR D4 backfill, then D7 review state), and
+version 2 -> 3 (the lifecycle history and the content key consolidation looks duplicates up by).
 
 Why it is shaped this way:
 
@@ -14,12 +15,20 @@ Why it is shaped this way:
   is rewritten once, which is what keeps a 1M-row migration close to one ``UPDATE ... CASE``.
 - Full-text triggers fire only on ``UPDATE OF content, heading``: a trigger that fires on every
   metadata update would re-index every row during the backfill (about 10x slower).
-- A fresh database is created at the current version with both markers stamped, no scan.
+- A fresh database is created at the current version with every marker stamped, no scan.
+- Version 3 adds the ``chunk_history`` table (append-only: triggers refuse UPDATE and DELETE)
+  and the nullable ``content_hash`` column. Its two passes (``history_backfill``: one
+  ``migrated`` event per existing row, all stamped with the time the migration started;
+  ``content_hash_backfill``) run after the v2 passes, in id-ordered batches with their own
+  cursors and markers, like the v2 passes. A re-run batch changes nothing: the history pass
+  skips rows that already have an event, the hash pass fills only NULL cells.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
@@ -27,15 +36,21 @@ import apsw
 import attrs
 
 from contextplane.errors import StoreError
+from contextplane.memory.consolidation import content_hash
+from contextplane.memory.history import MIGRATION_NOTE
 from contextplane.memory.model import format_timestamp, utc_now
 from contextplane.memory.stamps import LEGACY_DOMAIN_TABLE, DomainRule
 from contextplane.memory.trust import SOURCE_TYPE_TIERS, UNKNOWN_SOURCE_TIER, initial_review_state
 
-SCHEMA_VERSION: Final[int] = 2
+SCHEMA_VERSION: Final[int] = 3
 
 TYPED_MEMORY_BACKFILL: Final[str] = "typed_memory_backfill"
 REVIEW_STATE_BACKFILL: Final[str] = "review_state_backfill"
 PASSES: Final[tuple[str, ...]] = (TYPED_MEMORY_BACKFILL, REVIEW_STATE_BACKFILL)
+#: Version 3's passes, run after the v2 ones (each with its own marker and cursor).
+HISTORY_BACKFILL: Final[str] = "history_backfill"
+CONTENT_HASH_BACKFILL: Final[str] = "content_hash_backfill"
+V3_PASSES: Final[tuple[str, ...]] = (HISTORY_BACKFILL, CONTENT_HASH_BACKFILL)
 
 DEFAULT_BATCH_ROWS: Final[int] = 50_000
 
@@ -308,7 +323,7 @@ def dry_run(conn: apsw.Connection) -> DryRunReport:
             0,
         )
     cols = column_names(conn, "chunks")
-    pending = tuple(pending_passes(conn))
+    pending = (*pending_passes(conn), *pending_v3_passes(conn))
     kind_filter = "WHERE memory_kind IS NULL" if "memory_kind" in cols else ""
     review_filter = "WHERE review_state IS NULL" if "review_state" in cols else ""
     by_label: dict[str, int] = {}
@@ -374,7 +389,8 @@ def create_fresh(conn: apsw.Connection) -> None:
         conn.execute("CREATE TABLE IF NOT EXISTS _kb_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         conn.execute(_CHUNKS_V2_SQL)
         _ensure_fts(conn)
-        for name in PASSES:
+        _ensure_v3_objects(conn)
+        for name in (*PASSES, *V3_PASSES):
             _meta_set(conn, name, stamp)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -470,5 +486,157 @@ def ensure_schema(
     if {n for n, _ in V2_COLUMNS} - column_names(conn, "chunks") or schema_version(conn) < SCHEMA_VERSION:
         added = upgrade_schema(conn)
     passes = tuple(pending_passes(conn))
-    visited = run_backfill(conn, on_batch=on_batch, batch_rows=batch_rows) if passes else 0
-    return MigrationResult(False, from_version, tuple(added), passes, visited)
+    added.extend(ensure_v3_schema(conn))
+    v3 = tuple(pending_v3_passes(conn))
+    # One progress report over both phases: (rows done, rows total) of v2's passes and then v3's.
+    first = _rows_left(conn, passes) if passes else 0
+    second = _rows_left(conn, v3) if v3 else 0
+    report_v2 = report_v3 = None
+    if on_batch is not None:
+        report_v2 = functools.partial(_report, on_batch, 0, first + second)
+        report_v3 = functools.partial(_report, on_batch, first, first + second)
+    visited = run_backfill(conn, on_batch=report_v2, batch_rows=batch_rows) if passes else 0
+    if v3:
+        visited = max(visited, run_v3_backfill(conn, on_batch=report_v3, batch_rows=batch_rows))
+    return MigrationResult(False, from_version, tuple(added), passes + v3, visited)
+
+
+def _rows_left(conn: apsw.Connection, passes: tuple[str, ...]) -> int:
+    """Rows the passes still have to visit (from the lowest of their cursors)."""
+    start = min(int(_meta_get(conn, _cursor_key(p)) or 0) for p in passes)
+    return int(scalar(conn, "SELECT count(*) FROM chunks WHERE id > ?", (start,)))
+
+
+def _report(on_batch: BatchCallback, offset: int, total: int, done: int, _phase_total: int) -> None:
+    on_batch(offset + done, total)
+
+
+# --------------------------------------------------------------------------- version 3
+
+#: The lifecycle history (``contextplane.memory.history``): one row per change, the row's
+#: lifecycle state after it. ``seq`` is the rowid: never deleted, so it only grows.
+HISTORY_SQL: Final[str] = """
+CREATE TABLE IF NOT EXISTS chunk_history (
+    seq INTEGER PRIMARY KEY,
+    chunk_id INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    event TEXT NOT NULL,
+    actor TEXT NOT NULL DEFAULT '',
+    review_state TEXT,
+    expires_at TEXT,
+    invalidated_at TEXT,
+    invalidation_reason TEXT,
+    updated_at TEXT,
+    detail TEXT
+);
+CREATE INDEX IF NOT EXISTS chunk_history_chunk ON chunk_history(chunk_id, seq);
+CREATE TRIGGER IF NOT EXISTS chunk_history_no_update BEFORE UPDATE ON chunk_history BEGIN
+    SELECT RAISE(ABORT, 'chunk_history is append-only: events are never rewritten');
+END;
+CREATE TRIGGER IF NOT EXISTS chunk_history_no_delete BEFORE DELETE ON chunk_history BEGIN
+    SELECT RAISE(ABORT, 'chunk_history is append-only: events are never deleted');
+END;
+"""
+
+#: Columns version 3 adds to ``chunks``: the key exact duplicates are looked up by
+#: (``contextplane.memory.consolidation.content_hash``). Nullable, so the ALTER is O(1).
+V3_COLUMNS: Final[tuple[tuple[str, str], ...]] = (("content_hash", "INTEGER"),)
+
+_V3_INDEXES: Final[str] = """
+CREATE INDEX IF NOT EXISTS chunks_content_hash ON chunks(content_hash);
+CREATE INDEX IF NOT EXISTS chunks_subject ON chunks(subject, namespace) WHERE subject != '';
+"""
+
+#: When the history backfill started; every ``migrated`` event carries this one time.
+HISTORY_STARTED_KEY: Final[str] = "history_started_at"
+
+
+def _ensure_v3_objects(conn: apsw.Connection) -> list[str]:
+    """Create what version 3 adds (caller holds the write transaction); return columns added."""
+    conn.execute(HISTORY_SQL)
+    present = column_names(conn, "chunks")
+    added = [name for name, _ in V3_COLUMNS if name not in present]
+    for name, decl in V3_COLUMNS:
+        if name in added:
+            conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {decl}")
+    conn.execute(_V3_INDEXES)
+    return added
+
+
+def ensure_v3_schema(conn: apsw.Connection) -> list[str]:
+    """Version 3's table, column and indexes, if any is missing (idempotent, no row rewritten);
+    returns the columns added."""
+    has_history = table_exists(conn, "chunk_history")
+    if has_history and not ({n for n, _ in V3_COLUMNS} - column_names(conn, "chunks")):
+        return []
+    with write_transaction(conn):
+        conn.execute("CREATE TABLE IF NOT EXISTS _kb_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        return _ensure_v3_objects(conn)
+
+
+def pending_v3_passes(conn: apsw.Connection) -> list[str]:
+    """Version 3 passes whose completion marker is missing."""
+    return [name for name in V3_PASSES if _meta_get(conn, name) is None]
+
+
+def run_v3_backfill(
+    conn: apsw.Connection,
+    *,
+    on_batch: BatchCallback | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> int:
+    """Run the pending version-3 passes in id-ordered batches; return rows visited.
+
+    The history pass appends one ``migrated`` event per row that has none (so a batch redone
+    after a kill appends nothing twice); the hash pass fills ``content_hash`` where it is NULL.
+    Each batch commits with its cursor; the marker is stamped when the pass is done."""
+    passes = pending_v3_passes(conn)
+    if not passes:
+        return 0
+    if batch_rows < 1:
+        raise StoreError(f"batch_rows: {batch_rows} must be at least 1")
+    started = _meta_get(conn, HISTORY_STARTED_KEY)
+    if started is None:
+        started = format_timestamp(utc_now())
+        with write_transaction(conn):
+            _meta_set(conn, HISTORY_STARTED_KEY, started)
+    conn.create_scalar_function("contextplane_content_hash", content_hash, 1, deterministic=True)
+    detail = json.dumps({"note": MIGRATION_NOTE})
+    statements = {
+        HISTORY_BACKFILL: (
+            "INSERT INTO chunk_history(chunk_id, at, event, actor, review_state, expires_at, "
+            "invalidated_at, invalidation_reason, updated_at, detail) "
+            "SELECT c.id, :at, 'migrated', '', c.review_state, c.expires_at, c.invalidated_at, "
+            "c.invalidation_reason, c.updated_at, :detail FROM chunks AS c "
+            "WHERE c.id > :lo AND c.id <= :hi "
+            "AND NOT EXISTS (SELECT 1 FROM chunk_history AS h WHERE h.chunk_id = c.id) ORDER BY c.id"
+        ),
+        CONTENT_HASH_BACKFILL: (
+            "UPDATE chunks SET content_hash = contextplane_content_hash(content) "
+            "WHERE id > :lo AND id <= :hi AND content_hash IS NULL"
+        ),
+    }
+    start = min(int(_meta_get(conn, _cursor_key(p)) or 0) for p in passes)
+    max_id = int(scalar(conn, "SELECT coalesce(max(id), 0) FROM chunks"))
+    total = int(scalar(conn, "SELECT count(*) FROM chunks WHERE id > ?", (start,)))
+    done = 0
+    lo = start
+    while lo < max_id:
+        row = conn.execute(
+            "SELECT id FROM chunks WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?", (lo, batch_rows - 1)
+        ).fetchone()
+        hi = max_id if row is None else min(int(row[0]), max_id)
+        with write_transaction(conn):
+            for p in passes:
+                conn.execute(statements[p], {"lo": lo, "hi": hi, "at": started, "detail": detail})
+                _meta_set(conn, _cursor_key(p), str(hi))
+        done = min(total, done + batch_rows) if row is not None else total
+        lo = hi
+        if on_batch is not None:
+            on_batch(done, total)
+    stamp = format_timestamp(utc_now())
+    with write_transaction(conn):
+        for p in passes:
+            _meta_set(conn, p, stamp)
+            conn.execute("DELETE FROM _kb_meta WHERE key = ?", (_cursor_key(p),))
+    return total
