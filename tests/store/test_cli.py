@@ -146,3 +146,65 @@ def test_migrate_refuses_newer_schema(root: click.Group, tmp_path: Path) -> None
     result = CliRunner().invoke(root, ["migrate", "--db", str(db)])
     assert result.exit_code == 1
     assert "schema version 4" in result.output and "schema version 3" in result.output
+
+
+def test_memory_list_shows_the_real_lifecycle_state(root: click.Group, tmp_path: Path) -> None:
+    db = str(tmp_path / "states.sqlite3")
+    _run(root, "memory", "add", "an operator fact", "--db", db)  # 1: active (operator, confirmed)
+    _run(root, "memory", "add", "an agent note", "--source-type", "extracted", "--db", db)  # 2: pending
+    _run(root, "memory", "add", "a wrong agent note", "--source-type", "extracted", "--db", db)  # 3
+    _run(root, "memory", "reject", "3", "--db", db)
+    _run(root, "memory", "add", "an old fact", "--db", db)  # 4, superseded by 6
+    _run(root, "memory", "add", "a stale fact", "--db", db)  # 5
+    _run(root, "memory", "expire", "5", "--at", "2020-01-01T00:00:00Z", "--db", db)
+    _run(root, "memory", "supersede", "4", "a new fact", "--db", db)
+    rows = [line.split()[:7] for line in _run(root, "memory", "list", "--db", db).splitlines()[2:]]
+    assert {r[0]: r[6] for r in rows} == {
+        "1": "active",
+        "2": "pending",
+        "3": "rejected",
+        "4": "superseded→6",
+        "5": "expired",
+        "6": "active",
+    }
+    listed = json.loads(_run(root, "memory", "show", "3", "--db", db, "--json"))
+    assert listed["lifecycle_state"] == "rejected"
+
+
+def test_memory_show_prints_the_history(root: click.Group, tmp_path: Path) -> None:
+    import getpass
+
+    db = str(tmp_path / "history.sqlite3")
+    _run(root, "memory", "add", "an agent note", "--source-type", "extracted", "--db", db)
+    _run(root, "memory", "confirm", "1", "--db", db)
+    _run(root, "memory", "expire", "1", "--in-days", "3", "--db", db)
+    _run(root, "memory", "supersede", "1", "a better agent note", "--source-type", "extracted", "--db", db)
+    out = _run(root, "memory", "show", "1", "--db", db)
+    history = out.split("history:\n", 1)[1].splitlines()
+    who = f"(by cli:{getpass.getuser()})"
+    events = [line.strip().split(" ", 2)[2] for line in history]  # "#seq time what (by who)"
+    assert events == [
+        "created (by extracted)",
+        f"review state set to confirmed {who}",
+        events[2],
+        "superseded by 2 (by extracted)",
+    ]
+    assert events[2].startswith("expiry set to ") and events[2].endswith(who)
+    data = json.loads(_run(root, "memory", "show", "1", "--db", db, "--json"))
+    assert [e["event"] for e in data["history"]] == ["created", "review", "expiry", "superseded"]
+    assert data["history"][1]["actor"] == f"cli:{getpass.getuser()}"
+
+
+def test_memory_add_reports_each_consolidation_outcome(root: click.Group, tmp_path: Path) -> None:
+    db = str(tmp_path / "consolidate.sqlite3")
+    assert _run(root, "memory", "add", "Deploy window is Tuesday", "--subject", "deploys", "--db", db) == "added 1\n"
+    assert _run(root, "memory", "add", "Deploy  window is Tuesday ", "--subject", "deploys", "--db", db) == (
+        "not added: not stored: an exact duplicate of memory 1, which is returned\n"
+    )
+    assert _run(root, "memory", "add", "Deploy window is Thursday", "--subject", "deploys", "--db", db) == (
+        "added 2: it supersedes memory 1 (same subject, scope and kind)\n"
+    )
+    near = json.loads(_run(root, "memory", "add", "deploy window is thursday!", "--db", db, "--json"))
+    assert near["write"]["outcome"] == "near_duplicate"
+    assert near["write"]["near_duplicates"] == [{"id": "2", "similarity": 1.0}]
+    assert "similar to 2 (1.00): recorded for review" in _run(root, "memory", "show", "3", "--db", db)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import getpass
 import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -18,8 +19,11 @@ from typing import Any, TypeVar, cast
 
 import click
 
+from contextplane.config import load_config
 from contextplane.errors import ContextPlaneError
-from contextplane.memory.model import DELIVERY_POLICIES, MEMORY_KINDS, REVIEW_STATES, MemoryChunk
+from contextplane.memory.consolidation import Consolidation, WriteOutcome
+from contextplane.memory.history import HistoryEvent, lifecycle_state
+from contextplane.memory.model import DELIVERY_POLICIES, MEMORY_KINDS, REVIEW_STATES, MemoryChunk, utc_now
 from contextplane.store import default_db_path, migrate
 from contextplane.store.protocol import SearchHit
 from contextplane.store.sqlite import SQLiteKnowledgeStore, connect
@@ -61,10 +65,15 @@ def _friendly_errors(func: F) -> F:
 
 
 @contextlib.contextmanager
-def _open(db: Path | None, *, create: bool = True) -> Iterator[SQLiteKnowledgeStore]:
+def _open(db: Path | None, *, create: bool = True, writes: bool = False) -> Iterator[SQLiteKnowledgeStore]:
+    """The store at ``db``; a command that adds rows consolidates them as ``[store]`` in the
+    configuration says (``auto_supersede``, ``deduplicate``, ``near_duplicate_threshold``)."""
     ctx = click.get_current_context(silent=True)
     embedder = ctx.obj.get("embedder") if ctx is not None and isinstance(ctx.obj, dict) else None
-    store = SQLiteKnowledgeStore(db or default_db_path(), embedder=embedder, create=create)
+    consolidation = Consolidation.from_config(load_config()) if writes else None
+    store = SQLiteKnowledgeStore(
+        db or default_db_path(), embedder=embedder, create=create, consolidation=consolidation
+    )
     try:
         yield store
     finally:
@@ -77,13 +86,19 @@ def _short(text: str, width: int = _CONTENT_WIDTH) -> str:
 
 
 def _status(chunk: MemoryChunk) -> str:
-    if chunk.superseded_by:
-        return f"superseded→{chunk.superseded_by}"
-    if chunk.invalidated_at is not None:
-        return "invalidated"
-    if chunk.is_expired():
-        return "expired"
-    return "active"
+    """The row's lifecycle state now (active, pending, rejected, superseded, expired,
+    invalidated); a superseded row names its successor."""
+    state = lifecycle_state(chunk, utc_now())
+    return f"superseded→{chunk.superseded_by}" if state == "superseded" else state
+
+
+def curator() -> str:
+    """Who a review made from the command line is recorded as: ``cli:<login name>``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name (a container without a passwd entry)
+        user = "unknown"
+    return f"cli:{user}"
 
 
 _HEADERS = ("id", "kind", "policy", "review", "tier", "scope", "status", "content")
@@ -111,12 +126,28 @@ def _emit_chunks(chunks: Sequence[MemoryChunk], as_json: bool) -> None:
         click.echo(table(_HEADERS, [_row(c) for c in chunks]))
 
 
-def _emit_one(chunk: MemoryChunk, as_json: bool) -> None:
+def _emit_one(
+    chunk: MemoryChunk,
+    as_json: bool,
+    *,
+    history: Sequence[HistoryEvent] | None = None,
+    write: WriteOutcome | None = None,
+) -> None:
+    data = chunk.to_dict()
+    data["lifecycle_state"] = lifecycle_state(chunk, utc_now())
     if as_json:
-        click.echo(json.dumps(chunk.to_dict(), indent=2, ensure_ascii=False))
+        if history is not None:
+            data["history"] = [e.to_dict() for e in history]
+        if write is not None:
+            data["write"] = write.to_dict()
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
-    for key, value in chunk.to_dict().items():
+    for key, value in data.items():
         click.echo(f"{key:>26}: {'' if value is None else value}")
+    if history is not None:
+        click.echo("history:")
+        for event in history:
+            click.echo(f"  {event.describe()}")
 
 
 _write_options: list[Callable[[F], F]] = [
@@ -159,15 +190,21 @@ def memory() -> None:
 @_json_option
 @_friendly_errors
 def add_command(content: str, db: Path | None, as_json: bool, **attrs: Any) -> None:
-    """Add a memory (operator provenance by default: tier 3, confirmed)."""
-    with _open(db) as store:
-        chunk_id = store.add_chunk(content, **_given(**attrs))
-        chunk = store.get(chunk_id)
+    """Add a memory (operator provenance by default: tier 3, confirmed). An exact duplicate of a
+    deliverable row is not stored again, a row naming the subject of one in its scope and kind
+    supersedes it, and similar rows are reported for review (see ``[store]`` settings)."""
+    with _open(db, writes=True) as store:
+        outcome = store.add_chunk(content, **_given(**attrs))
+        chunk = store.get(outcome)
         assert chunk is not None
         if as_json:
-            _emit_one(chunk, as_json)
+            _emit_one(chunk, as_json, write=outcome)
+        elif outcome.outcome == "stored":
+            click.echo(f"added {outcome}")
+        elif outcome.outcome == "duplicate":
+            click.echo(f"not added: {outcome.message}")
         else:
-            click.echo(f"added {chunk_id}")
+            click.echo(f"added {outcome}: {outcome.message.split('; ', 1)[1]}")
 
 
 @memory.command("list")
@@ -209,12 +246,17 @@ def list_command(
 @_json_option
 @_friendly_errors
 def show_command(chunk_id: str, db: Path | None, as_json: bool) -> None:
-    """Show every attribute of one memory."""
+    """Show every attribute of one memory and its lifecycle history."""
     with _open(db) as store:
         chunk = store.get(chunk_id)
+        events = store.history(chunk_id)
     if chunk is None:
+        if events:
+            raise click.ClickException(
+                f"memory {chunk_id} was purged; its history:\n" + "\n".join(f"  {e.describe()}" for e in events)
+            )
         raise click.ClickException(f"no memory with id {chunk_id!r}")
-    _emit_one(chunk, as_json)
+    _emit_one(chunk, as_json, history=events)
 
 
 def _emit_hits(hits: Sequence[SearchHit], as_json: bool) -> None:
@@ -260,7 +302,7 @@ def search_command(
 
 def _review(chunk_id: str, state: str, db: Path | None, as_json: bool) -> None:
     with _open(db) as store:
-        chunk = store.set_review_state(chunk_id, state)
+        chunk = store.set_review_state(chunk_id, state, by=curator())
     if as_json:
         _emit_one(chunk, as_json)
     else:
@@ -296,7 +338,7 @@ def reject_command(chunk_id: str, db: Path | None, as_json: bool) -> None:
 @_friendly_errors
 def supersede_command(old_id: str, content: str, db: Path | None, as_json: bool, **attrs: Any) -> None:
     """Replace a memory with newer content; the old row is kept as superseded (audit trail)."""
-    with _open(db) as store:
+    with _open(db, writes=True) as store:
         new_id = store.supersede(old_id, content, **_given(**attrs))
         chunk = store.get(new_id)
         assert chunk is not None
@@ -324,7 +366,7 @@ def expire_command(
     now = utc_now()
     when = None if clear else resolve_expiry(at, in_days, now) or now
     with _open(db) as store:
-        chunk = store.set_expires_at(chunk_id, when)
+        chunk = store.set_expires_at(chunk_id, when, by=curator())
     if as_json:
         _emit_one(chunk, as_json)
     else:
