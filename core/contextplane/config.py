@@ -162,6 +162,9 @@ class ObservabilityConfig:
 
     #: Record a prompt snapshot per model call in the turn's backend.
     snapshots: bool = attrs.field(default=True, metadata=_expect("true or false"))
+    #: Record each composed turn's inputs (query, working state, flags, configuration, plugins,
+    #: history position) beside its snapshots, so ``explain`` and ``replay`` can read it back.
+    turn_inputs: bool = attrs.field(default=True, metadata=_expect("true or false"))
     #: Keep the trajectory (ADR 0102): the append-only JSONL that snapshots reference.
     trajectory: bool = attrs.field(default=True, metadata=_expect("true or false"))
     #: A separate telemetry database for snapshots (embedded backend); None means the store file.

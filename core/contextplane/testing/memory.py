@@ -42,6 +42,7 @@ from contextplane.records.backend import register_backend
 from contextplane.records.injections import InjectionRow
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
 from contextplane.records.summaries import SessionSummary, validate_summary
+from contextplane.records.turn_inputs import TurnInputs
 from contextplane.store.protocol import SearchHit
 
 _WORD = re.compile(r"\w+")
@@ -460,7 +461,20 @@ class InMemorySnapshotStore:
     def __init__(self) -> None:
         self._rows: dict[tuple[str, int, int], SnapshotRow] = {}
         self._prefixes: dict[str, tuple[str | None, str]] = {}
+        self._inputs: dict[tuple[str, int], TurnInputs] = {}
         self._lock = threading.Lock()
+
+    def put_inputs(self, inputs: TurnInputs) -> None:
+        with self._lock:
+            self._inputs[inputs.key] = inputs
+
+    def get_inputs(self, session_id: str, turn_index: int) -> TurnInputs | None:
+        with self._lock:
+            return self._inputs.get((session_id, turn_index))
+
+    def list_inputs(self, session_id: str | None = None) -> builtins.list[TurnInputs]:
+        with self._lock:
+            return [v for k, v in sorted(self._inputs.items()) if session_id is None or k[0] == session_id]
 
     def register_prefix(self, sha256: str, text: str | None, sections_json: str) -> None:
         with self._lock:
