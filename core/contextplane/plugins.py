@@ -148,7 +148,7 @@ class PluginHost:
             if name in disabled:
                 self._skipped.append(PluginInfo(name, "contextplane", None, loaded=False, builtin=True))
             else:
-                self.register(plugin, name, distribution="contextplane")
+                self.register(plugin, name, distribution="contextplane", version=_core_version())
 
     # --- loading ------------------------------------------------------------------------
 
@@ -278,7 +278,10 @@ class PluginHost:
         found = self._versions
         if found is None:
             found = self._versions = MappingProxyType(
-                {name: self._meta.get(name, (None, None))[1] for name, _ in sorted(self.pm.list_name_plugin())}
+                {
+                    name: self._meta.get(name, (None, None))[1]
+                    for name, _ in sorted(self.pm.list_name_plugin())
+                }
             )
         return found
 
@@ -462,6 +465,14 @@ class PluginHost:
         for skipped in self._skipped:
             infos.setdefault(skipped.name, skipped)
         return [infos[k] for k in sorted(infos)]
+
+
+def _core_version() -> str | None:
+    """The installed contextplane's version: the built-in plugins are part of it."""
+    try:
+        return md.version("contextplane")
+    except md.PackageNotFoundError:
+        return None
 
 
 def _protocol_problems(protocol: type) -> Any:

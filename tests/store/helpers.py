@@ -95,7 +95,9 @@ def make_v2_store(path: Path, rows: Iterable[V2_ROW]) -> None:
     conn.execute(migrate._CHUNKS_V2_SQL)
     migrate._ensure_fts(conn)
     for name in migrate.PASSES:
-        conn.execute("INSERT INTO _kb_meta(key, value) VALUES (?, 'fresh 2025-06-01T00:00:00.000000Z')", (name,))
+        conn.execute(
+            "INSERT INTO _kb_meta(key, value) VALUES (?, 'fresh 2025-06-01T00:00:00.000000Z')", (name,)
+        )
     conn.executemany(
         "INSERT INTO chunks(content, domain, source_type, memory_kind, delivery_policy, review_state, "
         "namespace, subject, expires_at, invalidated_at, invalidation_reason, created_at, updated_at) "

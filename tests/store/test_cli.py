@@ -197,7 +197,10 @@ def test_memory_show_prints_the_history(root: click.Group, tmp_path: Path) -> No
 
 def test_memory_add_reports_each_consolidation_outcome(root: click.Group, tmp_path: Path) -> None:
     db = str(tmp_path / "consolidate.sqlite3")
-    assert _run(root, "memory", "add", "Deploy window is Tuesday", "--subject", "deploys", "--db", db) == "added 1\n"
+    assert (
+        _run(root, "memory", "add", "Deploy window is Tuesday", "--subject", "deploys", "--db", db)
+        == "added 1\n"
+    )
     assert _run(root, "memory", "add", "Deploy  window is Tuesday ", "--subject", "deploys", "--db", db) == (
         "not added: not stored: an exact duplicate of memory 1, which is returned\n"
     )

@@ -21,13 +21,97 @@ PAST = "2025-01-01T00:00:00.000000Z"
 
 V2_ROWS = [
     # content, domain, source, kind, policy, review, namespace, subject, expires, invalidated, reason
-    ("Deploy window is Tuesday", "hot", "operator", "standing", "always", "confirmed", "project:web", "deploys", None, None, None),
-    ("The migration tool is Flyway", "fact", "operator", "fact", None, "confirmed", "project:web", "db", None, PAST, "superseded_by:3"),
-    ("The migration tool is Alembic", "fact", "operator", "decision", None, "confirmed", "project:web", "db", None, None, None),
-    ("Deploy any time on Friday", "general", "extracted", "reference", None, "rejected", "project:web", "", None, None, None),
-    ("Window moved to Wednesday", "general", "operator", "reference", None, "confirmed", "project:web", "", PAST, None, None),
-    ("A wrong claim about caches", "fact", "operator", "fact", None, "confirmed", "", "", None, PAST, "found wrong"),
-    ("Replica lag spikes during migrations", "general", "conversation", "note", None, "pending", "project:web", "", None, None, None),
+    (
+        "Deploy window is Tuesday",
+        "hot",
+        "operator",
+        "standing",
+        "always",
+        "confirmed",
+        "project:web",
+        "deploys",
+        None,
+        None,
+        None,
+    ),
+    (
+        "The migration tool is Flyway",
+        "fact",
+        "operator",
+        "fact",
+        None,
+        "confirmed",
+        "project:web",
+        "db",
+        None,
+        PAST,
+        "superseded_by:3",
+    ),
+    (
+        "The migration tool is Alembic",
+        "fact",
+        "operator",
+        "decision",
+        None,
+        "confirmed",
+        "project:web",
+        "db",
+        None,
+        None,
+        None,
+    ),
+    (
+        "Deploy any time on Friday",
+        "general",
+        "extracted",
+        "reference",
+        None,
+        "rejected",
+        "project:web",
+        "",
+        None,
+        None,
+        None,
+    ),
+    (
+        "Window moved to Wednesday",
+        "general",
+        "operator",
+        "reference",
+        None,
+        "confirmed",
+        "project:web",
+        "",
+        PAST,
+        None,
+        None,
+    ),
+    (
+        "A wrong claim about caches",
+        "fact",
+        "operator",
+        "fact",
+        None,
+        "confirmed",
+        "",
+        "",
+        None,
+        PAST,
+        "found wrong",
+    ),
+    (
+        "Replica lag spikes during migrations",
+        "general",
+        "conversation",
+        "note",
+        None,
+        "pending",
+        "project:web",
+        "",
+        None,
+        None,
+        None,
+    ),
 ]
 
 
@@ -65,7 +149,11 @@ def test_v2_store_migrates_and_every_public_read_and_write_works(tmp_path: Path)
         # The history starts at the migration and says so: one event per row, the row's state.
         for i, row in enumerate(V2_ROWS, start=1):
             (event,) = store.history(str(i))
-            assert (event.event, event.review_state, event.invalidation_reason) == ("migrated", row[5], row[10])
+            assert (event.event, event.review_state, event.invalidation_reason) == (
+                "migrated",
+                row[5],
+                row[10],
+            )
             assert event.detail["note"] == MIGRATION_NOTE and event.at.isoformat().startswith(started[:19])
         # Reads: get, list (every filter), search (with the audit flag), consistent view.
         assert store.get("3") is not None and store.get("3").memory_kind == "decision"  # type: ignore[union-attr]
@@ -81,15 +169,28 @@ def test_v2_store_migrates_and_every_public_read_and_write_works(tmp_path: Path)
         # As of a migrated store's history: from the migration on, never before it.
         with store.as_of(position) as then:
             assert [c.id for c in then.list_chunks(deliverable=True)] == ["1", "3", "7"]
-        with pytest.raises(StoreError, match=r"history of this store starts at .* \(its migration to schema 3\)"):
-            with store.as_of(datetime(2025, 6, 1, tzinfo=UTC)):
-                pass
+        with (
+            pytest.raises(
+                StoreError, match=r"history of this store starts at .* \(its migration to schema 3\)"
+            ),
+            store.as_of(datetime(2025, 6, 1, tzinfo=UTC)),
+        ):
+            pass
         # Writes: add (and consolidation against a migrated row), bulk, review, expiry,
         # invalidation, supersession, purge; each leaves its event.
-        same = store.add_chunk("Replica lag spikes   during migrations", "general", "conversation", namespace="project:web")
+        same = store.add_chunk(
+            "Replica lag spikes   during migrations", "general", "conversation", namespace="project:web"
+        )
         assert same.outcome == "duplicate" and same == "7"  # found by the backfilled content key
         assert store.history("7")[-1].event == "consolidated"
-        new = store.add_chunk("Deploy window is Thursday", "hot", "operator", memory_kind="standing", namespace="project:web", subject="deploys")
+        new = store.add_chunk(
+            "Deploy window is Thursday",
+            "hot",
+            "operator",
+            memory_kind="standing",
+            namespace="project:web",
+            subject="deploys",
+        )
         assert new.outcome == "superseded" and new.superseded == ("1",)
         assert store.get("1").superseded_by == new  # type: ignore[union-attr]
         bulk = store.add_chunks([{"content": f"bulk {i}", "source_type": "operator"} for i in range(3)])
@@ -113,7 +214,10 @@ def test_v2_store_migrates_and_every_public_read_and_write_works(tmp_path: Path)
 
 def test_v3_backfill_resumes_after_a_crash_between_batches(tmp_path: Path) -> None:
     path = tmp_path / "v2.sqlite3"
-    rows = [(f"row number {i}", "general", "operator", "reference", None, "confirmed", "", "", None, None, None) for i in range(250)]
+    rows = [
+        (f"row number {i}", "general", "operator", "reference", None, "confirmed", "", "", None, None, None)
+        for i in range(250)
+    ]
     make_v2_store(path, rows)
     conn = connect(path)
     m.upgrade_schema(conn)
@@ -135,9 +239,13 @@ def test_v3_backfill_resumes_after_a_crash_between_batches(tmp_path: Path) -> No
     started = m.meta_get(conn, m.HISTORY_STARTED_KEY)
     conn.close()
     visited: list[tuple[int, int]] = []
-    with SQLiteKnowledgeStore(path, on_migrate_batch=lambda d, t: visited.append((d, t)), migrate_batch_rows=100) as store:
+    with SQLiteKnowledgeStore(
+        path, on_migrate_batch=lambda d, t: visited.append((d, t)), migrate_batch_rows=100
+    ) as store:
         assert visited == [(50, 50)]  # resumed from the cursor
-        counts = dict(store.conn.execute("SELECT chunk_id, count(*) FROM chunk_history GROUP BY chunk_id").fetchall())
+        counts = dict(
+            store.conn.execute("SELECT chunk_id, count(*) FROM chunk_history GROUP BY chunk_id").fetchall()
+        )
         assert len(counts) == 250 and set(counts.values()) == {1}  # nothing doubled, nothing lost
         assert {e.at for i in (1, 250) for e in store.history(str(i))} == {store.history("1")[0].at}
         assert m.meta_get(store.conn, m.HISTORY_STARTED_KEY) == started
@@ -195,21 +303,34 @@ def test_as_of_ranks_as_the_corpus_stood_then(tmp_path: Path) -> None:
         assert [h.chunk.id for h in store.search("alpha beta", 2)] == [b, a]
         with store.as_of(position) as view:
             assert [h.chunk.id for h in view.search("alpha beta", 2)] == then
-            assert view.overlay is not None and view.overlay.exact_ranking and len(view.overlay.written_after) == 60
+            assert (
+                view.overlay is not None
+                and view.overlay.exact_ranking
+                and len(view.overlay.written_after) == 60
+            )
         with store.as_of(position, exact_ranking=False) as view:
-            assert [h.chunk.id for h in view.search("alpha beta", 2)] == [b, a]  # hidden, but still weighing in
+            assert [h.chunk.id for h in view.search("alpha beta", 2)] == [
+                b,
+                a,
+            ]  # hidden, but still weighing in
             assert view.overlay is not None and not view.overlay.exact_ranking
 
 
 def test_as_of_refuses_a_position_from_the_future_and_bad_values(tmp_path: Path) -> None:
     with SQLiteKnowledgeStore(tmp_path / "m.sqlite3") as store:
         store.add_chunk("kiwi", "fact", "operator")
-        with pytest.raises(StoreError, match=r"history position 99 is after the latest event \(1\)"):
-            with store.as_of(HistoryPosition(99, datetime.now(UTC))):
-                pass
-        with pytest.raises(Exception, match=r"as_of: expected a HistoryPosition or an aware datetime, got str"):
-            with store.as_of("yesterday"):  # type: ignore[arg-type]
-                pass
+        with (
+            pytest.raises(StoreError, match=r"history position 99 is after the latest event \(1\)"),
+            store.as_of(HistoryPosition(99, datetime.now(UTC))),
+        ):
+            pass
+        with (
+            pytest.raises(
+                Exception, match=r"as_of: expected a HistoryPosition or an aware datetime, got str"
+            ),
+            store.as_of("yesterday"),
+        ):  # type: ignore[arg-type]
+            pass
 
 
 def test_in_memory_store_as_of_works_on_a_copy(tmp_path: Path) -> None:

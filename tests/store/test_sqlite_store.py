@@ -12,6 +12,7 @@ import attrs
 import pytest
 
 from contextplane.errors import StoreError, ValidationError
+from contextplane.memory.consolidation import Consolidation
 from contextplane.store import (
     KnowledgeStore,
     SQLiteKnowledgeStore,
@@ -19,7 +20,6 @@ from contextplane.store import (
     default_db_path,
     open_store,
 )
-from contextplane.memory.consolidation import Consolidation
 from contextplane.store.migrate import SCHEMA_VERSION
 from tests.store.helpers import FailingEmbedder, HashEmbedder
 
@@ -357,7 +357,10 @@ class TestSearch:
         ]
         # The synthetic rows repeat on purpose (600 rows, 100 texts): deduplication off.
         with SQLiteKnowledgeStore(
-            db_path, embedder=embedder, vector_index_min_rows=300, consolidation=Consolidation(deduplicate=False)
+            db_path,
+            embedder=embedder,
+            vector_index_min_rows=300,
+            consolidation=Consolidation(deduplicate=False),
         ) as store:
             rows = [
                 {"content": f"{topics[i % 10]} {topics[(i // 10) % 10]} {topics[(i * 7) % 10]}"}
@@ -389,7 +392,10 @@ class TestSearch:
         embedder = HashEmbedder(dimensions=16)
         # The synthetic rows repeat on purpose (300 rows, 85 texts): deduplication off.
         with SQLiteKnowledgeStore(
-            db_path, embedder=embedder, vector_index_min_rows=10**9, consolidation=Consolidation(deduplicate=False)
+            db_path,
+            embedder=embedder,
+            vector_index_min_rows=10**9,
+            consolidation=Consolidation(deduplicate=False),
         ) as store:
             store.add_chunks([{"content": f"word{i % 17} other{i % 5}"} for i in range(300)])
             written: list[str] = []

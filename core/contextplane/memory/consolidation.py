@@ -4,10 +4,11 @@ Why structural keys and never an LLM judge: a write must be decided the same way
 inside the write's own transaction, at the cost of an index lookup. Three rules, in order,
 each against *deliverable* rows of the *same scope* only:
 
-1. **Exact duplicate** (``store.deduplicate``, default on). The same content (after collapsing runs of whitespace, see
-   ``normalise_content``) from the same provenance is not stored twice: the write returns the
-   existing row's id and says so (outcome ``duplicate``). Provenance is part of the key so an
-   agent's copy of an operator fact never borrows the operator's trust, and vice versa.
+1. **Exact duplicate** (``store.deduplicate``, default on). The same content (after
+   collapsing runs of whitespace, see ``normalise_content``) from the same provenance is not
+   stored twice: the write returns the existing row's id and says so (outcome
+   ``duplicate``). Provenance is part of the key so an agent's copy of an operator fact never
+   borrows the operator's trust, and vice versa.
 2. **Same subject.** A write naming a ``subject`` already held by a deliverable row of the same
    scope and kind supersedes that row: insert the new row, then invalidate the old one with
    ``superseded_by:<new id>``, in one transaction (outcome ``superseded``). Turned off by
@@ -73,9 +74,7 @@ def similarity(a: str, b: str) -> float:
 
 def _threshold(_inst: object, _attr: object, value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
-        raise ValidationError(
-            f"near_duplicate_threshold: expected a number in (0, 1], got {value!r}"
-        )
+        raise ValidationError(f"near_duplicate_threshold: expected a number in (0, 1], got {value!r}")
 
 
 @attrs.frozen

@@ -18,11 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, cast, get_args
 
 import attrs
 
-from contextplane.memory.model import SUPERSEDED_PREFIX, MemoryChunk, format_timestamp
+from contextplane.memory.model import (
+    REVIEW_STATES,
+    SUPERSEDED_PREFIX,
+    MemoryChunk,
+    ReviewState,
+    format_timestamp,
+)
 
 EventName = Literal[
     "created",
@@ -159,7 +165,9 @@ def apply_event(chunk: MemoryChunk, event: HistoryEvent) -> MemoryChunk:
     """``chunk`` with the lifecycle state ``event`` left it in (its content never changes)."""
     return attrs.evolve(
         chunk,
-        review_state=event.review_state if event.review_state is not None else "pending",
+        review_state=cast(
+            ReviewState, event.review_state if event.review_state in REVIEW_STATES else "pending"
+        ),
         expires_at=event.expires_at,
         invalidated_at=event.invalidated_at,
         invalidation_reason=event.invalidation_reason,

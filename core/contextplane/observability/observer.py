@@ -207,4 +207,3 @@ def observe_model_call(call: ModelCall, request: ProjectionRequest) -> None:
         mode=projection.mode,
         full_text=call.full_text,
     )
-

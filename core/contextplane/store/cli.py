@@ -253,7 +253,8 @@ def show_command(chunk_id: str, db: Path | None, as_json: bool) -> None:
     if chunk is None:
         if events:
             raise click.ClickException(
-                f"memory {chunk_id} was purged; its history:\n" + "\n".join(f"  {e.describe()}" for e in events)
+                f"memory {chunk_id} was purged; its history:\n"
+                + "\n".join(f"  {e.describe()}" for e in events)
             )
         raise click.ClickException(f"no memory with id {chunk_id!r}")
     _emit_one(chunk, as_json, history=events)

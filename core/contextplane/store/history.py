@@ -243,7 +243,9 @@ def overlay(conn: apsw.Connection, position: HistoryPosition, *, exact_ranking: 
         conn.execute(
             f"CREATE VIRTUAL TABLE temp.chunks_fts USING fts5(content, heading, tokenize={_tokenizer(conn)})"
         )
-        conn.execute("INSERT INTO temp.chunks_fts(rowid, content, heading) SELECT id, content, heading FROM chunks")
+        conn.execute(
+            "INSERT INTO temp.chunks_fts(rowid, content, heading) SELECT id, content, heading FROM chunks"
+        )
     return AsOfOverlay(
         position,
         changed=tuple(str(i) for i in ids),

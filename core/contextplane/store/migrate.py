@@ -579,6 +579,10 @@ def pending_v3_passes(conn: apsw.Connection) -> list[str]:
     return [name for name in V3_PASSES if _meta_get(conn, name) is None]
 
 
+def _content_hash_sql(*values: Any) -> Any:
+    return content_hash(values[0])
+
+
 def run_v3_backfill(
     conn: apsw.Connection,
     *,
@@ -600,7 +604,7 @@ def run_v3_backfill(
         started = format_timestamp(utc_now())
         with write_transaction(conn):
             _meta_set(conn, HISTORY_STARTED_KEY, started)
-    conn.create_scalar_function("contextplane_content_hash", content_hash, 1, deterministic=True)
+    conn.create_scalar_function("contextplane_content_hash", _content_hash_sql, 1, deterministic=True)
     detail = json.dumps({"note": MIGRATION_NOTE})
     statements = {
         HISTORY_BACKFILL: (

@@ -147,3 +147,52 @@ class MemoryHistory(Protocol):
     def history_position(self) -> HistoryPosition: ...
 
     def as_of(self, when: HistoryPosition | datetime) -> AbstractContextManager[Any]: ...
+
+
+@attrs.frozen
+class LegRank:
+    """Where one row stood in one retrieval leg for one query (``SearchTrace``)."""
+
+    #: "fts", "vector", or the store's own name for a leg ("overlap" for word overlap).
+    leg: str
+    #: Its rank among every candidate of the leg, before any filter (None: not a candidate:
+    #: no query word occurs in it, or its vector was not among those scanned).
+    rank: int | None
+    #: How many candidates the leg had (full-text matches, vectors scanned).
+    candidates: int
+    #: How many candidates the leg keeps before filtering (its cut-off).
+    cutoff: int
+    #: Its rank among the candidates that pass the search's scope and deliverable filters.
+    filtered_rank: int | None = None
+    note: str = ""
+
+
+@attrs.frozen
+class SearchTrace:
+    """How one row fared in one ``search`` call: where it ranked in each leg, and in the final
+    list the ``k`` results are cut from (what ``explain`` reports as "never retrieved")."""
+
+    query: str
+    k: int
+    #: Which statement produced the results: "fast" (legs cut before filtering) or "exact".
+    form: str
+    #: Its rank in the final (fused, filtered) list; None when it is not in it at all.
+    rank: int | None
+    #: The ids ``search`` returned, best first.
+    results: tuple[str, ...]
+    legs: tuple[LegRank, ...] = ()
+
+
+@runtime_checkable
+class SearchTracer(Protocol):
+    """Optional: a store that can say where a row ranked for a query (both built-in stores do)."""
+
+    def trace_search(
+        self,
+        query: str,
+        chunk_id: str,
+        k: int = 10,
+        *,
+        namespaces: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> SearchTrace: ...

@@ -37,13 +37,13 @@ from contextplane.memory.consolidation import Consolidation
 from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import MemoryChunk, to_utc, utc_now, validate_text
 from contextplane.store import history as store_history
-from contextplane.store import migrate, sql, vector_index
+from contextplane.store import migrate, ranks, sql, vector_index
 from contextplane.store.columns import as_id, chunk_from_row
 from contextplane.store.connection import SQLITE_HEADER as SQLITE_HEADER
 from contextplane.store.connection import connect as connect
 from contextplane.store.fts_query import to_match_expression
 from contextplane.store.lifecycle import StoreLifecycle
-from contextplane.store.protocol import SearchHit
+from contextplane.store.protocol import SearchHit, SearchTrace
 
 # Re-exported: callers import the warning from here (and from ``contextplane.store``).
 from contextplane.store.vector_index import VectorSearchUnavailableWarning as VectorSearchUnavailableWarning
@@ -185,9 +185,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             return HistoryPosition(store_history.latest_seq(self.conn), utc_now())
 
     @contextlib.contextmanager
-    def as_of(
-        self, when: HistoryPosition | datetime, *, exact_ranking: bool = True
-    ) -> Iterator[StoreView]:
+    def as_of(self, when: HistoryPosition | datetime, *, exact_ranking: bool = True) -> Iterator[StoreView]:
         """A read view of the store as it was at ``when``: a ``HistoryPosition`` (what a
         composition recorded) or an aware time (the position of the last event by then).
 
@@ -345,6 +343,37 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             for rank, row in enumerate(rows, start=1)
         ]
 
+    def trace_search(
+        self,
+        query: str,
+        chunk_id: str,
+        k: int = 10,
+        *,
+        namespaces: Sequence[str] | None = None,
+        now: datetime | None = None,
+        _on: StoreView | None = None,
+    ) -> SearchTrace:
+        """Where ``chunk_id`` ranked in ``search(query, k, namespaces=..., now=...)``: in the
+        final list and in each leg (``store.ranks``). For ``explain``; callers want ``search``."""
+        validate_text(query, "query")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
+        key = as_id(chunk_id)
+        if key is None:
+            raise ValidationError(f"chunk_id: {chunk_id!r} names no memory")
+        vector = self._embed([query])[0] if self._embedder is not None and query.strip() else None
+        with self._reading(_on) as conn:
+            return ranks.trace(
+                conn,
+                query,
+                key,
+                k,
+                namespaces=namespaces,
+                now=now,
+                vector=vector,
+                probes=self._probes(conn) if vector is not None else 0,
+            )
+
 
 class StoreView:
     """One composition's point-in-time view of a ``SQLiteKnowledgeStore`` (``consistent_read``).
@@ -385,6 +414,11 @@ class StoreView:
             options["now"] = self.now
         return self.store.search(query, k, **options, _on=self)
 
+    def trace_search(self, query: str, chunk_id: str, k: int = 10, **options: Any) -> SearchTrace:
+        if options.get("now") is None and self.now is not None:
+            options["now"] = self.now
+        return self.store.trace_search(query, chunk_id, k, **options, _on=self)
+
     def history_position(self) -> HistoryPosition:
         """The position this view reads at: for a present view, its newest visible event at
         the time it opened (what a composition records to be replayed)."""
@@ -410,10 +444,10 @@ class StoreView:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
+    def __repr__(self) -> str:
+        return f"<StoreView of {self.store.path}>"
+
 
 def _end_read(conn: apsw.Connection) -> None:
     with contextlib.suppress(apsw.Error):
         conn.execute("COMMIT")
-
-    def __repr__(self) -> str:
-        return f"<StoreView of {self.store.path}>"

@@ -154,7 +154,9 @@ class StoreWrites(VectorUpkeep):
             elif key in first_of:
                 duplicate_of[index] = first_of[key]
             else:
-                if policy.deduplicate and _deliverable_when_written(row, now_text):  # only a deliverable row absorbs copies
+                if policy.deduplicate and _deliverable_when_written(
+                    row, now_text
+                ):  # only a deliverable row absorbs copies
                     first_of[key] = index
                 keep.append(index)
         near: dict[int, tuple[tuple[str, float], ...]] = {}
@@ -183,9 +185,7 @@ class StoreWrites(VectorUpkeep):
             olds = superseded.get(index, [])
             close = tuple(p for p in near.get(index, ()) if p[0] not in olds)
             outcome: Outcome = "superseded" if olds else "near_duplicate" if close else "stored"
-            result = WriteOutcome(
-                str(new_ids[index]), outcome, superseded=olds, near_duplicates=close
-            )
+            result = WriteOutcome(str(new_ids[index]), outcome, superseded=olds, near_duplicates=close)
             if outcome != "stored":
                 details[new_ids[index]] = json.dumps(result.detail())
             outcomes.append(result)

@@ -43,7 +43,7 @@ from contextplane.records.injections import InjectionRow
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
 from contextplane.records.summaries import SessionSummary, validate_summary
 from contextplane.records.turn_inputs import TurnInputs
-from contextplane.store.protocol import SearchHit
+from contextplane.store.protocol import LegRank, SearchHit, SearchTrace
 
 _WORD = re.compile(r"\w+")
 _FIELDS = (
@@ -125,7 +125,9 @@ class InMemoryKnowledgeStore:
                     f"as_of: expected a HistoryPosition or an aware datetime, got {type(when).__name__}"
                 )
             if when.seq > len(self._events):
-                raise StoreError(f"history position {when.seq} is after the latest event ({len(self._events)})")
+                raise StoreError(
+                    f"history position {when.seq} is after the latest event ({len(self._events)})"
+                )
             last: dict[str, HistoryEvent] = {}
             for event in self._events[: when.seq]:
                 last[event.chunk_id] = event
@@ -313,6 +315,43 @@ class InMemoryKnowledgeStore:
         scored.sort(key=lambda pair: (-pair[0], int(pair[1].id)))
         return [SearchHit(c, float(s), r) for r, (s, c) in enumerate(scored[:k], start=1)]
 
+    def trace_search(
+        self,
+        query: str,
+        chunk_id: str,
+        k: int = 10,
+        *,
+        namespaces: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> SearchTrace:
+        """Where ``chunk_id`` ranked for ``query``: word overlap is the one leg, every row a
+        candidate; the filters are the search's."""
+        words = {w.lower() for w in _WORD.findall(validate_text(query, "query"))}
+        with self._lock:
+            rows = list(self._rows.values())
+        scored = []
+        for c in rows:
+            overlap = len(words & {w.lower() for w in _WORD.findall(c.content + " " + c.heading)})
+            if overlap:
+                scored.append((overlap, c))
+        scored.sort(key=lambda pair: (-pair[0], int(pair[1].id)))
+        every = [c.id for _, c in scored]
+        kept = [
+            c.id
+            for _, c in scored
+            if (namespaces is None or c.namespace in namespaces) and self._deliverable(c, now)
+        ]
+        leg = LegRank(
+            "overlap",
+            every.index(chunk_id) + 1 if chunk_id in every else None,
+            len(every),
+            len(every),
+            kept.index(chunk_id) + 1 if chunk_id in kept else None,
+            "" if chunk_id in every else "no word of the query occurs in it",
+        )
+        rank = kept.index(chunk_id) + 1 if chunk_id in kept else None
+        return SearchTrace(query, k, "exact", rank, tuple(kept[:k]), (leg,))
+
     def close(self) -> None:
         pass
 
@@ -361,6 +400,11 @@ class _FrozenView(InMemoryKnowledgeStore):
         if options.get("now") is None:
             options["now"] = self.now
         return super().search(query, k, **options)
+
+    def trace_search(self, query: str, chunk_id: str, k: int = 10, **options: Any) -> SearchTrace:
+        if options.get("now") is None:
+            options["now"] = self.now
+        return super().trace_search(query, chunk_id, k, **options)
 
     def add_chunks(self, rows: Iterable[Mapping[str, Any]]) -> list[str]:
         return self._origin.add_chunks(rows)

@@ -654,13 +654,18 @@ class StoreHistoryChecks(_StoreBase):
             ("expiry", "confirmed", datetime(2031, 1, 1, tzinfo=UTC), "curator-kit"),
             ("expiry", "confirmed", None, "curator-kit"),
         ]
-        got = [(e.event, e.review_state, e.expires_at, e.actor if e.event != "created" else None) for e in history.history(a)]
+        got = [
+            (e.event, e.review_state, e.expires_at, e.actor if e.event != "created" else None)
+            for e in history.history(a)
+        ]
         requirement.check(
             got == expected,
             f"history({a!r}) reads {got}; expected (event, review_state, expires_at, actor) {expected}",
         )
         seqs = [e.seq for e in history.history(a)]
-        requirement.check(seqs == sorted(seqs) and len(set(seqs)) == len(seqs), f"event seqs {seqs} are not increasing")
+        requirement.check(
+            seqs == sorted(seqs) and len(set(seqs)) == len(seqs), f"event seqs {seqs} are not increasing"
+        )
         old = [(e.event, e.superseded_by) for e in history.history(b)]
         requirement.check(
             old[-1] == ("superseded", c),
@@ -692,7 +697,8 @@ class StoreHistoryChecks(_StoreBase):
         position = history.history_position()
         requirement.check(
             position.seq >= max(e.seq for e in after_purge),
-            f"history_position() is {position.seq}, before the latest event {max(e.seq for e in after_purge)}",
+            f"history_position() is {position.seq}, before the latest event "
+            f"{max(e.seq for e in after_purge)}",
         )
 
     @checks("STORE-ASOF-LIFECYCLE")
@@ -711,11 +717,14 @@ class StoreHistoryChecks(_StoreBase):
             listed = _ids(view.list_chunks(deliverable=True))
             requirement.check(
                 listed == then,
-                f"as of the position before the changes list_chunks(deliverable=True) returned {sorted(listed)}; "
+                "as of the position before the changes list_chunks(deliverable=True) returned "
+                f"{sorted(listed)}; "
                 f"expected {sorted(then)} (rejected, superseded and invalidated only afterwards)",
             )
             found = {h.chunk.id for h in view.search("kiwi asof", 50)}
-            requirement.check(found == then, f"as-of search('kiwi asof') returned {sorted(found)}, expected {sorted(then)}")
+            requirement.check(
+                found == then, f"as-of search('kiwi asof') returned {sorted(found)}, expected {sorted(then)}"
+            )
             old = view.get(superseded)
             requirement.check(
                 old is not None and old.invalidated_at is None and old.superseded_by is None,
@@ -730,13 +739,18 @@ class StoreHistoryChecks(_StoreBase):
             gone = view.get(rejected)
             requirement.check(
                 gone is not None and gone.review_state == "pending",
-                f"as-of get({rejected!r}) has review_state {getattr(gone, 'review_state', None)!r}, not 'pending'",
+                f"as-of get({rejected!r}) has review_state {getattr(gone, 'review_state', None)!r}, "
+                "not 'pending'",
             )
-            requirement.check(successor not in listed, f"the successor {successor!r} written later is listed as of before it")
+            requirement.check(
+                successor not in listed,
+                f"the successor {successor!r} written later is listed as of before it",
+            )
         now = _ids(store.list_chunks(deliverable=True))
         requirement.check(
             now == {confirmed, successor},
-            f"the live store lists {sorted(now)} after the changes; expected {sorted({confirmed, successor})}",
+            f"the live store lists {sorted(now)} after the changes; "
+            f"expected {sorted({confirmed, successor})}",
         )
 
     @checks("STORE-ASOF-MEMBERSHIP")
@@ -744,14 +758,23 @@ class StoreHistoryChecks(_StoreBase):
         early = store.add_chunk("kiwi member early", "fact", "operator")
         position = _history_of(store, requirement).history_position()
         late = store.add_chunk("kiwi member late", "fact", "operator")
-        late_rejected = store.add_chunk("kiwi member late rejected", "fact", "extracted", review_state="rejected")
+        late_rejected = store.add_chunk(
+            "kiwi member late rejected", "fact", "extracted", review_state="rejected"
+        )
         with _as_of(store, position, requirement) as view:
             for cid in (late, late_rejected):
-                requirement.check(view.get(cid) is None, f"as-of get({cid!r}) returned a row written after the position")
+                requirement.check(
+                    view.get(cid) is None, f"as-of get({cid!r}) returned a row written after the position"
+                )
             every = _ids(view.list_chunks())
-            requirement.check(every == {early}, f"as-of list_chunks() returned {sorted(every)}, expected [{early!r}]")
+            requirement.check(
+                every == {early}, f"as-of list_chunks() returned {sorted(every)}, expected [{early!r}]"
+            )
             hits = {h.chunk.id for h in view.search("kiwi member", 50, deliverable=False)}
-            requirement.check(hits == {early}, f"as-of search(deliverable=False) returned {sorted(hits)}, expected [{early!r}]")
+            requirement.check(
+                hits == {early},
+                f"as-of search(deliverable=False) returned {sorted(hits)}, expected [{early!r}]",
+            )
 
     @checks("STORE-ASOF-EXPIRY")
     def test_store_asof_expiry(self, store: KnowledgeStore, requirement: Requirement) -> None:
@@ -777,15 +800,23 @@ class StoreHistoryChecks(_StoreBase):
             row = view.get(cleared)
             requirement.check(
                 row is not None and row.expires_at == soon,
-                f"as-of get({cleared!r}) has expires_at {getattr(row, 'expires_at', None)!r}; it was {soon!r} then",
+                f"as-of get({cleared!r}) has expires_at {getattr(row, 'expires_at', None)!r}; "
+                f"it was {soon!r} then",
             )
             found = {h.chunk.id for h in view.search("kiwi expiry", 50)}
             requirement.check(found == {fleeting, moved, cleared}, f"as-of search returned {sorted(found)}")
 
     @checks("STORE-ASOF-REPLAY")
     def test_store_asof_replay(self, store: KnowledgeStore, requirement: Requirement) -> None:
-        rows = [store.add_chunk(f"kiwi replay {word}", "fact", src) for word, src in (
-            ("alpha", "operator"), ("beta", "extracted"), ("gamma", "operator"), ("delta", "ingest"))]
+        rows = [
+            store.add_chunk(f"kiwi replay {word}", "fact", src)
+            for word, src in (
+                ("alpha", "operator"),
+                ("beta", "extracted"),
+                ("gamma", "operator"),
+                ("delta", "ingest"),
+            )
+        ]
         store.set_review_state(rows[1], "confirmed")
         opener = getattr(store, "consistent_read", None)
         requirement.check(callable(opener), f"{type(store).__name__} has no consistent_read()")
@@ -806,14 +837,18 @@ class StoreHistoryChecks(_StoreBase):
             again_row = view.get(rows[1])
             requirement.check(
                 again_list == then_list,
-                f"as of the recorded position list_chunks(deliverable=True) gives {again_list}; the consistent "
+                f"as of the recorded position list_chunks(deliverable=True) gives {again_list}; "
+                "the consistent "
                 f"view gave {then_list}",
             )
             requirement.check(
                 again_hits == then_hits,
-                f"as of the recorded position search gives {again_hits}; the consistent view gave {then_hits}",
+                f"as of the recorded position search gives {again_hits}; "
+                f"the consistent view gave {then_hits}",
             )
-            requirement.check(again_row == then_row, f"as-of get({rows[1]!r}) reads {again_row!r}, then {then_row!r}")
+            requirement.check(
+                again_row == then_row, f"as-of get({rows[1]!r}) reads {again_row!r}, then {then_row!r}"
+            )
             inner = getattr(view, "history_position", None)
             requirement.check(
                 callable(inner) and view.history_position() == position,
@@ -832,7 +867,8 @@ class StoreHistoryChecks(_StoreBase):
             listed = _ids(view.list_chunks(deliverable=True))
             requirement.check(
                 listed == {first},
-                f"as_of(<time between the writes>) lists {sorted(listed)} as deliverable; expected [{first!r}] "
+                f"as_of(<time between the writes>) lists {sorted(listed)} as deliverable; "
+                f"expected [{first!r}] "
                 f"(rejected and {second!r} came later)",
             )
         try:
@@ -841,7 +877,8 @@ class StoreHistoryChecks(_StoreBase):
         except Exception as exc:
             requirement.check(
                 "timezone" in str(exc) or "aware" in str(exc),
-                f"as_of(<naive time>) raised {type(exc).__name__}: {exc}; the message must say it needs an aware time",
+                f"as_of(<naive time>) raised {type(exc).__name__}: {exc}; "
+                "the message must say it needs an aware time",
             )
         else:
             requirement.fail("as_of(<naive datetime>) was accepted; a time without a timezone is ambiguous")

@@ -273,5 +273,7 @@ _BOOLS = frozenset({"state_exact", "goal_turn"})
 
 
 def _inputs(row: tuple[Any, ...]) -> TurnInputs:
-    values = {name: bool(v) if name in _BOOLS else v for name, v in zip(TURN_INPUT_FIELDS, row, strict=True)}
+    values: dict[str, Any] = {
+        name: bool(v) if name in _BOOLS else v for name, v in zip(TURN_INPUT_FIELDS, row, strict=True)
+    }
     return TurnInputs(**values)
