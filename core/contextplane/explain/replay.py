@@ -152,7 +152,8 @@ def _compare(
     then_plugins = inputs.plugin_versions()
     now_plugins = dict(host.plugin_versions())
     out = []
-    for label in sorted(set(recorded) | set(replayed), key=lambda n: (n not in recorded, n)):
+    labels = [*recorded, *(name for name in replayed if name not in recorded)]  # delivery order
+    for label in labels:
         before = recorded.get(label)
         after = replayed.get(label)
         now_view = (

@@ -56,9 +56,9 @@ def load_inputs(backend: Any, session_id: str, turn_index: int) -> TurnInputs:
     known = sorted(i.turn_index for i in inputs_store(backend).list_inputs(session_id))
     hint = f"; recorded turns of this session: {', '.join(map(str, known))}" if known else ""
     raise TurnNotRecorded(
-        f"session {session_id!r} turn {turn_index} has no recorded inputs (not composed with record=True, "
-        f"recorded before contextplane kept turn inputs, pruned by retention, or "
-        f"observability.turn_inputs was off){hint}"
+        f"session {session_id!r} turn {turn_index} has no recorded inputs (incognito, which records nothing; "
+        "not composed with record=True; recorded before contextplane kept turn inputs; pruned by retention; "
+        f"or observability.turn_inputs was off){hint}"
     )
 
 
