@@ -126,6 +126,18 @@ def _memory_reasons(
     return reasons
 
 
+def _plugin_notes(then: Mapping[str, str | None], now: Mapping[str, str | None]) -> list[str]:
+    """The plugin set's changes since the turn, whether or not any output changed."""
+    notes = [f"plugin {name!r} was loaded then and is not now" for name in sorted(set(then) - set(now))]
+    notes += [f"plugin {name!r} is loaded now and was not then" for name in sorted(set(now) - set(then))]
+    notes += [
+        f"plugin {name!r} changed version: {then[name]} then, {now[name]} now"
+        for name in sorted(set(then) & set(now))
+        if then[name] != now[name]
+    ]
+    return notes
+
+
 def _recorded_text(backend: Any, inputs: TurnInputs) -> str | None:
     trajectory = getattr(backend, "trajectory", None)
     if trajectory is None or not inputs.trajectory_ref:
@@ -261,6 +273,7 @@ def replay(
             config_changes=(),
         )
         mode = "as_of"
+    notes.extend(_plugin_notes(inputs.plugin_versions(), dict(host.plugin_versions())))
     replayed_sha = hashlib.sha256(projection.text.encode()).hexdigest() if projection.text else None
     identical = replayed_sha == inputs.projection_sha256 and all(d.status == "same" for d in diffs)
     if inputs.config_sha256 != config_json(cfg)[1] and not now:
