@@ -58,7 +58,9 @@ def world(tmp_path: Path) -> Iterator[tuple[PluginHost, SQLiteBackend, Motd]]:
 def _delivered(backend: SQLiteBackend, session: str, turn: int) -> set[str]:
     inputs = backend.snapshots.get_inputs(session, turn)
     assert inputs is not None
-    return {i for s in inputs.section_manifest() for i in s["ids"] if s["label"] in ("always_on", "retrieved")}
+    return {
+        i for s in inputs.section_manifest() for i in s["ids"] if s["label"] in ("always_on", "retrieved")
+    }
 
 
 def test_every_turn_of_a_changing_session_replays_byte_for_byte(
@@ -68,13 +70,21 @@ def test_every_turn_of_a_changing_session_replays_byte_for_byte(
     store = backend.memories
     add = store.add_chunk
     window = add(
-        "Deploy window is Tuesday 14:00 UTC", "hot", "operator", memory_kind="standing", namespace=WEB, subject="window"
+        "Deploy window is Tuesday 14:00 UTC",
+        "hot",
+        "operator",
+        memory_kind="standing",
+        namespace=WEB,
+        subject="window",
     )
     canary = add("The canary runs 30 minutes before a deploy rollout", "note", "extracted", namespace=WEB)
     friday = add("A deploy on Friday evening is fine", "fact", "extracted", namespace=WEB)
     freeze = add("Deploy freeze: no deploy until the audit ends", "fact", "operator", namespace=WEB)
     dashboard = add(
-        "The deploy canary dashboard is at /canary", "fact", "operator", namespace=WEB,
+        "The deploy canary dashboard is at /canary",
+        "fact",
+        "operator",
+        namespace=WEB,
         expires_at=datetime.now(UTC) + timedelta(seconds=0.8),
     )
 
@@ -82,22 +92,34 @@ def test_every_turn_of_a_changing_session_replays_byte_for_byte(
     agent, model, _saver, _mw = make_agent(
         host, tools=[], policy=lambda _m: AIMessage("noted"), knowledge_store=store, backend=backend
     )
-    agent.invoke({"messages": [HumanMessage("When is the deploy window, and how long does the canary run?")]}, cfg("scn"))
+    agent.invoke(
+        {"messages": [HumanMessage("When is the deploy window, and how long does the canary run?")]},
+        cfg("scn"),
+    )
     store.set_review_state(canary, "confirmed", by="priya")
     store.set_review_state(friday, "rejected", by="priya")
     moved = add(
-        "Deploy window is Thursday 10:00 UTC", "hot", "operator", memory_kind="standing", namespace=WEB, subject="window"
+        "Deploy window is Thursday 10:00 UTC",
+        "hot",
+        "operator",
+        memory_kind="standing",
+        namespace=WEB,
+        subject="window",
     )
     assert moved.outcome == "superseded" and moved.superseded == (window,)
     rollback = add("A deploy rollback needs a ticket", "fact", "operator", namespace=WEB)
-    agent.invoke({"messages": [HumanMessage("Can I deploy on Friday, and what does a rollback need?")]}, cfg("scn"))
+    agent.invoke(
+        {"messages": [HumanMessage("Can I deploy on Friday, and what does a rollback need?")]}, cfg("scn")
+    )
     assert len(model.calls) == 2
 
     # The external surface: the same backend, another session, after more changes.
     store.set_expires_at(freeze, datetime.now(UTC) - timedelta(seconds=1), by="priya")
     time.sleep(max(0.0, (store.get(dashboard).expires_at - datetime.now(UTC)).total_seconds()) + 0.05)  # type: ignore[union-attr]
     assembler = ContextAssembler(host=host, knowledge_store=store, backend=backend)
-    history: list[dict[str, Any]] = [{"role": "user", "content": "Is there a deploy freeze, and where is the canary dashboard?"}]
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "Is there a deploy freeze, and where is the canary dashboard?"}
+    ]
     assembler.assemble(history[0]["content"], session_id="ext", turn_index=1, history=history)
     add("The canary dashboard moved to /deploys/canary", "fact", "operator", namespace=WEB)
     store.set_review_state(canary, "rejected", by="sam")
@@ -113,7 +135,9 @@ def test_every_turn_of_a_changing_session_replays_byte_for_byte(
         ("scn", 1, "native"),
     ]
     # Each turn delivered what its moment allowed (so the store really changed under them).
-    assert {window, canary, friday} <= _delivered(backend, "scn", 0) and moved not in _delivered(backend, "scn", 0)
+    assert {window, canary, friday} <= _delivered(backend, "scn", 0) and moved not in _delivered(
+        backend, "scn", 0
+    )
     assert friday not in _delivered(backend, "scn", 1) and {moved, rollback} <= _delivered(backend, "scn", 1)
     assert freeze in _delivered(backend, "scn", 0) and freeze not in _delivered(backend, "ext", 1)
     assert dashboard in _delivered(backend, "scn", 0) and dashboard not in _delivered(backend, "ext", 1)
@@ -125,9 +149,11 @@ def test_every_turn_of_a_changing_session_replays_byte_for_byte(
     for inputs in recorded:
         report = replay(backend, inputs.session_id, inputs.turn_index, host=host)
         assert report.identical, (inputs.key, [(d.label, d.reasons) for d in report.changed])
-        assert report.replayed_sha256 == inputs.projection_sha256 == backend.snapshots.get(
-            inputs.session_id, inputs.turn_index
-        ).projection_sha256
+        assert (
+            report.replayed_sha256
+            == inputs.projection_sha256
+            == backend.snapshots.get(inputs.session_id, inputs.turn_index).projection_sha256
+        )
         assert {d.status for d in report.sections} == {"same"}
 
     # Explain speaks of then for a past turn, of now for a query.
@@ -160,5 +186,8 @@ def test_every_turn_of_a_changing_session_replays_byte_for_byte(
     assert f"memory {window}'s lifecycle changed after the turn: superseded by {moved}" in always
     assert f"memory {moved} was written after the turn" in always
     retrieved = " ".join(changed["retrieved"].reasons)
-    assert f"memory {friday}'s lifecycle changed after the turn: review state set to rejected (by priya)" in retrieved
+    assert (
+        f"memory {friday}'s lifecycle changed after the turn: review state set to rejected (by priya)"
+        in retrieved
+    )
     assert f"memory {freeze}'s lifecycle changed after the turn: expiry set to" in retrieved
