@@ -40,7 +40,13 @@ class DemoResult:
 def run_demo(directory: str | Path | None = None, echo: Callable[[str], None] = print) -> DemoResult:
     """Run the scripted session in ``directory`` (default: a new temporary directory); return
     what was composed and the checks. ``echo`` receives every line of the report."""
-    root = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="contextplane-demo-"))
+    # Absolute: the demo's configuration resolves its paths against this directory, so a relative
+    # one would nest (``--dir demo`` put the store in ``demo/demo``).
+    root = (
+        Path(directory).resolve()
+        if directory is not None
+        else Path(tempfile.mkdtemp(prefix="contextplane-demo-"))
+    )
     root.mkdir(parents=True, exist_ok=True)
     write_fixture_files(root)
     config = demo_config(root)

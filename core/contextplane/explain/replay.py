@@ -93,10 +93,15 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def _config_changes(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
     before, after = _flatten(recorded), _flatten(now)
     return [
-        f"{key} {before.get(key)!r} -> {after.get(key)!r}"
+        f"{key} {_short(before.get(key))} then, {_short(after.get(key))} now"
         for key in sorted(set(before) | set(after))
         if before.get(key) != after.get(key)
     ]
+
+
+def _short(value: Any, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _describe(event: HistoryEvent) -> str:
@@ -207,7 +212,9 @@ def _compare(
         ids_now = set(after.item_ids) if after is not None else set()
         reasons.extend(_memory_reasons(ids_then ^ ids_now, store, position, purged))
         if config_changes:
-            reasons.append("the configuration changed: " + "; ".join(config_changes))
+            reasons.append(
+                f"the configuration changed since the turn ({len(config_changes)} keys; see the notes)"
+            )
         if not reasons:
             reasons.append(
                 f"plugin {plugin!r} produced different output from the same recorded inputs "
@@ -241,6 +248,7 @@ def replay(
     if now:
         cfg = config if config is not None else host.config
         changes = _config_changes(inputs.config_data(), json.loads(config_json(cfg)[0]))
+        notes.extend(f"configuration: {change}" for change in changes)
         request = request_for(inputs, cfg, store=backend.memories, backend=backend)
         projection = compose(request, host=host, strict=False)
         purged: Sequence[str] = ()

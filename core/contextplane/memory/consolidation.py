@@ -18,6 +18,12 @@ each against *deliverable* rows of the *same scope* only:
    for review in the new row's history and reported (outcome ``near_duplicate``); nothing is
    merged. The measure is the Jaccard index of the two texts' word sets, after Unicode NFKC
    normalisation and case folding, with every run of non-word characters a separator.
+   Candidates come from the full-text index, by a prefix filter: a row at or above threshold
+   ``t`` shares all but at most ``(1 - t)`` of the write's words, so it holds at least one of
+   any ``floor((1 - t) * n) + 1`` of them; the longest are taken (long words tend to be rare
+   ones, so the lookup stays small). The newest ``NEAR_DUPLICATE_CANDIDATES`` rows that hold
+   one are compared, so where those words are common an older near duplicate can go
+   unreported: near duplicates are a review aid, not a guarantee.
 
 Every outcome is returned to the caller (``WriteOutcome``) and recorded in the history.
 """
@@ -37,8 +43,9 @@ from contextplane.errors import ValidationError
 Outcome = Literal["stored", "duplicate", "superseded", "near_duplicate"]
 
 DEFAULT_NEAR_DUPLICATE_THRESHOLD: Final[float] = 0.8
-#: How many similar rows a write looks at (the best full-text matches in its scope).
-NEAR_DUPLICATE_CANDIDATES: Final[int] = 20
+#: How many candidate rows a single write compares itself with (the newest that hold one of
+#: its prefix-filter words, in its scope).
+NEAR_DUPLICATE_CANDIDATES: Final[int] = 50
 
 _WORDS: Final[re.Pattern[str]] = re.compile(r"[^\W_]+")
 
@@ -62,6 +69,14 @@ def content_hash(text: Any) -> int | None:
 def word_set(text: str) -> frozenset[str]:
     """The words the similarity measure compares: NFKC, case-folded, split on non-word runs."""
     return frozenset(_WORDS.findall(unicodedata.normalize("NFKC", text).casefold()))
+
+
+def candidate_terms(text: str, threshold: float) -> list[str]:
+    """The words a near duplicate of ``text`` (similarity >= ``threshold``) must hold at least
+    one of: ``floor((1 - threshold) * n) + 1`` of its ``n`` distinct words, the longest first."""
+    words = sorted(word_set(text), key=lambda w: (-len(w), w))
+    need = int((1 - threshold) * len(words) + 1e-9) + 1
+    return words[:need]
 
 
 def similarity(a: str, b: str) -> float:

@@ -255,5 +255,15 @@ def overlay(conn: apsw.Connection, position: HistoryPosition, *, exact_ranking: 
     )
 
 
+def drop_overlay(conn: apsw.Connection) -> None:
+    """Remove an overlay's temporary objects, so the connection reads the present again."""
+    for statement in (
+        "DROP VIEW IF EXISTS temp.chunks",
+        "DROP TABLE IF EXISTS temp.chunks_fts",
+        "DROP TABLE IF EXISTS temp.asof_state",
+    ):
+        conn.execute(statement)
+
+
 def chunk_ids(values: Iterable[str]) -> list[int]:
     return [int(v) for v in values if str(v).isdigit()]

@@ -24,7 +24,6 @@ from contextplane.memory.model import (
     validate_review_state,
     validate_text,
 )
-from contextplane.store import history
 from contextplane.store.columns import INHERITED_ON_SUPERSEDE, as_id
 from contextplane.store.writes import StoreWrites
 
@@ -43,7 +42,7 @@ class StoreLifecycle(StoreWrites):
                 "UPDATE chunks SET review_state = ?, updated_at = ? WHERE id = ?",
                 (checked, format_timestamp(utc_now()), as_id(chunk_id)),
             )
-            history.record_change(conn, int(as_id(chunk_id) or 0), "review", actor)
+            self._record_change(conn, int(as_id(chunk_id) or 0), "review", actor)
             return self._require(conn, chunk_id)
 
     def set_expires_at(
@@ -58,7 +57,7 @@ class StoreLifecycle(StoreWrites):
                 "UPDATE chunks SET expires_at = ?, updated_at = ? WHERE id = ?",
                 (value, format_timestamp(utc_now()), as_id(chunk_id)),
             )
-            history.record_change(conn, int(as_id(chunk_id) or 0), "expiry", actor)
+            self._record_change(conn, int(as_id(chunk_id) or 0), "expiry", actor)
             return self._require(conn, chunk_id)
 
     def invalidate_chunk(
@@ -108,7 +107,7 @@ class StoreLifecycle(StoreWrites):
         )
         event = "superseded" if superseded_by is not None else "invalidated"
         detail = {"by": text[len(SUPERSEDED_PREFIX) :]} if superseded_by is not None else None
-        history.record_change(conn, int(current.id), event, actor, detail=detail)
+        self._record_change(conn, int(current.id), event, actor, detail=detail)
         return self._require(conn, chunk_id)
 
     def supersede(self, old_id: str, content: str, **attrs: Any) -> str:
@@ -151,6 +150,6 @@ class StoreLifecycle(StoreWrites):
                         SELECT substr(invalidation_reason, 15) FROM chunks
                         WHERE substr(invalidation_reason, 1, 14) = '{SUPERSEDED_PREFIX}')"""
         with self._writing() as conn:
-            history.record_purged(conn, where, {"now": now_text}, format_timestamp(utc_now()))
+            self._record_purged(conn, where, {"now": now_text}, format_timestamp(utc_now()))
             conn.execute(f"DELETE FROM chunks WHERE {where}", {"now": now_text})
             return int(conn.changes())

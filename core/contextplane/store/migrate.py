@@ -542,9 +542,12 @@ END;
 #: (``contextplane.memory.consolidation.content_hash``). Nullable, so the ALTER is O(1).
 V3_COLUMNS: Final[tuple[tuple[str, str], ...]] = (("content_hash", "INTEGER"),)
 
+#: The duplicate key; same-subject lookups; and the delivery policy, so the always-on section
+#: (a handful of rows) is an index lookup, not a scan of the store, now and as of the past.
 _V3_INDEXES: Final[str] = """
 CREATE INDEX IF NOT EXISTS chunks_content_hash ON chunks(content_hash);
 CREATE INDEX IF NOT EXISTS chunks_subject ON chunks(subject, namespace) WHERE subject != '';
+CREATE INDEX IF NOT EXISTS chunks_delivery_policy ON chunks(delivery_policy);
 """
 
 #: When the history backfill started; every ``migrated`` event carries this one time.

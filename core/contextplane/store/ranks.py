@@ -93,7 +93,7 @@ def trace(
     for the row ``chunk_id`` (caller holds the connection's lock)."""
     params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "nc": max(k * 8, 80)}
     clauses: list[str] = []
-    sql.scope_filter(namespaces, params, clauses)
+    sql.scope_filter(namespaces, params, clauses, indexed=False)
     sql.deliverable_filter(False, now, params, clauses)
     where = " AND ".join(clauses) or "1"
     expression = to_match_expression(query)

@@ -204,10 +204,10 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             if self.path == ":memory:":
                 conn = stack.enter_context(self._memory_copy())
             else:
-                self.conn  # noqa: B018 - raises StoreError when the store is closed
-                conn = connect(self.path, create=False, busy_timeout_ms=self._busy_timeout_ms)
-                stack.callback(conn.close)
-                self._load_vectors(conn)
+                # A pooled reader (its page cache is warm); the overlay's temporary objects are
+                # dropped before it goes back, and a reader that cannot drop them is closed.
+                conn = self._take_reader()
+                stack.callback(self._return_overlaid, conn)
                 conn.execute("BEGIN")
                 stack.callback(_end_read, conn)
             position = (
@@ -221,6 +221,14 @@ class SQLiteKnowledgeStore(StoreLifecycle):
                 )
             overlay = store_history.overlay(conn, position, exact_ranking=exact_ranking)
             yield StoreView(self, conn, threading.Lock(), now=position.at, position=position, overlay=overlay)
+
+    def _return_overlaid(self, conn: apsw.Connection) -> None:
+        healthy = True
+        try:
+            store_history.drop_overlay(conn)
+        except apsw.Error:
+            healthy = False
+        self._give_back(conn, healthy)
 
     def _take_reader(self) -> apsw.Connection:
         with self._readers_lock:
@@ -318,7 +326,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
         params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "nc": max(k * 8, 80)}
         clauses: list[str] = []
-        sql.scope_filter(namespaces, params, clauses)
+        sql.scope_filter(namespaces, params, clauses, indexed=False)
         if deliverable:
             sql.deliverable_filter(include_superseded, now, params, clauses)
         where = " AND ".join(clauses) or "1"

@@ -22,6 +22,7 @@ from contextplane.memory.consolidation import (
     Consolidation,
     Outcome,
     WriteOutcome,
+    candidate_terms,
     content_hash,
     near_duplicates,
     normalise_content,
@@ -193,7 +194,7 @@ class StoreWrites(VectorUpkeep):
             self._record_created(conn, range(min(new_ids.values()), max(new_ids.values()) + 1), details)
         for index, chunk_id in sorted(new_ids.items()):
             for old in superseded.get(index, []):
-                history.record_change(
+                self._record_change(
                     conn,
                     int(old),
                     "superseded",
@@ -202,7 +203,7 @@ class StoreWrites(VectorUpkeep):
                 )
         for index, target in sorted(duplicate_of.items()):
             found = str(new_ids[target]) if isinstance(target, int) else target
-            history.record_change(
+            self._record_change(
                 conn,
                 int(found),
                 "consolidated",
@@ -230,13 +231,20 @@ class StoreWrites(VectorUpkeep):
     def _near_duplicates(
         self, conn: apsw.Connection, row: tuple[Any, ...], now_text: str, policy: Consolidation
     ) -> tuple[tuple[str, float], ...]:
-        expression = to_match_expression(str(row[0]))
+        """Deliverable rows of the row's scope at or above the similarity threshold. Candidates:
+        rows holding one of the write's prefix-filter words (``candidate_terms``), newest first,
+        at most ``NEAR_DUPLICATE_CANDIDATES`` of them; no BM25 (scoring every match of common
+        words would make a single write cost a search of the whole store)."""
+        expression = to_match_expression(
+            " ".join(candidate_terms(str(row[0]), policy.near_duplicate_threshold))
+        )
         if expression is None:
             return ()
         candidates = conn.execute(
-            "SELECT c.id, c.content FROM (SELECT rowid AS id, bm25(chunks_fts) AS s FROM chunks_fts "
-            "WHERE chunks_fts MATCH ? ORDER BY s LIMIT 80) AS t JOIN chunks AS c ON c.id = t.id "
-            f"WHERE c.namespace = ? AND {_DELIVERABLE} ORDER BY t.s, t.id LIMIT {NEAR_DUPLICATE_CANDIDATES}",
+            "SELECT c.id, c.content FROM (SELECT rowid AS id FROM chunks_fts WHERE chunks_fts MATCH ? "
+            f"ORDER BY rowid DESC LIMIT {NEAR_DUPLICATE_CANDIDATES * 4}) AS t "
+            "JOIN chunks AS c ON c.id = t.id "
+            f"WHERE c.namespace = ? AND {_DELIVERABLE} ORDER BY c.id DESC LIMIT {NEAR_DUPLICATE_CANDIDATES}",
             (expression, row[_AT["namespace"]], now_text),
         ).fetchall()
         return near_duplicates(
@@ -262,9 +270,28 @@ class StoreWrites(VectorUpkeep):
             )
         return olds
 
+    # The history's three seams (bench/history_bench.py replaces them to measure its cost).
+
     def _record_created(self, conn: apsw.Connection, ids: range, details: dict[int, str]) -> None:
-        """The ``created`` events of a write (a seam the history benchmark replaces)."""
+        """The ``created`` events of a write."""
         history.record_created(conn, ids, details)
+
+    def _record_change(
+        self,
+        conn: apsw.Connection,
+        chunk_id: int,
+        event: str,
+        actor: str,
+        *,
+        at: str | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """The event of one change to one row."""
+        history.record_change(conn, chunk_id, event, actor, at=at, detail=detail)
+
+    def _record_purged(self, conn: apsw.Connection, where: str, params: Mapping[str, Any], at: str) -> None:
+        """The ``purged`` events of the rows a purge is about to delete."""
+        history.record_purged(conn, where, params, at)
 
     def _insert(
         self,
