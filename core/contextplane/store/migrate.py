@@ -547,7 +547,8 @@ V3_COLUMNS: Final[tuple[tuple[str, str], ...]] = (("content_hash", "INTEGER"),)
 _V3_INDEXES: Final[str] = """
 CREATE INDEX IF NOT EXISTS chunks_content_hash ON chunks(content_hash);
 CREATE INDEX IF NOT EXISTS chunks_subject ON chunks(subject, namespace) WHERE subject != '';
-CREATE INDEX IF NOT EXISTS chunks_delivery_policy ON chunks(delivery_policy) WHERE delivery_policy IS NOT NULL;
+CREATE INDEX IF NOT EXISTS chunks_delivery_policy ON chunks(delivery_policy)
+    WHERE delivery_policy IS NOT NULL;
 """
 
 #: When the history backfill started; every ``migrated`` event carries this one time.
