@@ -31,13 +31,17 @@ def test_explain_json_is_one_verdict_with_its_evidence(demo_db: str) -> None:
 
 
 def test_replay_json_and_exit_code(demo_db: str) -> None:
-    same = CliRunner().invoke(main, ["replay", "--session", "demo-session-7", "--turn", "2", "--db", demo_db, "--json"])
+    same = CliRunner().invoke(
+        main, ["replay", "--session", "demo-session-7", "--turn", "2", "--db", demo_db, "--json"]
+    )
     assert same.exit_code == 0, same.output
     report = json.loads(same.stdout)
     assert report["identical"] and report["mode"] == "as_of"
     assert {s["status"] for s in report["sections"]} == {"same"}
     assert report["recorded_sha256"] == report["replayed_sha256"]
-    now = CliRunner().invoke(main, ["replay", "--session", "demo-session-7", "--turn", "2", "--now", "--db", demo_db])
+    now = CliRunner().invoke(
+        main, ["replay", "--session", "demo-session-7", "--turn", "2", "--now", "--db", demo_db]
+    )
     assert now.exit_code == 1 and "DIFFERS from what was delivered" in now.stdout
     assert "note: configuration: context.project 'website' then, None now" in now.stdout
 
@@ -56,10 +60,13 @@ def test_explain_usage_errors(args: list[str], message: str, demo_db: str) -> No
 
 
 def test_a_turn_without_inputs_is_a_clean_error(demo_db: str) -> None:
-    result = CliRunner().invoke(main, ["replay", "--session", "demo-session-7", "--turn", "3", "--db", demo_db])
+    result = CliRunner().invoke(
+        main, ["replay", "--session", "demo-session-7", "--turn", "3", "--db", demo_db]
+    )
     assert result.exit_code == 2
-    assert "error: session 'demo-session-7' turn 3 has no recorded inputs (incognito, which records nothing" in (
-        result.stderr
+    assert (
+        "error: session 'demo-session-7' turn 3 has no recorded inputs (incognito, which records nothing"
+        in (result.stderr)
     )
     assert "recorded turns of this session: 1, 2, 4, 5, 6" in result.stderr
 

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import attrs
 
 from contextplane.config import Config
-from contextplane.explain.turns import load_inputs, past_view, position_of, recorded_config, request_for
+from contextplane.explain.turns import config_for, load_inputs, past_view, position_of, request_for
 from contextplane.explain.verdict import _history
 from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import format_timestamp
@@ -263,7 +263,7 @@ def replay(
         )
         mode = "now"
     else:
-        cfg = config if config is not None else recorded_config(inputs)
+        cfg = config if config is not None else config_for(inputs, host.config, notes)
         with past_view(backend, inputs, exact_ranking=exact_ranking) as (view, past_backend):
             request = request_for(inputs, cfg, store=view, backend=past_backend)
             projection = compose(request, host=host, strict=False)

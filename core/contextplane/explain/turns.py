@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from contextplane.config import Config, structure
-from contextplane.errors import ContextPlaneError, StoreError
+from contextplane.errors import ConfigError, ContextPlaneError, StoreError
 from contextplane.memory.history import HistoryPosition
 from contextplane.memory.model import read_timestamp
 from contextplane.records.summaries import SessionSummary
@@ -70,12 +70,22 @@ def position_of(inputs: TurnInputs) -> HistoryPosition | None:
 
 
 def recorded_config(inputs: TurnInputs) -> Config:
-    """The configuration the turn was composed under, rebuilt from its record."""
+    """The configuration the turn was composed under, rebuilt from its record (``ConfigError``
+    when this contextplane no longer accepts it, e.g. a key was removed since)."""
     return structure(
         inputs.config_data(),
-        origin=f"turn {inputs.turn_index} of session {inputs.session_id!r}",
+        origin=f"the recorded configuration of turn {inputs.turn_index} of session {inputs.session_id!r}",
         base_dir=inputs.config_base_dir,
     )
+
+
+def config_for(inputs: TurnInputs, fallback: Config, notes: list[str]) -> Config:
+    """The recorded configuration, else ``fallback`` with a note saying why."""
+    try:
+        return recorded_config(inputs)
+    except ConfigError as exc:
+        notes.append(f"the recorded configuration no longer loads ({exc}); today's was used instead")
+        return fallback
 
 
 def _skills(inputs: TurnInputs) -> tuple[Any, ...] | None:

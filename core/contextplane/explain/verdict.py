@@ -33,10 +33,10 @@ from contextplane.config import Config
 from contextplane.errors import StoreError, ValidationError
 from contextplane.explain.turns import (
     TurnNotRecorded,
+    config_for,
     load_inputs,
     past_view,
     position_of,
-    recorded_config,
     request_for,
 )
 from contextplane.fitting import escape_measured
@@ -534,7 +534,8 @@ def explain(
                     info,
                 )
             raise
-        cfg = config if config is not None else recorded_config(inputs)
+        notes: list[str] = []
+        cfg = config if config is not None else config_for(inputs, host.config, notes)
         with past_view(backend, inputs, exact_ranking=exact_ranking) as (view, past_backend):
             position = position_of(inputs)
             request = request_for(inputs, cfg, store=view, backend=past_backend)
@@ -544,6 +545,7 @@ def explain(
                 "query": inputs.query,
                 "basis": "recorded",
                 "history_position": None if position is None else position.to_dict(),
+                **({"notes": notes} if notes else {}),
             }
             turn = _Turn(request, view, inputs.section_manifest(), position, info)
             return judge(turn, memory_id, host, events)

@@ -60,10 +60,11 @@ def _json_or_repr(value: Any) -> tuple[str, bool]:
     """JSON of plain data; a value that is not JSON data is recorded as its ``repr`` (and the
     record says the value cannot be rebuilt)."""
     plain = thaw(value)
+    # Key order is kept: a section may render the state in the order it was given.
     try:
-        return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False), True
+        return json.dumps(plain, separators=(",", ":"), ensure_ascii=False), True
     except (TypeError, ValueError):
-        return _dumps(json.loads(json.dumps(plain, default=repr))), False
+        return json.dumps(plain, separators=(",", ":"), ensure_ascii=False, default=repr), False
 
 
 def _skill(value: Any) -> Any:
