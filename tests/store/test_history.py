@@ -144,6 +144,13 @@ def test_v2_store_migrates_and_every_public_read_and_write_works(tmp_path: Path)
     )
     with SQLiteKnowledgeStore(path) as store:
         assert m.schema_version(store.conn) == 3
+        indexes = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert {
+            "chunks_content_hash",
+            "chunks_subject",
+            "chunks_delivery_policy",
+            "chunk_history_chunk",
+        } <= indexes
         started = m.meta_get(store.conn, m.HISTORY_STARTED_KEY)
         assert started is not None
         # The history starts at the migration and says so: one event per row, the row's state.

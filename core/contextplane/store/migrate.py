@@ -545,11 +545,13 @@ V3_COLUMNS: Final[tuple[tuple[str, str], ...]] = (("content_hash", "INTEGER"),)
 #: The duplicate key; same-subject lookups; and the delivery policy, so the always-on section
 #: (a handful of rows) is an index lookup, not a scan of the store, now and as of the past.
 _V3_INDEXES: Final[str] = """
-CREATE INDEX IF NOT EXISTS chunks_content_hash ON chunks(content_hash);
 CREATE INDEX IF NOT EXISTS chunks_subject ON chunks(subject, namespace) WHERE subject != '';
 CREATE INDEX IF NOT EXISTS chunks_delivery_policy ON chunks(delivery_policy)
     WHERE delivery_policy IS NOT NULL;
 """
+#: Built when the content-hash pass is done (or at once for a new store): one sort of the
+#: filled column is cheaper than keeping the index through a million-row UPDATE.
+_CONTENT_HASH_INDEX: Final[str] = "CREATE INDEX IF NOT EXISTS chunks_content_hash ON chunks(content_hash)"
 
 #: When the history backfill started; every ``migrated`` event carries this one time.
 HISTORY_STARTED_KEY: Final[str] = "history_started_at"
@@ -564,6 +566,10 @@ def _ensure_v3_objects(conn: apsw.Connection) -> list[str]:
         if name in added:
             conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {decl}")
     conn.execute(_V3_INDEXES)
+    if _meta_get(conn, CONTENT_HASH_BACKFILL) is not None or not int(
+        scalar(conn, "SELECT count(*) FROM chunks")
+    ):
+        conn.execute(_CONTENT_HASH_INDEX)
     return added
 
 
@@ -647,4 +653,5 @@ def run_v3_backfill(
         for p in passes:
             _meta_set(conn, p, stamp)
             conn.execute("DELETE FROM _kb_meta WHERE key = ?", (_cursor_key(p),))
+        conn.execute(_CONTENT_HASH_INDEX)
     return total
