@@ -348,3 +348,25 @@ def test_in_memory_store_as_of_works_on_a_copy(tmp_path: Path) -> None:
         with store.as_of(position) as view:
             assert [c.id for c in view.list_chunks(deliverable=True)] == [a]
         assert store.list_chunks(deliverable=True) == []
+
+
+def test_the_migrate_command_upgrades_a_v2_store(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from contextplane.cli import main
+
+    path = _v2(tmp_path)
+    dry = CliRunner().invoke(main, ["migrate", "--dry-run", "--db", str(path)])
+    assert (
+        dry.exit_code == 0
+        and "schema version 2 -> 3; 7 rows; pending passes: history_backfill, content_hash_backfill"
+        in dry.output
+    )
+    done = CliRunner().invoke(main, ["migrate", "--db", str(path)])
+    assert done.exit_code == 0
+    assert (
+        "migrated from schema version 2 to 3; passes history_backfill, content_hash_backfill; 7 rows"
+        in done.output
+    )
+    again = CliRunner().invoke(main, ["migrate", "--db", str(path)])
+    assert "already at schema version 3; nothing to do" in again.output

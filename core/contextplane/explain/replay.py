@@ -26,8 +26,7 @@ from typing import Any, Literal
 import attrs
 
 from contextplane.config import Config
-from contextplane.explain.turns import config_for, load_inputs, past_view, position_of, request_for
-from contextplane.explain.verdict import _history
+from contextplane.explain.turns import config_for, events_of, load_inputs, past_view, position_of, request_for
 from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import format_timestamp
 from contextplane.observability.turn_inputs import config_json
@@ -117,7 +116,7 @@ def _memory_reasons(
         if memory_id in purged:
             reasons.append(f"memory {memory_id} was purged after the turn: its text is gone")
             continue
-        events = _history(store, memory_id)
+        events = events_of(store, memory_id)
         if position is not None:
             events = [e for e in events if e.seq > position.seq]
         if not events:

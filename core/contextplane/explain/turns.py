@@ -20,7 +20,7 @@ import attrs
 
 from contextplane.config import Config, structure
 from contextplane.errors import ConfigError, ContextPlaneError, StoreError
-from contextplane.memory.history import HistoryPosition
+from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import read_timestamp
 from contextplane.records.summaries import SessionSummary
 from contextplane.records.turn_inputs import TurnInputs, TurnInputStore
@@ -188,6 +188,13 @@ class PastBackend:
 
     def close(self) -> None:
         pass
+
+
+def events_of(store: Any, memory_id: str) -> list[HistoryEvent]:
+    """The memory's lifecycle events, or none when the store keeps no history."""
+    if isinstance(store, MemoryHistory):
+        return store.history(memory_id)
+    return []
 
 
 def history_of(store: Any) -> MemoryHistory:

@@ -34,6 +34,7 @@ from contextplane.errors import StoreError, ValidationError
 from contextplane.explain.turns import (
     TurnNotRecorded,
     config_for,
+    events_of,
     load_inputs,
     past_view,
     position_of,
@@ -45,7 +46,7 @@ from contextplane.memory.model import MemoryChunk, format_timestamp, utc_now
 from contextplane.plugins import PluginHost, get_host
 from contextplane.projection import ProjectedContext, SectionReport, compose
 from contextplane.request import ProjectionRequest
-from contextplane.store.protocol import MemoryHistory, SearchTrace, SearchTracer
+from contextplane.store.protocol import SearchTrace
 
 VerdictKind = Literal["delivered", "shed", "filtered", "never_retrieved", "not_offered"]
 
@@ -374,8 +375,7 @@ def _never_retrieved(
             evidence,
             turn.info,
         )
-    tracer = type(turn.view)
-    if not isinstance(turn.view, SearchTracer) and not hasattr(tracer, "trace_search"):
+    if not hasattr(type(turn.view), "trace_search"):  # the class: a proxy's __getattr__ is not asked
         evidence["legs"] = "the store cannot report leg ranks (no trace_search)"
         return Verdict(
             memory_id,
@@ -469,12 +469,6 @@ def judge(turn: _Turn, memory_id: str, host: PluginHost, events: Sequence[Histor
     )
 
 
-def _history(store: Any, memory_id: str) -> list[HistoryEvent]:
-    if isinstance(store, MemoryHistory):
-        return store.history(memory_id)
-    return []
-
-
 @contextlib.contextmanager
 def _now_view(backend: Any) -> Iterator[Any]:
     store = backend.memories
@@ -514,7 +508,7 @@ def explain(
             "explain: give either a recorded turn (session_id and turn_index) "
             "or a query (a turn composed now)"
         )
-    events = _history(backend.memories, memory_id)
+    events = events_of(backend.memories, memory_id)
     if past:
         if session_id is None:
             raise ValidationError("explain: turn_index needs the session_id of the turn")
