@@ -60,6 +60,8 @@ class SectionReport:
     meta: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen)
     #: The section's rendered part of its envelope (kept for ``sha256``; not compared).
     rendered: str = attrs.field(default="", repr=False, eq=False)
+    #: Every row the draft offered, in delivery order, before shedding (not compared).
+    drafted: Sequence[Row] = attrs.field(default=(), repr=False, eq=False)
 
     @property
     def sha256(self) -> str | None:
@@ -73,6 +75,11 @@ class SectionReport:
     @property
     def label(self) -> str:
         return self.name
+
+    @property
+    def offered_ids(self) -> tuple[str, ...]:
+        """Ids of every row the draft offered, delivered or shed (``explain`` reads it)."""
+        return tuple(r.id for r in self.drafted)
 
 
 @attrs.frozen
@@ -104,6 +111,11 @@ class ProjectedContext:
     surface: Surface = Surface.NATIVE
     #: The request this projection was composed for (observers and delivery read it).
     request: ProjectionRequest | None = attrs.field(default=None, eq=False, repr=False)
+    #: Recorded turns only: the history position of the store state the sections read
+    #: (``contextplane.memory.history``), so the turn can be explained and replayed.
+    as_of: Any = attrs.field(default=None, eq=False, repr=False)
+    #: Recorded turns only: ``{plugin: version}`` of the host that composed it.
+    plugins: Mapping[str, str | None] = attrs.field(factory=dict, eq=False, repr=False)
 
     @property
     def mode(self) -> str:
@@ -143,7 +155,11 @@ class ProjectedContext:
 
 
 _AS_DICT_FILTER = attrs.filters.exclude(
-    attrs.fields(ProjectedContext).request, attrs.fields(SectionReport).rendered
+    attrs.fields(ProjectedContext).request,
+    attrs.fields(ProjectedContext).as_of,
+    attrs.fields(ProjectedContext).plugins,
+    attrs.fields(SectionReport).rendered,
+    attrs.fields(SectionReport).drafted,
 )
 _ROW_ID = operator.attrgetter("id")
 
@@ -209,6 +225,27 @@ def _checked(sections: tuple[Registered[ContextSection], ...]) -> None:
     if len(_valid) > 64:
         _valid.clear()
     _valid[id(sections)] = sections
+
+
+def _position_of(view: Any) -> Any:
+    """The history position of the state ``view`` reads, when its store keeps a history
+    (looked up on the class, so a proxy's ``__getattr__`` is never asked). A store that fails
+    to say costs the turn its replayability, never the turn."""
+    reader = getattr(type(view), "history_position", None)
+    if reader is None:
+        return None
+    try:
+        return reader(view)
+    except Exception as exc:
+        log_failure(
+            log,
+            ("history_position", type(view)),
+            "store view %s failed to report its history position, so this turn cannot be replayed: %s",
+            type(view).__name__,
+            exc,
+            exc=exc,
+        )
+        return None
 
 
 @contextlib.contextmanager
@@ -279,7 +316,11 @@ def compose(
     skipped: list[tuple[Registered[ContextSection], str | None, str | None]] = []
     drafting = [(reg, request.suppression(reg.section)) for reg in ordered_regs]
     needs_memory = any(why is None and reg.section.carries_memory for reg, why in drafting)
+    recording = request.record and not request.incognito
+    position = None
     with consistent_view(request.knowledge_store if needs_memory else None) as view:
+        if recording and view is not None:
+            position = _position_of(view)
         seen = request if view is None or view is request.knowledge_store else request.with_store(view)
         for reg, why in drafting:
             section = reg.section
@@ -356,6 +397,7 @@ def compose(
             meta=p.meta,
             cut=tuple(p.cut),
             rendered=p.rendered,
+            drafted=p.rows,
         )
         for p in layout.plans
     ]
@@ -365,7 +407,7 @@ def compose(
     )
     ordered = tuple(sorted(reports, key=lambda r: (r.priority, r.name)))
     injection = None
-    if request.record and not request.incognito:
+    if recording:
         injection = InjectionRecord(
             session_id=request.session_id,
             turn_index=request.turn_index,
@@ -387,6 +429,8 @@ def compose(
         goal_turn=request.goal_turn,
         surface=request.surface,
         request=request,
+        as_of=position,
+        plugins=host.plugin_versions() if recording else {},
     )
     if injection is not None:
         host.notify_projection(projection, request)
