@@ -1,7 +1,9 @@
 """``contextplane explain`` and ``contextplane replay``: the command-line side of ``explain``.
 
-Both open the deployment's backend as a runtime does (``--db`` forces the embedded store at
-that file), load the plugins from entry points and call the same functions a program calls.
+Both open the deployment's backend as every command does (``contextplane.cli_common``: the
+store a runtime with the same configuration opens; ``--db`` forces the embedded store at that
+file), read-only: they never create, migrate or change the store, and nothing is recorded.
+They load the plugins from entry points and call the same functions a program calls.
 ``replay`` exits 1 when the turn does not replay byte for byte (like ``diff``), so a script
 can gate on it.
 """
@@ -9,48 +11,21 @@ can gate on it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import click
 
-from contextplane.backends import open_backend
-from contextplane.config import Config, load_config
+from contextplane.cli_common import Command, command_backend, config_option, db_option
 from contextplane.explain.replay import ReplayReport, replay
 from contextplane.explain.verdict import Verdict, explain
-from contextplane.plugins import PluginHost
 from contextplane.textui import table
 
 
-@contextmanager
-def _deployment(config_path: str | None, db: str | None) -> Iterator[tuple[Config, PluginHost, Any]]:
-    config = load_config(config_path)
-    host = PluginHost.from_entry_points(config)
-    backend = open_backend(host, db)
-    try:
-        yield config, host, backend
-    finally:
-        backend.close()
-
-
 def _common(func: Any) -> Any:
-    for option in reversed(
-        [
-            click.option(
-                "--db",
-                default=None,
-                type=click.Path(dir_okay=False),
-                help="Store file (default: store.path).",
-            ),
-            click.option(
-                "--config", "config_path", type=click.Path(dir_okay=False), help="Config file to use."
-            ),
-            click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text."),
-        ]
-    ):
-        func = option(func)
-    return func
+    func = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(func)
+    return config_option(db_option(func))
 
 
 def _evidence_lines(evidence: Mapping[str, Any], indent: str = "    ") -> list[str]:
@@ -86,7 +61,7 @@ def render_verdict(verdict: Verdict) -> str:
     return "\n".join(lines)
 
 
-@click.command("explain")
+@click.command("explain", cls=Command)
 @click.argument("memory_id")
 @click.option("--session", "session_id", default=None, help="The session of a recorded turn (or of --query).")
 @click.option("--turn", "turn_index", type=int, default=None, help="The recorded turn to explain.")
@@ -103,7 +78,7 @@ def explain_command(
     project: str | None,
     incognito: bool,
     goal_turn: bool,
-    db: str | None,
+    db: Path | None,
     config_path: str | None,
     as_json: bool,
 ) -> None:
@@ -115,7 +90,7 @@ def explain_command(
         raise click.UsageError("give either --session S --turn N (a recorded turn) or --query Q (a turn now)")
     if turn_index is not None and session_id is None:
         raise click.UsageError("--turn needs --session")
-    with _deployment(config_path, db) as (_config, host, backend):
+    with command_backend(config_path, db, write=False) as (_config, host, backend):
         verdict = explain(
             memory_id,
             backend=backend,
@@ -170,18 +145,18 @@ def render_report(report: ReplayReport) -> str:
     return "\n".join(lines)
 
 
-@click.command("replay")
+@click.command("replay", cls=Command)
 @click.option("--session", "session_id", required=True, help="The session of the recorded turn.")
 @click.option("--turn", "turn_index", type=int, required=True, help="The recorded turn.")
 @click.option("--now", is_flag=True, help="Recompose against today's store and configuration instead.")
 @_common
 def replay_command(
-    session_id: str, turn_index: int, now: bool, db: str | None, config_path: str | None, as_json: bool
+    session_id: str, turn_index: int, now: bool, db: Path | None, config_path: str | None, as_json: bool
 ) -> None:
     """Recompose a recorded turn from its recorded inputs and compare it with what was delivered.
 
     Exits 1 when it is not byte-identical, with a section-by-section diff and the reason."""
-    with _deployment(config_path, db) as (_config, host, backend):
+    with command_backend(config_path, db, write=False) as (_config, host, backend):
         report = replay(backend, session_id, turn_index, host=host, now=now)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
