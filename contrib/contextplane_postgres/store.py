@@ -497,8 +497,9 @@ class PostgresKnowledgeStore:
         _on: PostgresStoreView | None = None,
     ) -> list[SearchHit]:
         """Hybrid (full text + HNSW vectors, fused by reciprocal rank) or full-text search in one
-        statement; raw user text is never query syntax (see ``sql.tsquery_text``)."""
-        validate_text(query, "query")
+        statement; raw user text is never query syntax (see ``sql.tsquery_text``). Search text
+        is not stored: a lone surrogate in it matches nothing (as on the embedded store)."""
+        validate_text(query, "query", storable=False)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
         params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "fts_cap": max(self.fts_cap, k * 4)}

@@ -199,7 +199,10 @@ def preview_cmd(
     with contextlib.ExitStack() as stack:
         backend: Any = None
         target = command_store_path(config, db)
-        if target.exists() or (db is None and host.backend() is not None):
+        # A server backend named in the configuration is opened (or its failure reported), never
+        # replaced by a missing local file.
+        server = db is None and (config.store.backend != "sqlite" or host.backend() is not None)
+        if target.exists() or server:
             _c, _h, backend = stack.enter_context(command_backend(config_path, db, write=False, host=host))
         else:  # a preview never creates a store
             notes.append(f"no store at {target}: the memory sections have nothing to read")
