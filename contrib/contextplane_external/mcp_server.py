@@ -52,9 +52,11 @@ def build_mcp_server(
         return out
 
     @server.tool(name="memory_ingest", description=ingest.__doc__)
-    async def memory_ingest(content: str, expires_in_days: int | None = None) -> dict[str, Any]:
+    async def memory_ingest(
+        content: str, expires_in_days: int | None = None, subject: str = ""
+    ) -> dict[str, Any]:
         try:
-            return await ingest(content, expires_in_days)
+            return await ingest(content, expires_in_days, subject)
         except ContextPlaneError as exc:
             # An anticipated refusal (incognito, a malformed value): the model reads why.
             raise ToolError(str(exc)) from exc

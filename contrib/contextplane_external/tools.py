@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from contextplane.errors import IncognitoWriteError
+from contextplane.memory.consolidation import WriteOutcome
 from contextplane.store.api import amemory_ingest as _store_aingest
 from contextplane.store.api import amemory_recall as _store_arecall
 from contextplane.store.api import memory_ingest as _store_ingest
@@ -51,6 +52,14 @@ def memory_recall(
     return [hit_to_dict(h) for h in hits]
 
 
+def outcome_to_dict(chunk_id: str) -> dict[str, Any]:
+    """What the write did, as plain data: the id, and the consolidation outcome (stored,
+    duplicate, superseded, near_duplicate) with its sentence, when the store reports one."""
+    if isinstance(chunk_id, WriteOutcome):
+        return chunk_id.to_dict()
+    return {"id": str(chunk_id), "outcome": "stored", "message": f"stored as {chunk_id}"}
+
+
 def memory_ingest(
     store: KnowledgeStore,
     content: str,
@@ -59,10 +68,11 @@ def memory_ingest(
     expires_in_days: int | None = None,
     **attrs: Any,
 ) -> dict[str, Any]:
-    """Write one memory; ``expires_in_days`` sets its expiry. Raises ``IncognitoWriteError`` in
-    incognito before touching the store."""
+    """Write one memory; ``expires_in_days`` sets its expiry. Returns the id and what
+    consolidation did (``outcome``: stored, duplicate, superseded or near_duplicate, with
+    ``message``). Raises ``IncognitoWriteError`` in incognito before touching the store."""
     chunk_id = _store_ingest(store, content, incognito=incognito, expires_in_days=expires_in_days, **attrs)
-    return {"id": chunk_id}
+    return outcome_to_dict(chunk_id)
 
 
 #: The most results one ``memory_recall`` returns: a model asking for k=100000 would otherwise
@@ -97,11 +107,11 @@ async def amemory_ingest(
     expires_in_days: int | None = None,
     **attrs: Any,
 ) -> dict[str, Any]:
-    """``memory_ingest`` without blocking an event loop."""
+    """``memory_ingest`` without blocking an event loop (the same outcome report)."""
     chunk_id = await _store_aingest(
         store, content, incognito=incognito, expires_in_days=expires_in_days, **attrs
     )
-    return {"id": chunk_id}
+    return outcome_to_dict(chunk_id)
 
 
 _INCOGNITO_SESSION = "memory_ingest: this session is incognito, so nothing may be written to the memory store"
@@ -124,11 +134,14 @@ def bind_memory_tools(
             store, query, _capped(k), include_superseded=include_superseded, namespaces=namespaces
         )
 
-    def ingest(content: str, expires_in_days: int | None = None) -> dict[str, Any]:
-        """Save one memory. Set expires_in_days for something that stops being true."""
+    def ingest(content: str, expires_in_days: int | None = None, subject: str = "") -> dict[str, Any]:
+        """Save one memory. Set expires_in_days for something that stops being true; set subject
+        (a short topic key) so a newer memory on the same topic replaces the older one."""
         if incognito:
             raise IncognitoWriteError(_INCOGNITO_SESSION)
-        return memory_ingest(store, content, expires_in_days=expires_in_days, source_type=source_type)
+        return memory_ingest(
+            store, content, expires_in_days=expires_in_days, source_type=source_type, subject=subject
+        )
 
     recall.__name__ = "memory_recall"
     ingest.__name__ = "memory_ingest"
@@ -151,11 +164,14 @@ def bind_async_memory_tools(
             store, query, _capped(k), include_superseded=include_superseded, namespaces=namespaces
         )
 
-    async def ingest(content: str, expires_in_days: int | None = None) -> dict[str, Any]:
-        """Save one memory. Set expires_in_days for something that stops being true."""
+    async def ingest(content: str, expires_in_days: int | None = None, subject: str = "") -> dict[str, Any]:
+        """Save one memory. Set expires_in_days for something that stops being true; set subject
+        (a short topic key) so a newer memory on the same topic replaces the older one."""
         if incognito:
             raise IncognitoWriteError(_INCOGNITO_SESSION)
-        return await amemory_ingest(store, content, expires_in_days=expires_in_days, source_type=source_type)
+        return await amemory_ingest(
+            store, content, expires_in_days=expires_in_days, source_type=source_type, subject=subject
+        )
 
     recall.__name__ = "memory_recall"
     ingest.__name__ = "memory_ingest"

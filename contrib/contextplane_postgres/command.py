@@ -79,6 +79,7 @@ def copy(src: Path, dst: str | None, schema: str, batch_rows: int, as_json: bool
                     "destination": result.destination,
                     "resumed": result.resumed,
                     "vectors": result.vectors,
+                    "not_copied": dict(result.not_copied),
                     "tables": {
                         t.table: {
                             "source_rows": t.source_rows,
@@ -98,6 +99,10 @@ def copy(src: Path, dst: str | None, schema: str, batch_rows: int, as_json: bool
         click.echo(f"  {t.table}: {t.source_rows} in the source, {t.copied} copied now, {t.already} before")
     if result.vectors:
         click.echo(f"  vectors: {result.vectors}")
+    for table, rows in result.not_copied:
+        click.echo(
+            f"  {table}: {rows} in the source, not copied (this backend keeps no lifecycle history yet)"
+        )
 
 
 @store.command("init")

@@ -18,12 +18,17 @@ Why it is shaped this way:
 - A destination that already holds memories that did not come from this source is refused:
   merging two stores would renumber one of them.
 
-Memory history (a later embedded schema) is not copied: the copy understands embedded schema
-versions 1 and 2 and refuses a newer file, naming its version, rather than drop what it holds.
+The lifecycle history is not copied: this backend keeps none yet (issue 14 added it to the
+embedded store after this backend was written). A schema-3 store is read like a schema-2 one:
+its memories and records are copied, its ``chunk_history`` events and ``turn_inputs`` rows
+(what ``explain`` and ``replay`` read) are left in the file, and the result counts them
+(``CopyResult.not_copied``), so the command says what stayed behind. A store newer than
+schema 3 is refused, naming its version, rather than copied without what it holds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -45,8 +50,10 @@ from contextplane_postgres.codec import enc, enc_opt
 from contextplane_postgres.database import Database
 from contextplane_postgres.store import copy_rows
 
-#: Embedded schema versions this copy reads completely.
-SOURCE_VERSIONS: Final[frozenset[int]] = frozenset({1, 2})
+#: Embedded schema versions this copy reads (of version 3, all but the history: see above).
+SOURCE_VERSIONS: Final[frozenset[int]] = frozenset({1, 2, 3})
+#: Source tables the copy leaves behind (this backend has no place for them yet).
+NOT_COPIED: Final[tuple[str, ...]] = ("chunk_history", "turn_inputs")
 DEFAULT_BATCH_ROWS: Final[int] = 5_000
 
 BatchCallback = Callable[[str, int, int], None]
@@ -68,6 +75,8 @@ class CopyResult:
     resumed: bool
     tables: tuple[TableCopy, ...]
     vectors: int
+    #: (source table, rows) of what was not copied (``NOT_COPIED``), when the source has any.
+    not_copied: tuple[tuple[str, int], ...] = ()
 
     def table(self, name: str) -> TableCopy:
         return next(t for t in self.tables if t.table == name)
@@ -79,27 +88,26 @@ def _open_source(path: Path) -> apsw.Connection:
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     conn.set_busy_timeout(30_000)
     try:
-        # A newer store is refused with the copy's own reason before the embedded store's
-        # opening checks, which refuse it too but say nothing of what the copy would lose.
-        try:
-            version: int | None = _count(conn, "PRAGMA user_version")
-        except apsw.Error:
-            version = None  # not a database: the header check below says so
-        if version is not None and version > max(SOURCE_VERSIONS):
-            raise _unreadable(path, version)
-        connect_sqlite(path, create=False).close()  # the header check: a clear error for a non-database
+        # The copy's own version check first: the store's (below) refuses a newer file too, but
+        # would say to upgrade contextplane rather than what this copy reads.
+        with contextlib.suppress(apsw.Error):  # not a database: the store's check says so
+            _check_version(path, _count(conn, "PRAGMA user_version"))
+        # The header and ownership checks: a clear error for a non-database or another
+        # application's file. Read-only, so not even the source's journal mode changes.
+        connect_sqlite(path, create=False, read_only=True).close()
     except BaseException:
         conn.close()
         raise
     return conn
 
 
-def _unreadable(path: Path, version: int) -> StoreError:
-    return StoreError(
-        f"{path}: embedded schema version {version}; this copy reads versions "
-        f"{min(SOURCE_VERSIONS)}-{max(SOURCE_VERSIONS)} only (a newer store may hold memory "
-        "history, which it would not carry over); upgrade contextplane_postgres"
-    )
+def _check_version(path: Path, version: int) -> None:
+    if version not in SOURCE_VERSIONS:
+        raise StoreError(
+            f"{path}: embedded schema version {version}; this copy reads versions "
+            f"{min(SOURCE_VERSIONS)}-{max(SOURCE_VERSIONS)} only (a newer store may hold what it "
+            "would not carry over); upgrade contextplane_postgres"
+        )
 
 
 def _tables(conn: apsw.Connection) -> set[str]:
@@ -138,8 +146,7 @@ class _Source:
         tables = _tables(self.conn)
         if "chunks" not in tables:
             raise StoreError(f"{path}: not a contextplane memory store (it has no chunks table)")
-        if self.version not in SOURCE_VERSIONS:
-            raise _unreadable(path, self.version)
+        _check_version(path, self.version)
         self.tables = tables
         cols = _columns(self.conn, "chunks")
         self.typed = "memory_kind" in cols
@@ -359,7 +366,8 @@ def _copy(src: _Source, db: Database, batch_rows: int, on_batch: BatchCallback |
             )
         cursors["done"] = 1
         pg_schema.meta_set(conn, key, json.dumps(cursors))
-    return CopyResult(str(src.path), db.shown, resumed, tuple(tables), vectors_done)
+    left = tuple((t, n) for t in NOT_COPIED if (n := src.count(t)))
+    return CopyResult(str(src.path), db.shown, resumed, tuple(tables), vectors_done, left)
 
 
 def _copy_records(

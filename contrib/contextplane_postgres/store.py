@@ -354,20 +354,23 @@ class PostgresKnowledgeStore:
             raise StoreError(f"{self.db.shown}: no memory with id {chunk_id!r}")
         return chunk_from_row(row)
 
-    def set_review_state(self, chunk_id: str, state: str) -> MemoryChunk:
-        """Confirm, reject or reset a row to pending (D7 step 2)."""
+    def set_review_state(self, chunk_id: str, state: str, *, by: str = "") -> MemoryChunk:
+        """Confirm, reject or reset a row to pending (D7 step 2). ``by`` is accepted for the
+        protocol and not kept: this backend has no lifecycle history yet."""
         return self._update(chunk_id, "review_state = %(state)s", {"state": validate_review_state(state)})
 
-    def set_expires_at(self, chunk_id: str, expires_at: datetime | str | None) -> MemoryChunk:
-        """Set (or clear, with ``None``) a row's expiry."""
+    def set_expires_at(
+        self, chunk_id: str, expires_at: datetime | str | None, *, by: str = ""
+    ) -> MemoryChunk:
+        """Set (or clear, with ``None``) a row's expiry (``by``: as for ``set_review_state``)."""
         value = None if expires_at is None else parse_timestamp(expires_at, "expires_at")
         return self._update(chunk_id, "expires_at = %(at)s", {"at": value})
 
     def invalidate_chunk(
-        self, chunk_id: str, *, superseded_by: str | None = None, reason: str | None = None
+        self, chunk_id: str, *, superseded_by: str | None = None, reason: str | None = None, by: str = ""
     ) -> MemoryChunk:
         """Stamp ``invalidated_at`` and a reason (``superseded_by:<id>`` for a supersession);
-        the row is kept for audit (D7)."""
+        the row is kept for audit (D7). ``by``: as for ``set_review_state``."""
         with self.db.transaction() as conn:
             return self._invalidate(conn, chunk_id, superseded_by=superseded_by, reason=reason)
 
@@ -494,8 +497,8 @@ class PostgresKnowledgeStore:
         _on: PostgresStoreView | None = None,
     ) -> list[SearchHit]:
         """Hybrid (full text + HNSW vectors, fused by reciprocal rank) or full-text search in one
-        statement; raw user text is never query syntax (see ``sql.tsquery_text``). A query is
-        not stored, so text that cannot be stored (a lone surrogate) is searched, not refused."""
+        statement; raw user text is never query syntax (see ``sql.tsquery_text``). Search text
+        is not stored: a lone surrogate in it matches nothing (as on the embedded store)."""
         validate_text(query, "query", storable=False)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")

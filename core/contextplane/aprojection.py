@@ -58,6 +58,7 @@ from contextplane.projection import (
     d8_request,
     draft_failed,
     needs_memory,
+    position_of,
     prepare,
     row_limit,
     warn_no_view,
@@ -230,7 +231,12 @@ async def acompose(
     plans: list[SectionPlan] = []
     store = request.knowledge_store if needs_memory(drafting) else None
     after: list[Callable[[], Any]] = []
+    recording = request.record and not request.incognito
+    position = None
     async with aconsistent_view(store, after) as view:
+        if recording and view is not None:
+            # Asking the view where it reads is I/O (a query), so not on the loop.
+            position = await asyncio.to_thread(position_of, view)
         seen = request if view is None or view is request.knowledge_store else request.with_store(view)
         outcomes = await _drafts(drafting, seen, timeout_s)
         for reg, why in drafting:
@@ -250,7 +256,7 @@ async def acompose(
             if not isinstance(outcome, (Exception, SystemExit)):
                 raise outcome
             skipped.append((reg, None, draft_failed(reg, outcome, strict)))
-        projection = assemble(request, plans, skipped)
+        projection = assemble(request, plans, skipped, host, position)
         if projection.injection is not None:
             # Told once the view is closed, in the worker thread that closes it.
             after.append(functools.partial(host.notify_projection, projection, request))

@@ -282,12 +282,15 @@ def injections_cmd(config_path: str | None, db: Path | None, session_id: str | N
 
 def _add_commands() -> None:
     # The store and observability command groups live beside the code they drive.
+    from contextplane.explain.cli import explain_command, replay_command
     from contextplane.observability.cli import snapshots
     from contextplane.store.cli import memory, migrate_command
 
     main.add_command(memory)
     main.add_command(migrate_command)
     main.add_command(snapshots)
+    main.add_command(explain_command)
+    main.add_command(replay_command)
 
 
 _add_commands()

@@ -64,6 +64,11 @@ def _row_bound(_i: object, a: attrs.Attribute[Any], v: int) -> None:
         raise _FieldError(a.name, v)
 
 
+def _unit(_i: object, a: attrs.Attribute[Any], v: float) -> None:
+    if not 0 < v <= 1:
+        raise _FieldError(a.name, v)
+
+
 def _tier(_i: object, a: attrs.Attribute[Any], v: int) -> None:
     if v not in (1, 2, 3):
         raise _FieldError(a.name, v)
@@ -126,6 +131,16 @@ class StoreConfig:
     vector_probes: int | None = attrs.field(
         default=None, validator=_positive_or_none, metadata=_expect("a whole number of lists > 0")
     )
+    #: An exact duplicate of a deliverable row (same scope, provenance and text) is not stored
+    #: twice: the write returns the existing id (ADR D7 consolidation).
+    deduplicate: bool = attrs.field(default=True, metadata=_expect("true or false"))
+    #: A write naming a subject held by a deliverable row of the same scope and kind supersedes
+    #: it (ADR D7); false stores it beside the old row.
+    auto_supersede: bool = attrs.field(default=True, metadata=_expect("true or false"))
+    #: Word-set similarity at or above which a write is reported as a near duplicate for review.
+    near_duplicate_threshold: float = attrs.field(
+        default=0.8, validator=_unit, metadata=_expect("a number above 0 and at most 1")
+    )
 
 
 @attrs.frozen
@@ -165,6 +180,9 @@ class ObservabilityConfig:
 
     #: Record a prompt snapshot per model call in the turn's backend.
     snapshots: bool = attrs.field(default=True, metadata=_expect("true or false"))
+    #: Record each composed turn's inputs (query, working state, flags, configuration, plugins,
+    #: history position) beside its snapshots, so ``explain`` and ``replay`` can read it back.
+    turn_inputs: bool = attrs.field(default=True, metadata=_expect("true or false"))
     #: Keep the trajectory (ADR 0102): the append-only JSONL that snapshots reference.
     trajectory: bool = attrs.field(default=True, metadata=_expect("true or false"))
     #: A separate telemetry database for snapshots (embedded backend); None means the store file.

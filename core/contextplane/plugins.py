@@ -26,6 +26,7 @@ import reprlib
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 import attrs
@@ -140,6 +141,7 @@ class PluginHost:
         self._prefix: list[Registered[PromptSection]] | None = None
         self._context: list[Registered[ContextSection]] | None = None
         self._ordered: tuple[Registered[ContextSection], ...] | None = None
+        self._versions: Mapping[str, str | None] | None = None
         self._lock = threading.Lock()
         self.trace = os.environ.get(TRACE_ENV, "").strip().lower() not in ("", "0", "false", "no")
         disabled = set(self.config.plugins.disabled)
@@ -147,7 +149,7 @@ class PluginHost:
             if name in disabled:
                 self._skipped.append(PluginInfo(name, "contextplane", None, loaded=False, builtin=True))
             else:
-                self.register(plugin, name, distribution="contextplane")
+                self.register(plugin, name, distribution="contextplane", version=_core_version())
 
     # --- loading ------------------------------------------------------------------------
 
@@ -281,6 +283,7 @@ class PluginHost:
         self._prefix = None
         self._context = None
         self._ordered = None
+        self._versions = None
         return pname
 
     def unregister(self, name: str) -> None:
@@ -292,6 +295,21 @@ class PluginHost:
         self._prefix = None
         self._context = None
         self._ordered = None
+        self._versions = None
+
+    def plugin_versions(self) -> Mapping[str, str | None]:
+        """``{plugin name: version}`` of every registered plugin (None when it came from no
+        distribution), cached until a plugin is registered or removed: what a recorded turn
+        keeps so a replay can say a plugin changed."""
+        found = self._versions
+        if found is None:
+            found = self._versions = MappingProxyType(
+                {
+                    name: self._meta.get(name, (None, None))[1]
+                    for name, _ in sorted(self.pm.list_name_plugin())
+                }
+            )
+        return found
 
     # --- the typed facade ---------------------------------------------------------------
 
@@ -491,6 +509,14 @@ class PluginHost:
         for skipped in self._skipped:
             infos.setdefault(skipped.name, skipped)
         return [infos[k] for k in sorted(infos)]
+
+
+def _core_version() -> str | None:
+    """The installed contextplane's version: the built-in plugins are part of it."""
+    try:
+        return md.version("contextplane")
+    except md.PackageNotFoundError:
+        return None
 
 
 def _protocol_problems(protocol: type) -> Any:

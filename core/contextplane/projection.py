@@ -62,6 +62,8 @@ class SectionReport:
     meta: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen)
     #: The section's rendered part of its envelope (kept for ``sha256``; not compared).
     rendered: str = attrs.field(default="", repr=False, eq=False)
+    #: Every row the draft offered, in delivery order, before shedding (not compared).
+    drafted: Sequence[Row] = attrs.field(default=(), repr=False, eq=False)
 
     @property
     def sha256(self) -> str | None:
@@ -75,6 +77,11 @@ class SectionReport:
     @property
     def label(self) -> str:
         return self.name
+
+    @property
+    def offered_ids(self) -> tuple[str, ...]:
+        """Ids of every row the draft offered, delivered or shed (``explain`` reads it)."""
+        return tuple(r.id for r in self.drafted)
 
 
 @attrs.frozen
@@ -106,6 +113,11 @@ class ProjectedContext:
     surface: Surface = Surface.NATIVE
     #: The request this projection was composed for (observers and delivery read it).
     request: ProjectionRequest | None = attrs.field(default=None, eq=False, repr=False)
+    #: Recorded turns only: the history position of the store state the sections read
+    #: (``contextplane.memory.history``), so the turn can be explained and replayed.
+    as_of: Any = attrs.field(default=None, eq=False, repr=False)
+    #: Recorded turns only: ``{plugin: version}`` of the host that composed it.
+    plugins: Mapping[str, str | None] = attrs.field(factory=dict, eq=False, repr=False)
 
     @property
     def mode(self) -> str:
@@ -145,7 +157,11 @@ class ProjectedContext:
 
 
 _AS_DICT_FILTER = attrs.filters.exclude(
-    attrs.fields(ProjectedContext).request, attrs.fields(SectionReport).rendered
+    attrs.fields(ProjectedContext).request,
+    attrs.fields(ProjectedContext).as_of,
+    attrs.fields(ProjectedContext).plugins,
+    attrs.fields(SectionReport).rendered,
+    attrs.fields(SectionReport).drafted,
 )
 _ROW_ID = operator.attrgetter("id")
 
@@ -223,6 +239,27 @@ def warn_no_view(store: Any) -> None:
         "committed states (implement consistent_read, see docs/hooks.md)",
         type(store).__name__,
     )
+
+
+def position_of(view: Any) -> Any:
+    """The history position of the state ``view`` reads, when its store keeps a history
+    (looked up on the class, so a proxy's ``__getattr__`` is never asked). A store that fails
+    to say costs the turn its replayability, never the turn."""
+    reader = getattr(type(view), "history_position", None)
+    if reader is None:
+        return None
+    try:
+        return reader(view)
+    except Exception as exc:
+        log_failure(
+            log,
+            ("history_position", type(view)),
+            "store view %s failed to report its history position, so this turn cannot be replayed: %s",
+            type(view).__name__,
+            exc,
+            exc=exc,
+        )
+        return None
 
 
 @contextlib.contextmanager
@@ -333,7 +370,11 @@ def compose(
     plans: list[SectionPlan] = []
     # Reports are built once, at the end; these hold what is known before fitting.
     skipped: list[Skipped] = []
+    recording = request.record and not request.incognito
+    position = None
     with consistent_view(request.knowledge_store if needs_memory(drafting) else None) as view:
+        if recording and view is not None:
+            position = position_of(view)
         seen = request if view is None or view is request.knowledge_store else request.with_store(view)
         for reg, why in drafting:
             section = reg.section
@@ -357,19 +398,25 @@ def compose(
                 continue
             plans.append(plan)
 
-    projection = assemble(request, plans, skipped)
+    projection = assemble(request, plans, skipped, host, position)
     if projection.injection is not None:
         host.notify_projection(projection, request)
     return projection
 
 
 def assemble(
-    request: ProjectionRequest, plans: Sequence[SectionPlan], skipped: Sequence[Skipped]
+    request: ProjectionRequest,
+    plans: Sequence[SectionPlan],
+    skipped: Sequence[Skipped],
+    host: PluginHost,
+    position: Any = None,
 ) -> ProjectedContext:
     """Everything after drafting, shared by both compositions so their output is the same by
     construction: the budget (D6) and its shedding, the overflow warning, the rendering, the
-    section reports and the injection record."""
+    section reports and the injection record (with the history ``position`` the sections read
+    at, and the plugin versions, for a recorded turn)."""
     cfg = request.config
+    recording = request.record and not request.incognito
     limit = row_limit(cfg)
     for plan in plans:
         if plan.cut:
@@ -409,6 +456,7 @@ def assemble(
             meta=p.meta,
             cut=tuple(p.cut),
             rendered=p.rendered,
+            drafted=p.rows,
         )
         for p in layout.plans
     ]
@@ -418,7 +466,7 @@ def assemble(
     )
     ordered = tuple(sorted(reports, key=lambda r: (r.priority, r.name)))
     injection = None
-    if request.record and not request.incognito:
+    if recording:
         injection = InjectionRecord(
             session_id=request.session_id,
             turn_index=request.turn_index,
@@ -440,6 +488,8 @@ def assemble(
         goal_turn=request.goal_turn,
         surface=request.surface,
         request=request,
+        as_of=position,
+        plugins=host.plugin_versions() if recording else {},
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from contextplane.testing import KnowledgeStoreConformance
-from tests.conformance.memstores import DeletesOnSupersedeStore, IgnoresExpiryStore
+from tests.conformance.memstores import DeletesOnSupersedeStore, IgnoresExpiryStore, PresentAsOfStore
 
 
 class TestIgnoresExpiry(KnowledgeStoreConformance):
@@ -19,3 +19,9 @@ class TestDeletesOnSupersede(KnowledgeStoreConformance):
     @pytest.fixture
     def store(self) -> DeletesOnSupersedeStore:
         return DeletesOnSupersedeStore()
+
+
+class TestPresentAsOf(KnowledgeStoreConformance):
+    @pytest.fixture
+    def store(self) -> PresentAsOfStore:
+        return PresentAsOfStore()

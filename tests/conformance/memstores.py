@@ -7,13 +7,16 @@ the way a plausible bug would, so the kit must fail on them with the right requi
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from contextplane.memory.history import HistoryPosition
 from contextplane.memory.model import MemoryChunk
 from contextplane.testing.memory import _INHERITED, InMemoryKnowledgeStore
 
-__all__ = ["DeletesOnSupersedeStore", "IgnoresExpiryStore", "InMemoryKnowledgeStore"]
+__all__ = ["DeletesOnSupersedeStore", "IgnoresExpiryStore", "InMemoryKnowledgeStore", "PresentAsOfStore"]
 
 
 class IgnoresExpiryStore(InMemoryKnowledgeStore):
@@ -36,3 +39,13 @@ class DeletesOnSupersedeStore(InMemoryKnowledgeStore):
             new_id = self.add_chunks([row])[0]
             del self._rows[old_id]
             return new_id
+
+
+class PresentAsOfStore(InMemoryKnowledgeStore):
+    """Fault: ``as_of`` ignores the position and shows the store as it is now (a history kept,
+    but never read back)."""
+
+    @contextlib.contextmanager
+    def as_of(self, when: HistoryPosition | datetime) -> Iterator[InMemoryKnowledgeStore]:
+        with self.consistent_read() as view:
+            yield view

@@ -65,11 +65,17 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
     expiry = run.by_class("TestIgnoresExpiry")
     supersede = run.by_class("TestDeletesOnSupersede")
     assert set(expiry) == set(supersede) == every  # the whole kit ran on both
-    assert run.failing("TestIgnoresExpiry") == {"STORE-DELIVERABLE-EXPIRED"}
+    # A store that forgets expiry fails it now and as of the past.
+    assert run.failing("TestIgnoresExpiry") == {"STORE-DELIVERABLE-EXPIRED", "STORE-ASOF-EXPIRY"}
+    # Deleting on supersede loses the audit trail, so the history and as-of checks that
+    # supersede fail with the supersession ones.
     assert run.failing("TestDeletesOnSupersede") == {
         "STORE-DELIVERABLE-SUPERSEDED",
         "STORE-SUPERSEDE-ORDER",
         "STORE-SUPERSEDE-CHAIN",
+        "STORE-HISTORY-APPEND",
+        "STORE-ASOF-LIFECYCLE",
+        "STORE-ASOF-REPLAY",
     }
     # The failure names the id and the contract sentence, then what the kit saw.
     message = expiry["STORE-DELIVERABLE-EXPIRED"].message
@@ -79,6 +85,17 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
     ), message
     assert "expired an hour ago" in message
     assert "supersede deleted the old row" in supersede["STORE-SUPERSEDE-ORDER"].message
+    # A store whose as-of view shows the present fails every as-of requirement, and only those.
+    present = run.by_class("TestPresentAsOf")
+    assert set(present) == every
+    assert run.failing("TestPresentAsOf") == {
+        "STORE-ASOF-LIFECYCLE",
+        "STORE-ASOF-MEMBERSHIP",
+        "STORE-ASOF-EXPIRY",
+        "STORE-ASOF-REPLAY",
+        "STORE-ASOF-TIME",
+    }
+    assert "rejected, superseded and invalidated only afterwards" in present["STORE-ASOF-LIFECYCLE"].message
     # Undeclared capabilities skip, naming the capability.
     assert expiry["STORE-BACKFILL-TABLE"].outcome == "skipped"
     assert "capability 'migration' not declared" in expiry["STORE-BACKFILL-TABLE"].message

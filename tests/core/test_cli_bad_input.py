@@ -141,6 +141,8 @@ def test_read_only_commands_never_create_or_change_a_file(tmp_path: Path) -> Non
         ["injections"],
         ["snapshots", "list"],
         ["migrate", "--dry-run"],
+        ["explain", "1", "--query", "x"],
+        ["replay", "--session", "s", "--turn", "1"],
     ):
         res = run(*args, "--db", str(absent), ok=False)
         assert res.exit_code == 2 and res.output.startswith(f"error: {absent}: no store here (no such file)"), args
@@ -156,6 +158,9 @@ def test_read_only_commands_never_create_or_change_a_file(tmp_path: Path) -> Non
     assert run("snapshots", "list", "--db", str(store)).output == "no snapshots\n"
     run("preview", "kept", "--db", str(store))
     run("migrate", "--dry-run", "--db", str(store))
+    assert run("explain", "1", "--query", "kept", "--db", str(store)).output.startswith("memory 1: ")
+    res = run("replay", "--session", "s", "--turn", "1", "--db", str(store), ok=False)
+    assert res.exit_code == 2 and res.output.startswith("error: session 's' turn 1 has no recorded inputs")
     assert digest(store) == before and tables(store) == names
 
 

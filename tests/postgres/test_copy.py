@@ -1,7 +1,7 @@
 """``contextplane store copy SRC DST``: an embedded store moved into PostgreSQL with ids,
 chains, review states, expiry, vectors and records intact; killed midway and resumed, nothing
-lost or doubled; the source file never touched. (Memory history is not copied: the embedded
-schema that would hold it does not exist in this tree; the copy refuses a newer file.)"""
+lost or doubled; the source file never touched. (The lifecycle history of a schema-3 store is
+not copied, and the copy says so; a newer file is refused.)"""
 
 from __future__ import annotations
 
@@ -189,6 +189,10 @@ def test_copy_killed_midway_resumes_with_nothing_lost_or_doubled(
     assert chunks["source_rows"] == total and chunks["already_copied"] == copied
     assert chunks["copied"] == total - copied
     assert report["vectors"] == total - copied
+    conn = apsw.Connection(str(src), flags=apsw.SQLITE_OPEN_READONLY)
+    events = conn.execute("SELECT count(*) FROM chunk_history").fetchone()[0]
+    conn.close()
+    assert events > total and report["not_copied"] == {"chunk_history": events}  # said, not dropped quietly
 
     dst = PostgresBackend(pg_url, schema=pg_schema, embedder=HashEmbedder(32))
     try:
@@ -215,6 +219,8 @@ def test_copy_killed_midway_resumes_with_nothing_lost_or_doubled(
     assert (
         "resumed and finished" in again.output
         and f"chunks: {total} in the source, 0 copied now, {total + 0} before" in again.output
+        and f"chunk_history: {events} in the source, not copied (this backend keeps no lifecycle history yet)"
+        in again.output
     )
 
 
@@ -238,11 +244,11 @@ def test_a_newer_embedded_schema_is_refused_rather_than_half_copied(
     src = tmp_path / "memory.sqlite3"
     SQLiteBackend(src).close()
     conn = apsw.Connection(str(src))
-    conn.execute("PRAGMA user_version = 3")
+    conn.execute("PRAGMA user_version = 4")
     conn.close()
     db = Database(pg_url, schema=pg_schema)
     try:
-        with pytest.raises(StoreError, match=r"embedded schema version 3; this copy reads versions 1-2 only"):
+        with pytest.raises(StoreError, match=r"embedded schema version 4; this copy reads versions 1-3 only"):
             copy_store(src, db)
     finally:
         db.close()

@@ -4,6 +4,7 @@ or a log, and the least privileges the README documents, proven sufficient."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import uuid
@@ -254,3 +255,29 @@ def test_pool_connections_are_returned_after_errors(pg_url: str, pg_schema: str)
     finally:
         backend.close()
     drop_schema(pg_url, pg_schema)
+
+
+def test_the_memory_commands_on_the_postgresql_backend_without_a_history(
+    tmp_path: Any, pg_url: str, pg_schema: str
+) -> None:
+    # The commands resolve the configured backend (one store), and the lifecycle-history parts
+    # of their output, which this backend cannot give yet, are left out rather than failing.
+    cfg = tmp_path / "contextplane.toml"
+    cfg.write_text(
+        f'[store]\nbackend = "postgres"\nurl = "{pg_url}"\n[plugin.postgres]\nschema = "{pg_schema}"\n'
+    )
+
+    def run(*args: str) -> Any:
+        return CliRunner().invoke(main, [*args, "--config", str(cfg)])
+
+    added = run("memory", "add", "the deploy window is Tuesday", "--source-type", "extracted")
+    assert added.exit_code == 0 and added.output == "added 1\n", added.output
+    assert run("memory", "confirm", "1").output == "1: confirmed\n"
+    assert run("memory", "expire", "1", "--at", "2099-01-01T00:00:00Z").output.startswith("1: expires 2099-01-01")
+    shown = run("memory", "show", "1")
+    assert shown.exit_code == 0 and "lifecycle_state: active" in shown.output and "history:" not in shown.output
+    data = json.loads(run("memory", "show", "1", "--json").output)
+    assert data["review_state"] == "confirmed" and "history" not in data
+    replayed = run("replay", "--session", "s", "--turn", "1")
+    assert replayed.exit_code == 2 and replayed.output.startswith("error: backend postgres")
+    assert "keeps no turn inputs" in replayed.output and "Traceback" not in replayed.output

@@ -76,3 +76,34 @@ def make_v1_store(path: Path, rows: Iterable[tuple[str, str, str]], *, extra_sql
     if extra_sql:
         conn.execute(extra_sql)
     conn.close()
+
+
+#: (content, domain, source_type, memory_kind, delivery_policy, review_state, namespace, subject,
+#:  expires_at, invalidated_at, invalidation_reason) of a version-2 row.
+V2_ROW = tuple[str, str, str, str, str | None, str, str, str, str | None, str | None, str | None]
+
+
+def make_v2_store(path: Path, rows: Iterable[V2_ROW]) -> None:
+    """Write a version-2 store (typed memory, before the lifecycle history) holding ``rows``:
+    the schema the v2 code created (the v2 table, its FTS index and triggers, both backfill
+    markers), at ``PRAGMA user_version = 2``, with no ``chunk_history`` and no ``content_hash``."""
+    from contextplane.store import migrate
+
+    conn = apsw.Connection(str(path))
+    conn.execute("BEGIN")
+    conn.execute("CREATE TABLE _kb_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute(migrate._CHUNKS_V2_SQL)
+    migrate._ensure_fts(conn)
+    for name in migrate.PASSES:
+        conn.execute(
+            "INSERT INTO _kb_meta(key, value) VALUES (?, 'fresh 2025-06-01T00:00:00.000000Z')", (name,)
+        )
+    conn.executemany(
+        "INSERT INTO chunks(content, domain, source_type, memory_kind, delivery_policy, review_state, "
+        "namespace, subject, expires_at, invalidated_at, invalidation_reason, created_at, updated_at) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?, '2025-06-01T00:00:00.000000Z', '2025-06-02T00:00:00.000000Z')",
+        list(rows),
+    )
+    conn.execute("PRAGMA user_version = 2")
+    conn.execute("COMMIT")
+    conn.close()

@@ -123,7 +123,7 @@ def test_migrate_dry_run_then_migrate_with_progress(root: click.Group, tmp_path:
     )
     make_v1_store(db, rows)
     dry = _run(root, "migrate", "--dry-run", "--db", str(db))
-    assert "schema version 1 -> 2; 12000 rows" in dry
+    assert "schema version 1 -> 3; 12000 rows" in dry
     lines = {line.split()[0]: line.split() for line in dry.splitlines()[2:]}
     assert lines["hot"][-1] == "4000" and lines["general/conversation"][-1] == "6000"
     assert lines["anything"][-1] == "2000" and lines["preferences"][-1] == "0"
@@ -131,8 +131,8 @@ def test_migrate_dry_run_then_migrate_with_progress(root: click.Group, tmp_path:
     assert data["review_states"] == {"confirmed": 4000, "pending": 8000}
     out = _run(root, "migrate", "--db", str(db), "--batch-rows", "1000")
     assert "backfilling" in out  # the progress bar (>= PROGRESS_MIN_ROWS rows)
-    assert "migrated from schema version 1 to 2" in out
-    assert "already at schema version 2" in _run(root, "migrate", "--db", str(db))
+    assert "migrated from schema version 1 to 3" in out
+    assert "already at schema version 3" in _run(root, "migrate", "--db", str(db))
     assert len(rows) >= cli.PROGRESS_MIN_ROWS
 
 
@@ -141,11 +141,76 @@ def test_migrate_refuses_newer_schema(root: click.Group, tmp_path: Path) -> None
 
     db = tmp_path / "new.sqlite3"
     conn = apsw.Connection(str(db))
-    conn.execute("PRAGMA user_version = 3")
+    conn.execute("PRAGMA user_version = 4")
     conn.close()
     result = CliRunner().invoke(root, ["migrate", "--db", str(db)])
     assert result.exit_code == 2
     assert result.output == (
-        f"error: {db}: the store was written by schema version 3, but this contextplane understands "
-        "schema version 2 at most; upgrade contextplane to open it\n"
+        f"error: {db}: the store was written by schema version 4, but this contextplane understands "
+        "schema version 3 at most; upgrade contextplane to open it\n"
     )
+
+
+def test_memory_list_shows_the_real_lifecycle_state(root: click.Group, tmp_path: Path) -> None:
+    db = str(tmp_path / "states.sqlite3")
+    _run(root, "memory", "add", "an operator fact", "--db", db)  # 1: active (operator, confirmed)
+    _run(root, "memory", "add", "an agent note", "--source-type", "extracted", "--db", db)  # 2: pending
+    _run(root, "memory", "add", "a wrong agent note", "--source-type", "extracted", "--db", db)  # 3
+    _run(root, "memory", "reject", "3", "--db", db)
+    _run(root, "memory", "add", "an old fact", "--db", db)  # 4, superseded by 6
+    _run(root, "memory", "add", "a stale fact", "--db", db)  # 5
+    _run(root, "memory", "expire", "5", "--at", "2020-01-01T00:00:00Z", "--db", db)
+    _run(root, "memory", "supersede", "4", "a new fact", "--db", db)
+    rows = [line.split()[:7] for line in _run(root, "memory", "list", "--db", db).splitlines()[2:]]
+    assert {r[0]: r[6] for r in rows} == {
+        "1": "active",
+        "2": "pending",
+        "3": "rejected",
+        "4": "superseded→6",
+        "5": "expired",
+        "6": "active",
+    }
+    listed = json.loads(_run(root, "memory", "show", "3", "--db", db, "--json"))
+    assert listed["lifecycle_state"] == "rejected"
+
+
+def test_memory_show_prints_the_history(root: click.Group, tmp_path: Path) -> None:
+    import getpass
+
+    db = str(tmp_path / "history.sqlite3")
+    _run(root, "memory", "add", "an agent note", "--source-type", "extracted", "--db", db)
+    _run(root, "memory", "confirm", "1", "--db", db)
+    _run(root, "memory", "expire", "1", "--in-days", "3", "--db", db)
+    _run(root, "memory", "supersede", "1", "a better agent note", "--source-type", "extracted", "--db", db)
+    out = _run(root, "memory", "show", "1", "--db", db)
+    history = out.split("history:\n", 1)[1].splitlines()
+    who = f"(by cli:{getpass.getuser()})"
+    events = [line.strip().split(" ", 2)[2] for line in history]  # "#seq time what (by who)"
+    assert events == [
+        "created (by extracted)",
+        f"review state set to confirmed {who}",
+        events[2],
+        "superseded by 2 (by extracted)",
+    ]
+    assert events[2].startswith("expiry set to ") and events[2].endswith(who)
+    data = json.loads(_run(root, "memory", "show", "1", "--db", db, "--json"))
+    assert [e["event"] for e in data["history"]] == ["created", "review", "expiry", "superseded"]
+    assert data["history"][1]["actor"] == f"cli:{getpass.getuser()}"
+
+
+def test_memory_add_reports_each_consolidation_outcome(root: click.Group, tmp_path: Path) -> None:
+    db = str(tmp_path / "consolidate.sqlite3")
+    assert (
+        _run(root, "memory", "add", "Deploy window is Tuesday", "--subject", "deploys", "--db", db)
+        == "added 1\n"
+    )
+    assert _run(root, "memory", "add", "Deploy  window is Tuesday ", "--subject", "deploys", "--db", db) == (
+        "not added: not stored: an exact duplicate of memory 1, which is returned\n"
+    )
+    assert _run(root, "memory", "add", "Deploy window is Thursday", "--subject", "deploys", "--db", db) == (
+        "added 2: it supersedes memory 1 (same subject, scope and kind)\n"
+    )
+    near = json.loads(_run(root, "memory", "add", "deploy window is thursday!", "--db", db, "--json"))
+    assert near["write"]["outcome"] == "near_duplicate"
+    assert near["write"]["near_duplicates"] == [{"id": "2", "similarity": 1.0}]
+    assert "similar to 2 (1.00): recorded for review" in _run(root, "memory", "show", "3", "--db", db)

@@ -106,7 +106,10 @@ def test_migration_of_every_combination(tmp_path: Path) -> None:
         path, on_migrate_batch=lambda d, t: batches.append((d, t)), migrate_batch_rows=50
     ).close()
     _assert_fully_migrated(path, rows)
-    assert len(batches) == -(-len(rows) // 50) and batches[-1] == (len(rows), len(rows))
+    # Two phases reported as one: the v2 passes, then the v3 passes (history, content key).
+    n = len(rows)
+    assert len(batches) == 2 * -(-n // 50) and batches[-1] == (2 * n, 2 * n)
+    assert [d for d, _ in batches] == sorted(d for d, _ in batches) and {t for _, t in batches} == {2 * n}
     # the backfill runs once: reopening visits nothing
     again: list[tuple[int, int]] = []
     SQLiteKnowledgeStore(path, on_migrate_batch=lambda d, t: again.append((d, t))).close()
@@ -311,7 +314,8 @@ def test_migration_killed_mid_way_resumes_without_loss(
     SQLiteKnowledgeStore(
         path, on_migrate_batch=lambda d, t: visited.append(t), migrate_batch_rows=100
     ).close()
-    assert visited and visited[0] == len(rows) - committed  # resumed from the cursor, not from scratch
+    # resumed from the cursor, not from scratch (then the v3 phase visits every row once)
+    assert visited and visited[0] == (len(rows) - committed) + len(rows)
     _assert_fully_migrated(path, rows)
     with SQLiteKnowledgeStore(path) as store:
         assert len(store.search("memory", k=2000)) == len(rows)  # FTS intact: nothing doubled
@@ -323,6 +327,6 @@ def test_version_refusal_names_both_versions(tmp_path: Path) -> None:
     conn.execute("PRAGMA user_version = 7")
     conn.close()
     with pytest.raises(
-        Exception, match=r"schema version 7, but this contextplane understands schema version 2"
+        Exception, match=r"schema version 7, but this contextplane understands schema version 3"
     ):
         SQLiteKnowledgeStore(path)

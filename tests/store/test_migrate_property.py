@@ -169,6 +169,9 @@ def test_any_v1_store_killed_and_rerun_is_readable_and_writable_everywhere(tmp_p
             assert (chunk.content, chunk.domain, chunk.source_type) == (row["content"], row["domain"], source)
             assert (chunk.memory_kind, chunk.review_state) == (kind, review), row
             assert store.get(str(row["id"])) == chunk
+            # Schema 3: its history starts once, at the migration, whatever the kills did.
+            events = store.history(str(row["id"]))
+            assert [(e.event, e.review_state) for e in events] == [("migrated", review)], (row, events)
         live = [r for r in spec["rows"] if not r.get("invalidated_at")]
         for row in live[:3]:
             word = row["content"].split()[0]

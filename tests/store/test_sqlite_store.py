@@ -12,6 +12,7 @@ import attrs
 import pytest
 
 from contextplane.errors import StoreError, ValidationError
+from contextplane.memory.consolidation import Consolidation
 from contextplane.store import (
     KnowledgeStore,
     SQLiteKnowledgeStore,
@@ -354,7 +355,13 @@ class TestSearch:
             "copper",
             "meadow",
         ]
-        with SQLiteKnowledgeStore(db_path, embedder=embedder, vector_index_min_rows=300) as store:
+        # The synthetic rows repeat on purpose (600 rows, 100 texts): deduplication off.
+        with SQLiteKnowledgeStore(
+            db_path,
+            embedder=embedder,
+            vector_index_min_rows=300,
+            consolidation=Consolidation(deduplicate=False),
+        ) as store:
             rows = [
                 {"content": f"{topics[i % 10]} {topics[(i // 10) % 10]} {topics[(i * 7) % 10]}"}
                 for i in range(600)
@@ -383,7 +390,13 @@ class TestSearch:
 
     def test_training_does_not_block_other_writers(self, db_path: Path) -> None:
         embedder = HashEmbedder(dimensions=16)
-        with SQLiteKnowledgeStore(db_path, embedder=embedder, vector_index_min_rows=10**9) as store:
+        # The synthetic rows repeat on purpose (300 rows, 85 texts): deduplication off.
+        with SQLiteKnowledgeStore(
+            db_path,
+            embedder=embedder,
+            vector_index_min_rows=10**9,
+            consolidation=Consolidation(deduplicate=False),
+        ) as store:
             store.add_chunks([{"content": f"word{i % 17} other{i % 5}"} for i in range(300)])
             written: list[str] = []
             real_step = store._kmeans_step

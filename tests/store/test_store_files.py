@@ -75,9 +75,15 @@ def journal_mode(path: Path) -> str:
 
 
 def exercise(store: SQLiteKnowledgeStore) -> None:
-    """Every public read and write of a migrated store, each checked."""
+    """Every public read and write of a migrated store, each checked, its schema-3 history too:
+    every row, ids of 0 and below included, starts with one ``migrated`` event."""
     ids = [c.id for c in store.list_chunks()]
     assert ids == ["-4", "0", "3", "9"]
+    for chunk_id in ids:
+        events = store.history(chunk_id)
+        assert [e.event for e in events] == ["migrated"], (chunk_id, events)
+        assert events[0].review_state == store.get(chunk_id).review_state  # type: ignore[union-attr]
+    before = store.history_position()
     hot = store.get("-4")
     assert hot is not None and (hot.memory_kind, hot.delivery_policy, hot.review_state) == (
         "standing",
@@ -95,6 +101,18 @@ def exercise(store: SQLiteKnowledgeStore) -> None:
     assert store.invalidate_chunk("9", reason="obsolete").invalidation_reason == "obsolete"
     assert store.purge() == 1
     assert [c.id for c in store.list_chunks()] == ["-4", "0", "3", "10", "11"]
+    assert {i: [e.event for e in store.history(i)] for i in ("-4", "0", "3", "9", "10")} == {
+        "-4": ["migrated", "expiry"],
+        "0": ["migrated", "review"],
+        "3": ["migrated", "superseded"],
+        "9": ["migrated", "invalidated", "purged"],
+        "10": ["created"],
+    }
+    with store.as_of(before) as past:  # the store as the migration left it (9's text is gone)
+        assert [c.id for c in past.list_chunks()] == ["-4", "0", "3"]
+        assert past.overlay.purged_after == ("9",) and past.overlay.written_after == ("10", "11")
+        assert past.get("0").review_state == "pending"  # type: ignore[union-attr]
+        assert past.get("3").superseded_by is None  # type: ignore[union-attr]
 
 
 def test_the_adr_systems_v1_shape_migrates_and_every_api_works(tmp_path: Path) -> None:
@@ -137,12 +155,42 @@ def test_a_store_an_earlier_migration_stamped_without_fixing_its_shape_is_repair
     conn = store_connection.connect(path)
     result = m.ensure_schema(conn, str(path))
     conn.close()
-    assert result.passes_run == () and result.changed
+    # The v2 passes stay done (stamped); only schema 3's run, over every row, ids <= 0 included.
+    assert result.passes_run == m.V3_PASSES and result.changed
     assert result.normalised == (
         "rewrote the chunks table in the v2 shape, keeping every id: its ids have no AUTOINCREMENT (a "
         "purged id could be handed out again)",
         "backfilled 2 rows with an id of 0 or below",
     )
+    with SQLiteKnowledgeStore(path) as store:
+        exercise(store)
+
+
+def test_rows_an_earlier_schema_3_migration_skipped_get_their_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A migration whose passes started at id 0 (as both the v2 and the v3 passes once did)
+    # stamps every pass done without visiting the rows with ids of 0 and below.
+    path = tmp_path / "skipped.sqlite3"
+    make_adr_store(path)
+
+    def from_zero(conn: apsw.Connection, passes: tuple[str, ...]) -> int:
+        return min(int(m.meta_get(conn, f"{p}_cursor") or 0) for p in passes)
+
+    monkeypatch.setattr(m, "_pass_start", from_zero)
+    monkeypatch.setattr(m, "repair_nonpositive_ids", lambda _conn: 0)  # that migration had none
+    SQLiteKnowledgeStore(path).close()
+    monkeypatch.undo()
+    conn = apsw.Connection(str(path))
+    assert conn.execute("SELECT count(*) FROM chunk_history WHERE chunk_id <= 0").fetchone() == (0,)
+    conn.close()
+    conn = store_connection.connect(path)
+    result = m.ensure_schema(conn, str(path))
+    conn.close()
+    assert result.passes_run == () and result.normalised == ("backfilled 2 rows with an id of 0 or below",)
+    conn = apsw.Connection(str(path))
+    assert conn.execute("SELECT count(*) FROM chunks WHERE content_hash IS NULL").fetchone() == (0,)
+    conn.close()
     with SQLiteKnowledgeStore(path) as store:
         exercise(store)
 
@@ -193,12 +241,12 @@ def test_another_applications_database_is_refused_and_left_untouched(tmp_path: P
 def test_a_newer_schema_is_refused_before_its_journal_mode_changes(tmp_path: Path) -> None:
     path = tmp_path / "future.sqlite3"
     conn = apsw.Connection(str(path))
-    conn.execute("CREATE TABLE chunks (id INTEGER PRIMARY KEY, content TEXT); PRAGMA user_version = 3")
+    conn.execute("CREATE TABLE chunks (id INTEGER PRIMARY KEY, content TEXT); PRAGMA user_version = 4")
     conn.close()
     before = digest(path)
-    with pytest.raises(StoreError, match=r"schema version 3, but this contextplane understands schema version 2"):
+    with pytest.raises(StoreError, match=r"schema version 4, but this contextplane understands schema version 3"):
         SQLiteKnowledgeStore(path)
-    with pytest.raises(StoreError, match=r"schema version 3"):
+    with pytest.raises(StoreError, match=r"schema version 4"):
         store_connection.connect(path, read_only=True)
     assert digest(path) == before and journal_mode(path) == "delete"
 
@@ -210,7 +258,7 @@ def test_a_dry_run_changes_nothing(tmp_path: Path) -> None:
     conn = store_connection.connect(path, create=False, read_only=True)
     report = m.dry_run(conn, str(path))
     conn.close()
-    assert report.total_rows == 4 and report.pending == m.PASSES
+    assert report.total_rows == 4 and report.pending == (*m.PASSES, *m.V3_PASSES)
     assert report.schema_changes == (
         "rewrite the chunks table in the v2 shape, keeping every id: its ids have no AUTOINCREMENT (a "
         "purged id could be handed out again)",
@@ -315,7 +363,7 @@ def test_a_migration_on_a_full_disk_stops_cleanly_and_resumes(tmp_path: Path, fu
         SQLiteKnowledgeStore(path, migrate_batch_rows=500)
     assert str(caught.value) == (
         f"{path}: the disk is full (or the database reached its size limit), so the migration to schema "
-        "version 2 (run it again: it resumes where it stopped) failed; nothing is lost (what was not "
+        "version 3 (run it again: it resumes where it stopped) failed; nothing is lost (what was not "
         "committed was rolled back); free some space and try again"
     )
     conn = apsw.Connection(str(path))
@@ -389,8 +437,9 @@ def test_a_read_only_store_that_needs_migrating_says_what_to_run(
         path.chmod(0o644)
     assert str(caught.value) == (
         f"{path}: the store needs migrating (rewrite the chunks table in the v2 shape, keeping every id: its "
-        "ids have no AUTOINCREMENT (a purged id could be handed out again); bring it to schema version 2; "
-        "run the typed_memory_backfill pass; run the review_state_backfill pass), but it is read-only; run "
+        "ids have no AUTOINCREMENT (a purged id could be handed out again); bring it to schema version 3; "
+        "run the typed_memory_backfill pass; run the review_state_backfill pass; run the history_backfill "
+        "pass; run the content_hash_backfill pass), but it is read-only; run "
         f"`contextplane migrate --db {path}` with write access, or work on a writable copy"
     )
 
@@ -431,11 +480,11 @@ def test_migrate_on_a_full_disk_is_one_error_line_and_resumes(tmp_path: Path, mo
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert res.stderr == (
         f"error: {path}: the disk is full (or the database reached its size limit), so the migration to "
-        "schema version 2 (run it again: it resumes where it stopped) failed; nothing is lost (what was not "
+        "schema version 3 (run it again: it resumes where it stopped) failed; nothing is lost (what was not "
         "committed was rolled back); free some space and try again\n"
     )
     monkeypatch.setattr(store_connection, "connect", real)
     res = CliRunner().invoke(main, ["migrate", "--db", str(path)])
-    assert res.exit_code == 0 and "migrated from schema version 0 to 2" in res.stdout
+    assert res.exit_code == 0 and "migrated from schema version 0 to 3" in res.stdout
     with SQLiteKnowledgeStore(path) as store:
         assert len(store.list_chunks(delivery_policy="always")) == 2000

@@ -4,7 +4,8 @@ It is registered on every ``PluginHost`` (name ``contextplane.records``) and is 
 thing that writes a turn's records, so no adapter carries recorder choreography:
 
 - ``observe_projection`` (recorded, never incognito): one injection-log row, and the turn's
-  manifest plus its trajectory entry, built once per composition;
+  manifest plus its trajectory entry, built once per composition, and its inputs
+  (``records.turn_inputs``: what ``explain`` and ``replay`` read back);
 - ``observe_model_call`` (every delivered call, incognito flagged): one prompt snapshot, the
   stable prefix stored once per hash and one trajectory entry per session and prefix.
 
@@ -23,7 +24,9 @@ from contextplane.hookspecs import hookimpl
 from contextplane.notices import log_once
 from contextplane.observability.redaction import Redactor
 from contextplane.observability.snapshots import PromptRecorder, TurnRecord
+from contextplane.observability.turn_inputs import turn_inputs
 from contextplane.records.injections import InjectionRow
+from contextplane.records.turn_inputs import TurnInputStore
 from contextplane.request import ProjectionRequest
 
 if TYPE_CHECKING:
@@ -148,7 +151,34 @@ def observe_projection(projection: ProjectedContext, request: ProjectionRequest)
     if request.config.observability.snapshots:
         recorder = recorder_for(backend, request)
         reason = str(request.extra.get("reason", "turn"))
-        _remember(projection, recorder.begin_turn(projection, query=request.query, reason=reason))
+        turn = recorder.begin_turn(projection, query=request.query, reason=reason)
+        _remember(projection, turn)
+        if request.config.observability.turn_inputs:
+            _record_inputs(backend, projection, request, turn)
+
+
+def _record_inputs(
+    backend: Any, projection: ProjectedContext, request: ProjectionRequest, turn: TurnRecord
+) -> None:
+    store = backend.snapshots
+    if not isinstance(store, TurnInputStore):
+        log_once(
+            log,
+            ("no-turn-inputs", type(store)),
+            logging.WARNING,
+            "snapshot store %s keeps no turn inputs (contextplane.records.TurnInputStore), so past turns "
+            "of this backend cannot be explained or replayed",
+            type(store).__name__,
+        )
+        return
+    store.put_inputs(
+        turn_inputs(
+            projection,
+            request,
+            trajectory_ref=turn.trajectory_ref,
+            projection_sha256=turn.projection_sha256,
+        )
+    )
 
 
 @hookimpl
@@ -177,4 +207,3 @@ def observe_model_call(call: ModelCall, request: ProjectionRequest) -> None:
         mode=projection.mode,
         full_text=call.full_text,
     )
-

@@ -18,6 +18,7 @@ from contextplane.records.snapshots import (
     decode_snapshot,
 )
 from contextplane.records.summaries import SessionSummaries, SessionSummary, validate_summary
+from contextplane.records.turn_inputs import TurnInputs, TurnInputStore
 
 __all__ = [
     "Backend",
@@ -31,6 +32,8 @@ __all__ = [
     "SnapshotRow",
     "SnapshotStore",
     "StrippedFrame",
+    "TurnInputStore",
+    "TurnInputs",
     "backend_of",
     "check_backend",
     "decode_snapshot",

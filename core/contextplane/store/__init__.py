@@ -11,11 +11,12 @@ import sys
 from pathlib import Path
 
 from contextplane.embedding import Embedder
-from contextplane.store.protocol import KnowledgeStore, SearchHit
+from contextplane.store.protocol import KnowledgeStore, MemoryHistory, SearchHit
 from contextplane.store.sqlite import SQLiteKnowledgeStore, VectorSearchUnavailableWarning
 
 __all__ = [
     "KnowledgeStore",
+    "MemoryHistory",
     "SQLiteKnowledgeStore",
     "SearchHit",
     "VectorSearchUnavailableWarning",

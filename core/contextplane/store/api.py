@@ -29,7 +29,9 @@ def memory_ingest(
     expires_in_days: int | None = None,
     **attrs: Any,
 ) -> str:
-    """Write one memory through ``store.add_chunk`` and return its id.
+    """Write one memory through ``store.add_chunk`` and return its id: on the embedded store a
+    ``WriteOutcome`` (a ``str``) that also says what consolidation did (a duplicate returns the
+    existing id; a same-subject write supersedes; near duplicates are reported).
 
     ``attrs`` are the other ``add_chunk`` keywords (domain, source_type, memory_kind,
     delivery_policy, review_state, namespace, heading, source, subject, epoch, expires_at).

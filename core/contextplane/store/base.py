@@ -19,6 +19,7 @@ import apsw
 
 from contextplane.embedding import Embedder
 from contextplane.errors import StoreError
+from contextplane.memory.consolidation import Consolidation
 from contextplane.memory.model import MemoryChunk
 from contextplane.store.columns import SELECT_COLUMNS, as_id, chunk_from_row
 from contextplane.store.connection import store_error
@@ -41,6 +42,7 @@ class StoreBase:
     _vector_probes: int | None
     _read_only: bool
     _read_only_reason: str
+    _consolidation: Consolidation
 
     @property
     def conn(self) -> apsw.Connection:

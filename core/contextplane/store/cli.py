@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import getpass
 import json
 import logging
 import sys
@@ -32,6 +33,8 @@ from contextplane.cli_common import (
     load,
 )
 from contextplane.errors import StoreError, ValidationError
+from contextplane.memory.consolidation import WriteOutcome
+from contextplane.memory.history import HistoryEvent, lifecycle_state
 from contextplane.memory.model import (
     DELIVERY_POLICIES,
     MEMORY_KINDS,
@@ -43,7 +46,7 @@ from contextplane.memory.model import (
 from contextplane.memory.stamps import resolve_expiry
 from contextplane.memory.trust import SOURCE_TYPE_TIERS
 from contextplane.store import connection, migrate
-from contextplane.store.protocol import SearchHit
+from contextplane.store.protocol import MemoryHistory, SearchHit
 from contextplane.textui import table
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -77,13 +80,19 @@ def _short(text: str, width: int = _CONTENT_WIDTH) -> str:
 
 
 def _status(chunk: MemoryChunk) -> str:
-    if chunk.superseded_by:
-        return f"superseded→{chunk.superseded_by}"
-    if chunk.invalidated_at is not None:
-        return "invalidated"
-    if chunk.is_expired():
-        return "expired"
-    return "active"
+    """The row's lifecycle state now (active, pending, rejected, superseded, expired,
+    invalidated); a superseded row names its successor."""
+    state = lifecycle_state(chunk, utc_now())
+    return f"superseded→{chunk.superseded_by}" if state == "superseded" else state
+
+
+def curator() -> str:
+    """Who a review made from the command line is recorded as: ``cli:<login name>``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name (a container without a passwd entry)
+        user = "unknown"
+    return f"cli:{user}"
 
 
 _HEADERS = ("id", "kind", "policy", "review", "tier", "scope", "status", "content")
@@ -111,12 +120,28 @@ def _emit_chunks(chunks: Sequence[MemoryChunk], as_json: bool) -> None:
         click.echo(table(_HEADERS, [_row(c) for c in chunks]))
 
 
-def _emit_one(chunk: MemoryChunk, as_json: bool) -> None:
+def _emit_one(
+    chunk: MemoryChunk,
+    as_json: bool,
+    *,
+    history: Sequence[HistoryEvent] | None = None,
+    write: WriteOutcome | None = None,
+) -> None:
+    data = chunk.to_dict()
+    data["lifecycle_state"] = lifecycle_state(chunk, utc_now())
     if as_json:
-        click.echo(json.dumps(chunk.to_dict(), indent=2, ensure_ascii=False))
+        if history is not None:
+            data["history"] = [e.to_dict() for e in history]
+        if write is not None:
+            data["write"] = write.to_dict()
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
-    for key, value in chunk.to_dict().items():
+    for key, value in data.items():
         click.echo(f"{key:>26}: {'' if value is None else value}")
+    if history is not None:
+        click.echo("history:")
+        for event in history:
+            click.echo(f"  {event.describe()}")
 
 
 _write_options: list[Callable[[F], F]] = [
@@ -237,17 +262,25 @@ def add_command(
     **attrs: Any,
 ) -> None:
     """Add a memory: CONTENT, '-' for standard input, or --file (operator provenance by default:
-    tier 3, confirmed). Embedded when an embedder is configured."""
+    tier 3, confirmed). Embedded when an embedder is configured. An exact duplicate of a
+    deliverable row is not stored again, a row naming the subject of one in its scope and kind
+    supersedes it, and similar rows are reported for review (see ``[store]`` settings)."""
     text = _content(content, file)
     values = _checked_source_type(_given(**attrs))
     with _open(config_path, db, write=True) as store:
-        chunk_id = store.add_chunk(text, **values)
-        chunk = store.get(chunk_id)
+        added = store.add_chunk(text, **values)
+        # A store without consolidation (a plugin's) returns a plain id: it was stored.
+        outcome = added if isinstance(added, WriteOutcome) else WriteOutcome(str(added))
+        chunk = store.get(outcome)
         assert chunk is not None
         if as_json:
-            _emit_one(chunk, as_json)
+            _emit_one(chunk, as_json, write=outcome)
+        elif outcome.outcome == "stored":
+            click.echo(f"added {outcome}")
+        elif outcome.outcome == "duplicate":
+            click.echo(f"not added: {outcome.message}")
         else:
-            click.echo(f"added {chunk_id}")
+            click.echo(f"added {outcome}: {outcome.message.split('; ', 1)[1]}")
 
 
 @memory.command("list")
@@ -290,12 +323,19 @@ def list_command(
 @_store_options
 @_json_option
 def show_command(chunk_id: str, config_path: str | None, db: Path | None, as_json: bool) -> None:
-    """Show every attribute of one memory."""
+    """Show every attribute of one memory and its lifecycle history."""
     with _open(config_path, db, write=False) as store:
         chunk = store.get(chunk_id)
+        # A plugin's store may keep no lifecycle history: then there is none to show.
+        events = store.history(chunk_id) if isinstance(store, MemoryHistory) else None
     if chunk is None:
+        if events:
+            raise StoreError(
+                f"memory {chunk_id} was purged; its history: "
+                + "; ".join(e.describe() for e in events)
+            )
         raise StoreError(f"no memory with id {chunk_id!r}")
-    _emit_one(chunk, as_json)
+    _emit_one(chunk, as_json, history=events)
 
 
 def _emit_hits(hits: Sequence[SearchHit], as_json: bool) -> None:
@@ -341,7 +381,7 @@ def search_command(
 
 def _review(chunk_id: str, state: str, config_path: str | None, db: Path | None, as_json: bool) -> None:
     with _open(config_path, db, write=True) as store:
-        chunk = store.set_review_state(chunk_id, state)
+        chunk = store.set_review_state(chunk_id, state, by=curator())
     if as_json:
         _emit_one(chunk, as_json)
     else:
@@ -422,7 +462,7 @@ def expire_command(
     now = utc_now()
     when = None if clear else resolve_expiry(at, in_days, now) or now
     with _open(config_path, db, write=True) as store:
-        chunk = store.set_expires_at(chunk_id, when)
+        chunk = store.set_expires_at(chunk_id, when, by=curator())
     if as_json:
         _emit_one(chunk, as_json)
     else:

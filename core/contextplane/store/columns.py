@@ -32,9 +32,10 @@ from contextplane.memory.stamps import legacy_kind_and_policy
 
 #: How ``add_chunk`` fills a column: ``content`` (required text), ``text`` (validated text,
 #: ``default`` when absent), ``namespace`` (a validated scope), ``stamp`` (the D7 creation
-#: stamps: kind, delivery policy, review state, expiry), ``now`` (the write's time), or
-#: ``never`` (the store assigns it, or a later lifecycle step does).
-OnAdd = Literal["content", "text", "namespace", "stamp", "now", "never"]
+#: stamps: kind, delivery policy, review state, expiry), ``now`` (the write's time),
+#: ``derived`` (computed from the content: the duplicate key), or ``never`` (the store assigns
+#: it, or a later lifecycle step does).
+OnAdd = Literal["content", "text", "namespace", "stamp", "now", "derived", "never"]
 
 
 @attrs.frozen
@@ -46,6 +47,8 @@ class Column:
     #: review state are *not* inherited: an agent superseding an operator row must not gain
     #: operator trust.
     inherited: bool = False
+    #: Part of the select list (what a ``MemoryChunk`` is read from); internal keys are not.
+    read: bool = True
 
 
 #: In select order. The order of the ``text`` columns is also the order their values are
@@ -68,24 +71,31 @@ COLUMNS: Final[tuple[Column, ...]] = (
     Column("invalidation_reason", "never"),
     Column("created_at", "now"),
     Column("updated_at", "now"),
+    Column("content_hash", "derived", read=False),
 )
 
-COLUMN_NAMES: Final[tuple[str, ...]] = tuple(c.name for c in COLUMNS)
+#: The select list's names, in order (the columns a ``MemoryChunk`` is read from).
+COLUMN_NAMES: Final[tuple[str, ...]] = tuple(c.name for c in COLUMNS if c.read)
+SELECT_NAMES: Final[tuple[str, ...]] = COLUMN_NAMES
 #: The select list, for ``SELECT ... FROM chunks AS c``.
 SELECT_COLUMNS: Final[str] = ", ".join(f"c.{name}" for name in COLUMN_NAMES)
 
 #: Keywords ``add_chunk`` accepts; bulk rows are checked against the same set. ``expires_in_days``
 #: is the one keyword that is not a column: it is turned into ``expires_at``.
 ADD_FIELDS: Final[frozenset[str]] = frozenset(
-    {c.name for c in COLUMNS if c.on_add not in ("never", "now")} | {"expires_in_days"}
+    {c.name for c in COLUMNS if c.on_add not in ("never", "now", "derived")} | {"expires_in_days"}
 )
 #: Everything stamped besides the content (the memoisation key for bulk rows).
 ATTRIBUTE_FIELDS: Final[tuple[str, ...]] = tuple(sorted(ADD_FIELDS - {"content"}))
 INHERITED_ON_SUPERSEDE: Final[tuple[str, ...]] = tuple(c.name for c in COLUMNS if c.inherited)
 
-#: What an insert writes, in the order of a prepared row: the content first.
+#: What an insert writes, in the order of a prepared row: the content first, the derived
+#: columns last (they depend on the content, so they are not part of the memoised stamps).
 INSERT_COLUMNS: Final[tuple[Column, ...]] = tuple(c for c in COLUMNS if c.on_add != "never")
 assert INSERT_COLUMNS[0].on_add == "content"
+assert [c.on_add for c in INSERT_COLUMNS if c.on_add == "derived"] == [
+    c.on_add for c in INSERT_COLUMNS[-1:] if c.on_add == "derived"
+], "the derived column must be the last one inserted"
 _INSERT_NAMES: Final[str] = ", ".join(c.name for c in INSERT_COLUMNS)
 INSERT_SQL: Final[str] = (
     f"INSERT INTO chunks({_INSERT_NAMES}) VALUES ({', '.join('?' for _ in INSERT_COLUMNS)})"

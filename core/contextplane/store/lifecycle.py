@@ -2,11 +2,13 @@
 
 Rows are never edited in place and never deleted while they explain something: a rejected,
 expired or invalidated row stays for audit until ``purge``, and a superseded row (and the row
-that superseded it) stays for good, so the chain can always be read back.
+that superseded it) stays for good, so the chain can always be read back. Every change appends
+its history event (``store.history``) in the change's own transaction; ``by`` names who made it.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -29,38 +31,57 @@ from contextplane.store.writes import StoreWrites
 class StoreLifecycle(StoreWrites):
     """Review, expiry, invalidation, supersession and purge."""
 
-    def set_review_state(self, chunk_id: str, state: str) -> MemoryChunk:
-        """Confirm, reject or reset a row to pending (D7 step 2)."""
+    def set_review_state(self, chunk_id: str, state: str, *, by: str = "") -> MemoryChunk:
+        """Confirm, reject or reset a row to pending (D7 step 2); ``by`` says who did (kept in
+        the history)."""
         checked = validate_review_state(state)
+        actor = validate_text(by, "by")
         with self._writing() as conn:
             self._require(conn, chunk_id)
             conn.execute(
                 "UPDATE chunks SET review_state = ?, updated_at = ? WHERE id = ?",
                 (checked, format_timestamp(utc_now()), as_id(chunk_id)),
             )
+            self._record_change(conn, int(as_id(chunk_id) or 0), "review", actor)
             return self._require(conn, chunk_id)
 
-    def set_expires_at(self, chunk_id: str, expires_at: datetime | str | None) -> MemoryChunk:
+    def set_expires_at(
+        self, chunk_id: str, expires_at: datetime | str | None, *, by: str = ""
+    ) -> MemoryChunk:
         """Set (or clear, with ``None``) a row's expiry; stored as UTC."""
         value = None if expires_at is None else format_timestamp(parse_timestamp(expires_at, "expires_at"))
+        actor = validate_text(by, "by")
         with self._writing() as conn:
             self._require(conn, chunk_id)
             conn.execute(
                 "UPDATE chunks SET expires_at = ?, updated_at = ? WHERE id = ?",
                 (value, format_timestamp(utc_now()), as_id(chunk_id)),
             )
+            self._record_change(conn, int(as_id(chunk_id) or 0), "expiry", actor)
             return self._require(conn, chunk_id)
 
     def invalidate_chunk(
-        self, chunk_id: str, *, superseded_by: str | None = None, reason: str | None = None
+        self,
+        chunk_id: str,
+        *,
+        superseded_by: str | None = None,
+        reason: str | None = None,
+        by: str = "",
     ) -> MemoryChunk:
         """Stamp ``invalidated_at`` and a reason; ``superseded_by`` records ``superseded_by:<id>``.
         The row is kept for audit (D7); only ``purge`` ever deletes, and never a superseded row."""
+        actor = validate_text(by, "by")
         with self._writing() as conn:
-            return self._invalidate(conn, chunk_id, superseded_by=superseded_by, reason=reason)
+            return self._invalidate(conn, chunk_id, superseded_by=superseded_by, reason=reason, actor=actor)
 
     def _invalidate(
-        self, conn: apsw.Connection, chunk_id: str, *, superseded_by: str | None, reason: str | None
+        self,
+        conn: apsw.Connection,
+        chunk_id: str,
+        *,
+        superseded_by: str | None,
+        reason: str | None,
+        actor: str = "",
     ) -> MemoryChunk:
         if superseded_by is not None and reason is not None:
             raise ValidationError("reason: give either superseded_by or reason, not both")
@@ -84,6 +105,9 @@ class StoreLifecycle(StoreWrites):
             "UPDATE chunks SET invalidated_at = ?, invalidation_reason = ?, updated_at = ? WHERE id = ?",
             (stamp, text, stamp, as_id(chunk_id)),
         )
+        event = "superseded" if superseded_by is not None else "invalidated"
+        detail = {"by": text[len(SUPERSEDED_PREFIX) :]} if superseded_by is not None else None
+        self._record_change(conn, int(current.id), event, actor, detail=detail)
         return self._require(conn, chunk_id)
 
     def supersede(self, old_id: str, content: str, **attrs: Any) -> str:
@@ -102,10 +126,13 @@ class StoreLifecycle(StoreWrites):
         now = utc_now()
         prepared = [self._prepare(row, now, format_timestamp(now), 0)]  # validate before embedding
         vectors = self._embed([prepared[0][0]]) if self._embedder is not None else None
+        actor = str(row.get("source_type", ""))
         with self._writing() as conn:
-            new_id = str(self._insert(conn, prepared, vectors)[0])
+            ids = self._insert(conn, prepared, vectors, record=False)
+            new_id = str(ids[0])
+            self._record_created(conn, ids, {ids[0]: json.dumps({"supersedes": old.id})})
             # raises (rolling the insert back) if someone invalidated the old row meanwhile
-            self._invalidate(conn, old.id, superseded_by=new_id, reason=None)
+            self._invalidate(conn, old.id, superseded_by=new_id, reason=None, actor=actor)
         self._maybe_train()
         return new_id
 
@@ -114,17 +141,15 @@ class StoreLifecycle(StoreWrites):
         how many. Never deletes a superseded row, nor a row that superseded another (the chain
         stays readable)."""
         now_text = format_timestamp(now or utc_now())
-        with self._writing() as conn:
-            conn.execute(
-                f"""DELETE FROM chunks WHERE
-                    ((expires_at IS NOT NULL AND expires_at <= :now)
+        where = f"""((expires_at IS NOT NULL AND expires_at <= :now)
                      OR (invalidated_at IS NOT NULL
                          AND substr(coalesce(invalidation_reason, ''), 1, 14) != '{SUPERSEDED_PREFIX}'))
                     AND NOT (invalidated_at IS NOT NULL
                              AND substr(coalesce(invalidation_reason, ''), 1, 14) = '{SUPERSEDED_PREFIX}')
                     AND CAST(id AS TEXT) NOT IN (
                         SELECT substr(invalidation_reason, 15) FROM chunks
-                        WHERE substr(invalidation_reason, 1, 14) = '{SUPERSEDED_PREFIX}')""",
-                {"now": now_text},
-            )
+                        WHERE substr(invalidation_reason, 1, 14) = '{SUPERSEDED_PREFIX}')"""
+        with self._writing() as conn:
+            self._record_purged(conn, where, {"now": now_text}, format_timestamp(utc_now()))
+            conn.execute(f"DELETE FROM chunks WHERE {where}", {"now": now_text})
             return int(conn.changes())

@@ -1,4 +1,5 @@
-"""Schema creation and the version-1 -> version-2 migration (ADR D4 backfill, then D7 review state).
+"""Schema creation and migration: version 1 -> 2 (ADR D4 backfill, then D7 review state), and
+version 2 -> 3 (the lifecycle history and the content key consolidation looks duplicates up by).
 
 Why it is shaped this way:
 
@@ -14,12 +15,20 @@ Why it is shaped this way:
   is rewritten once, which is what keeps a 1M-row migration close to one ``UPDATE ... CASE``.
 - Full-text triggers fire only on ``UPDATE OF content, heading``: a trigger that fires on every
   metadata update would re-index every row during the backfill (about 10x slower).
-- A fresh database is created at the current version with both markers stamped, no scan.
+- A fresh database is created at the current version with every marker stamped, no scan.
+- Version 3 adds the ``chunk_history`` table (append-only: triggers refuse UPDATE and DELETE)
+  and the nullable ``content_hash`` column. Its two passes (``history_backfill``: one
+  ``migrated`` event per existing row, all stamped with the time the migration started;
+  ``content_hash_backfill``) run after the v2 passes, in id-ordered batches with their own
+  cursors and markers, like the v2 passes. A re-run batch changes nothing: the history pass
+  skips rows that already have an event, the hash pass fills only NULL cells.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, Final
@@ -28,15 +37,21 @@ import apsw
 import attrs
 
 from contextplane.errors import StoreError
+from contextplane.memory.consolidation import content_hash
+from contextplane.memory.history import MIGRATION_NOTE
 from contextplane.memory.model import format_timestamp, utc_now
 from contextplane.memory.stamps import LEGACY_DOMAIN_TABLE, DomainRule
 from contextplane.memory.trust import SOURCE_TYPE_TIERS, UNKNOWN_SOURCE_TIER, initial_review_state
 
-SCHEMA_VERSION: Final[int] = 2
+SCHEMA_VERSION: Final[int] = 3
 
 TYPED_MEMORY_BACKFILL: Final[str] = "typed_memory_backfill"
 REVIEW_STATE_BACKFILL: Final[str] = "review_state_backfill"
 PASSES: Final[tuple[str, ...]] = (TYPED_MEMORY_BACKFILL, REVIEW_STATE_BACKFILL)
+#: Version 3's passes, run after the v2 ones (each with its own marker and cursor).
+HISTORY_BACKFILL: Final[str] = "history_backfill"
+CONTENT_HASH_BACKFILL: Final[str] = "content_hash_backfill"
+V3_PASSES: Final[tuple[str, ...]] = (HISTORY_BACKFILL, CONTENT_HASH_BACKFILL)
 
 DEFAULT_BATCH_ROWS: Final[int] = 50_000
 
@@ -318,7 +333,7 @@ def dry_run(conn: apsw.Connection, path: str = "") -> DryRunReport:
         )
     changes = planned_normalisation(conn, path)
     cols = column_names(conn, "chunks")
-    pending = tuple(pending_passes(conn))
+    pending = (*pending_passes(conn), *pending_v3_passes(conn))
     # The rows as the backfill will see them, whatever columns the version-1 table lacks.
     source = (
         "(SELECT "
@@ -398,7 +413,8 @@ def create_fresh(conn: apsw.Connection) -> None:
         conn.execute("CREATE TABLE IF NOT EXISTS _kb_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         conn.execute(_CHUNKS_V2_SQL)
         _ensure_fts(conn)
-        for name in PASSES:
+        _ensure_v3_objects(conn)
+        for name in (*PASSES, *V3_PASSES):
             _meta_set(conn, name, stamp)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -423,6 +439,14 @@ def _cursor_key(name: str) -> str:
     return f"{name}_cursor"
 
 
+def _pass_start(conn: apsw.Connection, passes: list[str] | tuple[str, ...]) -> int:
+    """The id the passes resume after: the lowest of their cursors. Without a cursor a pass
+    starts below the smallest id, not at 0: a version-1 store may hold ids of 0 or below, and
+    those rows must be backfilled (and given their history) like any other."""
+    floor = int(scalar(conn, "SELECT coalesce(min(id), 1) - 1 FROM chunks"))
+    return min(int(c) if (c := _meta_get(conn, _cursor_key(p))) is not None else floor for p in passes)
+
+
 def run_backfill(
     conn: apsw.Connection,
     *,
@@ -439,11 +463,7 @@ def run_backfill(
         return 0
     if batch_rows < 1:
         raise StoreError(f"batch_rows: {batch_rows} must be at least 1")
-    # Without a cursor a pass starts below the smallest id, not at 0: a version-1 store may
-    # hold ids of 0 or below, and those rows must be backfilled like any other.
-    floor = int(scalar(conn, "SELECT coalesce(min(id), 1) - 1 FROM chunks"))
-    cursors = [int(c) if (c := _meta_get(conn, _cursor_key(p))) is not None else floor for p in passes]
-    start = min(cursors)
+    start = _pass_start(conn, passes)
     assignments = ", ".join(_PASS_ASSIGNMENTS[p] for p in passes)
     update_sql = f"UPDATE chunks SET {assignments} WHERE id > ? AND id <= ?"
     max_id = int(scalar(conn, "SELECT coalesce(max(id), 0) FROM chunks"))
@@ -510,11 +530,34 @@ def ensure_schema(
     ):
         added = upgrade_schema(conn)
     passes = tuple(pending_passes(conn))
-    visited = run_backfill(conn, on_batch=on_batch, batch_rows=batch_rows) if passes else 0
+    added.extend(ensure_v3_schema(conn))
+    v3 = tuple(pending_v3_passes(conn))
+    # One progress report over both phases: (rows done, rows total) of v2's passes and then v3's.
+    first = _rows_left(conn, passes) if passes else 0
+    second = _rows_left(conn, v3) if v3 else 0
+    report_v2 = report_v3 = None
+    if on_batch is not None:
+        report_v2 = functools.partial(_report, on_batch, 0, first + second)
+        report_v3 = functools.partial(_report, on_batch, first, first + second)
+    visited = run_backfill(conn, on_batch=report_v2, batch_rows=batch_rows) if passes else 0
+    # Before the history pass, so each row's ``migrated`` event records its repaired state.
     repaired = repair_nonpositive_ids(conn)
+    if v3:
+        visited = max(visited, run_v3_backfill(conn, on_batch=report_v3, batch_rows=batch_rows))
+        repaired += repair_nonpositive_ids(conn)
     if repaired:
         normalised.append(f"backfilled {repaired} rows with an id of 0 or below")
-    return MigrationResult(False, from_version, tuple(added), passes, visited, tuple(normalised))
+    return MigrationResult(False, from_version, tuple(added), passes + v3, visited, tuple(normalised))
+
+
+def _rows_left(conn: apsw.Connection, passes: tuple[str, ...]) -> int:
+    """Rows the passes still have to visit (from the lowest of their cursors)."""
+    start = _pass_start(conn, passes)
+    return int(scalar(conn, "SELECT count(*) FROM chunks WHERE id > ?", (start,)))
+
+
+def _report(on_batch: BatchCallback, offset: int, total: int, done: int, _phase_total: int) -> None:
+    on_batch(offset + done, total)
 
 
 # --------------------------------------------------------------------------- v1 input schemas
@@ -549,9 +592,18 @@ REQUIRED_V1_COLUMNS: Final[tuple[str, ...]] = ("content", "domain")
 _UNWRITTEN: Final[frozenset[str]] = frozenset({"invalidated_at", "invalidation_reason"})
 
 #: Tables any contextplane version creates; a database holding one of them is ours. Others'
-#: tables (a newer record, another issue's history) may sit beside them.
+#: tables (a newer record) may sit beside them.
 ANCHOR_TABLES: Final[frozenset[str]] = frozenset(
-    {"chunks", "_kb_meta", "injection_log", "prompt_snapshots", "prefix_texts", "session_summaries"}
+    {
+        "chunks",
+        "_kb_meta",
+        "injection_log",
+        "prompt_snapshots",
+        "prefix_texts",
+        "session_summaries",
+        "chunk_history",
+        "turn_inputs",
+    }
 )
 
 
@@ -748,10 +800,11 @@ def require_current(conn: apsw.Connection, path: str) -> None:
             "store; point --db, store.path or $CONTEXTPLANE_DB at a memory store"
         )
     todo = [*planned_normalisation(conn, path)]
-    missing = [n for n, _ in V2_COLUMNS if n not in column_names(conn, "chunks")]
-    if missing or schema_version(conn) < SCHEMA_VERSION:
+    columns = column_names(conn, "chunks")
+    missing = [n for n, _ in (*V2_COLUMNS, *V3_COLUMNS) if n not in columns]
+    if missing or schema_version(conn) < SCHEMA_VERSION or not table_exists(conn, "chunk_history"):
         todo.append(f"bring it to schema version {SCHEMA_VERSION}")
-    todo += [f"run the {p} pass" for p in pending_passes(conn)]
+    todo += [f"run the {p} pass" for p in (*pending_passes(conn), *pending_v3_passes(conn))]
     if todo:
         raise StoreError(
             f"{path}: the store needs migrating ({'; '.join(todo)}), but it is read-only; run "
@@ -773,13 +826,190 @@ def planned_normalisation(conn: apsw.Connection, path: str) -> tuple[str, ...]:
 
 def repair_nonpositive_ids(conn: apsw.Connection) -> int:
     """Backfill rows with an id of 0 or below that an earlier migration stamped as done without
-    visiting (its cursor started at 0). Reads one index range; writes only if such rows exist."""
+    visiting (its cursor started at 0): their v2 cells once the v2 passes are done, and their
+    v3 ``migrated`` event and content hash once the v3 passes are. Reads one index range;
+    writes only if such rows exist. Returns the rows repaired."""
     if pending_passes(conn) or not table_exists(conn, "chunks"):
         return 0
-    where = "id <= 0 AND (memory_kind IS NULL OR review_state IS NULL)"
-    if conn.execute(f"SELECT 1 FROM chunks WHERE {where} LIMIT 1").fetchone() is None:
+    checks = ["c.id <= 0 AND (c.memory_kind IS NULL OR c.review_state IS NULL)"]
+    history = not pending_v3_passes(conn) and table_exists(conn, "chunk_history")
+    unvisited = "c.id <= 0 AND NOT EXISTS (SELECT 1 FROM chunk_history AS h WHERE h.chunk_id = c.id)"
+    if history:
+        checks.append(unvisited)
+    find = f"SELECT c.id FROM chunks AS c WHERE {' OR '.join(f'({c})' for c in checks)}"
+    if conn.execute(find + " LIMIT 1").fetchone() is None:
         return 0
     assignments = ", ".join(_PASS_ASSIGNMENTS[p] for p in PASSES)
     with write_transaction(conn):
-        conn.execute(f"UPDATE chunks SET {assignments} WHERE {where}")
-        return int(conn.changes())
+        repaired = len(conn.execute(find).fetchall())
+        # The cells first: the event below records the state they give the row.
+        conn.execute(f"UPDATE chunks AS c SET {assignments} WHERE {checks[0]}")
+        if history:
+            conn.create_scalar_function("contextplane_content_hash", _content_hash_sql, 1, deterministic=True)
+            conn.execute(
+                "UPDATE chunks SET content_hash = contextplane_content_hash(content) "
+                "WHERE id <= 0 AND content_hash IS NULL"
+            )
+            conn.execute(
+                "INSERT INTO chunk_history(chunk_id, at, event, actor, review_state, expires_at, "
+                "invalidated_at, invalidation_reason, updated_at, detail) "
+                "SELECT c.id, ?, 'migrated', '', c.review_state, c.expires_at, c.invalidated_at, "
+                f"c.invalidation_reason, c.updated_at, ? FROM chunks AS c WHERE {unvisited} ORDER BY c.id",
+                (
+                    _meta_get(conn, HISTORY_STARTED_KEY) or format_timestamp(utc_now()),
+                    json.dumps({"note": MIGRATION_NOTE}),
+                ),
+            )
+    return repaired
+
+
+# --------------------------------------------------------------------------- version 3
+
+#: The lifecycle history (``contextplane.memory.history``): one row per change, the row's
+#: lifecycle state after it. ``seq`` is the rowid: never deleted, so it only grows.
+HISTORY_SQL: Final[str] = """
+CREATE TABLE IF NOT EXISTS chunk_history (
+    seq INTEGER PRIMARY KEY,
+    chunk_id INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    event TEXT NOT NULL,
+    actor TEXT NOT NULL DEFAULT '',
+    review_state TEXT,
+    expires_at TEXT,
+    invalidated_at TEXT,
+    invalidation_reason TEXT,
+    updated_at TEXT,
+    detail TEXT
+);
+CREATE INDEX IF NOT EXISTS chunk_history_chunk ON chunk_history(chunk_id, seq);
+CREATE TRIGGER IF NOT EXISTS chunk_history_no_update BEFORE UPDATE ON chunk_history BEGIN
+    SELECT RAISE(ABORT, 'chunk_history is append-only: events are never rewritten');
+END;
+CREATE TRIGGER IF NOT EXISTS chunk_history_no_delete BEFORE DELETE ON chunk_history BEGIN
+    SELECT RAISE(ABORT, 'chunk_history is append-only: events are never deleted');
+END;
+"""
+
+#: Columns version 3 adds to ``chunks``: the key exact duplicates are looked up by
+#: (``contextplane.memory.consolidation.content_hash``). Nullable, so the ALTER is O(1).
+V3_COLUMNS: Final[tuple[tuple[str, str], ...]] = (("content_hash", "INTEGER"),)
+
+#: The duplicate key; same-subject lookups; and the delivery policy, so the always-on section
+#: (a handful of rows) is an index lookup, not a scan of the store, now and as of the past.
+_V3_INDEXES: Final[str] = """
+CREATE INDEX IF NOT EXISTS chunks_subject ON chunks(subject, namespace) WHERE subject != '';
+CREATE INDEX IF NOT EXISTS chunks_delivery_policy ON chunks(delivery_policy)
+    WHERE delivery_policy IS NOT NULL;
+"""
+#: Built when the content-hash pass is done (or at once for a new store): one sort of the
+#: filled column is cheaper than keeping the index through a million-row UPDATE.
+_CONTENT_HASH_INDEX: Final[str] = "CREATE INDEX IF NOT EXISTS chunks_content_hash ON chunks(content_hash)"
+
+#: When the history backfill started; every ``migrated`` event carries this one time.
+HISTORY_STARTED_KEY: Final[str] = "history_started_at"
+
+
+def _ensure_v3_objects(conn: apsw.Connection) -> list[str]:
+    """Create what version 3 adds (caller holds the write transaction); return columns added."""
+    conn.execute(HISTORY_SQL)
+    present = column_names(conn, "chunks")
+    added = [name for name, _ in V3_COLUMNS if name not in present]
+    for name, decl in V3_COLUMNS:
+        if name in added:
+            conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {decl}")
+    conn.execute(_V3_INDEXES)
+    if _meta_get(conn, CONTENT_HASH_BACKFILL) is not None or not int(
+        scalar(conn, "SELECT count(*) FROM chunks")
+    ):
+        conn.execute(_CONTENT_HASH_INDEX)
+    return added
+
+
+def ensure_v3_schema(conn: apsw.Connection) -> list[str]:
+    """Version 3's table, column and indexes, if any is missing (idempotent, no row rewritten);
+    returns the columns added."""
+    has_history = table_exists(conn, "chunk_history")
+    indexes = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    if (
+        has_history
+        and not ({n for n, _ in V3_COLUMNS} - column_names(conn, "chunks"))
+        # a version-1 table rewritten in the v2 shape (``normalise_chunks``) lost its indexes
+        and {"chunks_subject", "chunks_delivery_policy"} <= indexes
+    ):
+        return []
+    with write_transaction(conn):
+        conn.execute("CREATE TABLE IF NOT EXISTS _kb_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        return _ensure_v3_objects(conn)
+
+
+def pending_v3_passes(conn: apsw.Connection) -> list[str]:
+    """Version 3 passes whose completion marker is missing."""
+    return [name for name in V3_PASSES if _meta_get(conn, name) is None]
+
+
+def _content_hash_sql(*values: Any) -> Any:
+    return content_hash(values[0])
+
+
+def run_v3_backfill(
+    conn: apsw.Connection,
+    *,
+    on_batch: BatchCallback | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> int:
+    """Run the pending version-3 passes in id-ordered batches; return rows visited.
+
+    The history pass appends one ``migrated`` event per row that has none (so a batch redone
+    after a kill appends nothing twice); the hash pass fills ``content_hash`` where it is NULL.
+    Each batch commits with its cursor; the marker is stamped when the pass is done."""
+    passes = pending_v3_passes(conn)
+    if not passes:
+        return 0
+    if batch_rows < 1:
+        raise StoreError(f"batch_rows: {batch_rows} must be at least 1")
+    started = _meta_get(conn, HISTORY_STARTED_KEY)
+    if started is None:
+        started = format_timestamp(utc_now())
+        with write_transaction(conn):
+            _meta_set(conn, HISTORY_STARTED_KEY, started)
+    conn.create_scalar_function("contextplane_content_hash", _content_hash_sql, 1, deterministic=True)
+    detail = json.dumps({"note": MIGRATION_NOTE})
+    statements = {
+        HISTORY_BACKFILL: (
+            "INSERT INTO chunk_history(chunk_id, at, event, actor, review_state, expires_at, "
+            "invalidated_at, invalidation_reason, updated_at, detail) "
+            "SELECT c.id, :at, 'migrated', '', c.review_state, c.expires_at, c.invalidated_at, "
+            "c.invalidation_reason, c.updated_at, :detail FROM chunks AS c "
+            "WHERE c.id > :lo AND c.id <= :hi "
+            "AND NOT EXISTS (SELECT 1 FROM chunk_history AS h WHERE h.chunk_id = c.id) ORDER BY c.id"
+        ),
+        CONTENT_HASH_BACKFILL: (
+            "UPDATE chunks SET content_hash = contextplane_content_hash(content) "
+            "WHERE id > :lo AND id <= :hi AND content_hash IS NULL"
+        ),
+    }
+    start = _pass_start(conn, passes)
+    max_id = int(scalar(conn, "SELECT coalesce(max(id), 0) FROM chunks"))
+    total = int(scalar(conn, "SELECT count(*) FROM chunks WHERE id > ?", (start,)))
+    done = 0
+    lo = start
+    while lo < max_id:
+        row = conn.execute(
+            "SELECT id FROM chunks WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?", (lo, batch_rows - 1)
+        ).fetchone()
+        hi = max_id if row is None else min(int(row[0]), max_id)
+        with write_transaction(conn):
+            for p in passes:
+                conn.execute(statements[p], {"lo": lo, "hi": hi, "at": started, "detail": detail})
+                _meta_set(conn, _cursor_key(p), str(hi))
+        done = min(total, done + batch_rows) if row is not None else total
+        lo = hi
+        if on_batch is not None:
+            on_batch(done, total)
+    stamp = format_timestamp(utc_now())
+    with write_transaction(conn):
+        for p in passes:
+            _meta_set(conn, p, stamp)
+            conn.execute("DELETE FROM _kb_meta WHERE key = ?", (_cursor_key(p),))
+        conn.execute(_CONTENT_HASH_INDEX)
+    return total

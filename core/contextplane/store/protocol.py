@@ -9,17 +9,24 @@ store. Semantics every implementation must share:
   (``superseded_by:<id>``). Rejected, expired and otherwise-invalidated rows stay excluded.
 - **namespaces**: an allow-list of scopes; ``None`` means no scope filter, ``[]`` matches nothing.
 - **delivery_policy="retrieved"** also matches NULL (NULL means retrieved).
+
+``MemoryHistory`` is the second half of the contract (ADR D7 made checkable): the append-only
+lifecycle history of every row and the as-of reads it allows. It is a protocol of its own so
+a store written before it still type-checks as a ``KnowledgeStore``; the conformance kit
+requires both of every store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
 import attrs
 
+from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import MemoryChunk
 
 
@@ -86,12 +93,21 @@ class KnowledgeStore(Protocol):
         now: datetime | None = None,
     ) -> list[SearchHit]: ...
 
-    def set_review_state(self, chunk_id: str, state: str) -> MemoryChunk: ...
+    def set_review_state(self, chunk_id: str, state: str, *, by: str = "") -> MemoryChunk:
+        """Confirm, reject or reset to pending; ``by`` (who) is kept in the history."""
+        ...
 
-    def set_expires_at(self, chunk_id: str, expires_at: datetime | str | None) -> MemoryChunk: ...
+    def set_expires_at(
+        self, chunk_id: str, expires_at: datetime | str | None, *, by: str = ""
+    ) -> MemoryChunk: ...
 
     def invalidate_chunk(
-        self, chunk_id: str, *, superseded_by: str | None = None, reason: str | None = None
+        self,
+        chunk_id: str,
+        *,
+        superseded_by: str | None = None,
+        reason: str | None = None,
+        by: str = "",
     ) -> MemoryChunk: ...
 
     def supersede(self, old_id: str, content: str, **attrs: Any) -> str: ...
@@ -132,3 +148,75 @@ class AsyncKnowledgeStore(KnowledgeStore, Protocol):
     async def asupersede(self, old_id: str, content: str, **attrs: Any) -> str: ...
 
     async def aset_review_state(self, chunk_id: str, state: str) -> MemoryChunk: ...
+
+
+@runtime_checkable
+class MemoryHistory(Protocol):
+    """The lifecycle history a store keeps, and the as-of reads it answers (ADR D6/D7 over time).
+
+    - ``history(id)``: every event of the row, oldest first, each with the row's lifecycle
+      state after it; appended in the same transaction as the change, never rewritten, kept
+      after a purge (the last event is ``purged``).
+    - ``history_position()``: where the history stands now. A ``consistent_read()`` view has
+      the same method: the position of the state it reads (what a composition records).
+    - ``as_of(position or aware datetime)``: a read view (``get``, ``list_chunks``,
+      ``search``, ``consistent_read``, ``history_position``) of the store at that point: rows
+      written later are invisible, each row has the lifecycle state it had then, and
+      ``deliverable`` is evaluated at the position's time. A time before the history starts
+      (a migrated store) raises ``StoreError``.
+    """
+
+    def history(self, chunk_id: str) -> list[HistoryEvent]: ...
+
+    def history_position(self) -> HistoryPosition: ...
+
+    def as_of(self, when: HistoryPosition | datetime) -> AbstractContextManager[Any]: ...
+
+
+@attrs.frozen
+class LegRank:
+    """Where one row stood in one retrieval leg for one query (``SearchTrace``)."""
+
+    #: "fts", "vector", or the store's own name for a leg ("overlap" for word overlap).
+    leg: str
+    #: Its rank among every candidate of the leg, before any filter (None: not a candidate:
+    #: no query word occurs in it, or its vector was not among those scanned).
+    rank: int | None
+    #: How many candidates the leg had (full-text matches, vectors scanned).
+    candidates: int
+    #: How many candidates the leg keeps before filtering (its cut-off).
+    cutoff: int
+    #: Its rank among the candidates that pass the search's scope and deliverable filters.
+    filtered_rank: int | None = None
+    note: str = ""
+
+
+@attrs.frozen
+class SearchTrace:
+    """How one row fared in one ``search`` call: where it ranked in each leg, and in the final
+    list the ``k`` results are cut from (what ``explain`` reports as "never retrieved")."""
+
+    query: str
+    k: int
+    #: Which statement produced the results: "fast" (legs cut before filtering) or "exact".
+    form: str
+    #: Its rank in the final (fused, filtered) list; None when it is not in it at all.
+    rank: int | None
+    #: The ids ``search`` returned, best first.
+    results: tuple[str, ...]
+    legs: tuple[LegRank, ...] = ()
+
+
+@runtime_checkable
+class SearchTracer(Protocol):
+    """Optional: a store that can say where a row ranked for a query (both built-in stores do)."""
+
+    def trace_search(
+        self,
+        query: str,
+        chunk_id: str,
+        k: int = 10,
+        *,
+        namespaces: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> SearchTrace: ...

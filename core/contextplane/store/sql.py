@@ -30,8 +30,13 @@ from contextplane.store.columns import SELECT_COLUMNS
 RRF_K: Final[int] = 60
 
 
-def scope_filter(namespaces: Sequence[str] | None, params: dict[str, Any], clauses: list[str]) -> None:
-    """Only rows in ``namespaces`` (None: any scope; empty: none)."""
+def scope_filter(
+    namespaces: Sequence[str] | None, params: dict[str, Any], clauses: list[str], *, indexed: bool = True
+) -> None:
+    """Only rows in ``namespaces`` (None: any scope; empty: none). ``indexed=False`` (search)
+    keeps the planner off the namespace index: a search is driven by its leg's candidates, and
+    scanning every row of the global scope through the index made a scoped search at 100k rows
+    cost 40-100 ms instead of about 1."""
     if namespaces is None:
         return
     if isinstance(namespaces, str):
@@ -44,7 +49,8 @@ def scope_filter(namespaces: Sequence[str] | None, params: dict[str, Any], claus
     for i, name in enumerate(names):
         params[f"ns{i}"] = name
         marks.append(f":ns{i}")
-    clauses.append(f"c.namespace IN ({', '.join(marks)})")
+    column = "c.namespace" if indexed else "+c.namespace"
+    clauses.append(f"{column} IN ({', '.join(marks)})")
 
 
 def deliverable_filter(

@@ -34,15 +34,18 @@ import apsw
 
 from contextplane.embedding import Embedder, aembed
 from contextplane.errors import StoreError, ValidationError
-from contextplane.memory.model import MemoryChunk, validate_text
-from contextplane.store import migrate, sql, vector_index
-from contextplane.store.columns import chunk_from_row
+from contextplane.memory.consolidation import Consolidation
+from contextplane.memory.history import HistoryEvent, HistoryPosition
+from contextplane.memory.model import MemoryChunk, to_utc, utc_now, validate_text
+from contextplane.store import history as store_history
+from contextplane.store import migrate, ranks, sql, vector_index
+from contextplane.store.columns import as_id, chunk_from_row
 from contextplane.store.connection import SQLITE_HEADER as SQLITE_HEADER
 from contextplane.store.connection import connect as connect
 from contextplane.store.connection import is_read_only, store_error
 from contextplane.store.fts_query import to_match_expression
 from contextplane.store.lifecycle import StoreLifecycle
-from contextplane.store.protocol import SearchHit
+from contextplane.store.protocol import SearchHit, SearchTrace
 
 # Re-exported: callers import the warning from here (and from ``contextplane.store``).
 from contextplane.store.vector_index import VectorSearchUnavailableWarning as VectorSearchUnavailableWarning
@@ -67,8 +70,10 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         on_migrate_batch: migrate.BatchCallback | None = None,
         migrate_batch_rows: int = migrate.DEFAULT_BATCH_ROWS,
         read_only: bool = False,
+        consolidation: Consolidation | None = None,
     ) -> None:
         self.path = str(path)
+        self._consolidation = consolidation if consolidation is not None else Consolidation()
         #: The backend this store belongs to; set by the backend that wraps it.
         self.backend: Any = None
         self._lock = threading.RLock()
@@ -153,24 +158,22 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         it taken when the view opens (``serialize``): a write made during composition, even
         from a section on this thread, lands in the store and stays out of the view."""
         if self.path == ":memory:":
-            with self._lock:
-                image = self.conn.serialize("main")
-            copy = apsw.Connection(":memory:")
-            view = StoreView(self, copy, threading.Lock())
-            try:
-                if image:
-                    copy.deserialize("main", image)
-                self._load_vectors(copy)
-                yield view
-            finally:
-                view.close()
-                copy.close()
+            with self._memory_copy() as copy:
+                view = StoreView(self, copy, threading.Lock(), now=utc_now())
+                try:
+                    yield view
+                finally:
+                    view.close()
             return
         reader = self._take_reader()
         view = StoreView(self, reader, threading.Lock())
         try:
             reader.execute("BEGIN")
             reader.execute("SELECT 1 FROM chunks LIMIT 1").fetchall()  # the snapshot starts here
+            # The view's time: every commit it sees happened before it (so a position recorded
+            # from the view names exactly its state), and the deliverable filter of every read
+            # through it is evaluated at it, so one composition sees one state at one time.
+            view.now = utc_now()
             yield view
         finally:
             view.close()
@@ -180,6 +183,86 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             except apsw.Error:
                 healthy = False
             self._give_back(reader, healthy)
+
+    @contextlib.contextmanager
+    def _memory_copy(self) -> Iterator[apsw.Connection]:
+        """An in-memory store has no second connection to read from: a copy of it, taken now."""
+        with self._lock:
+            image = self.conn.serialize("main")
+        copy = apsw.Connection(":memory:")
+        try:
+            if image:
+                copy.deserialize("main", image)
+            self._load_vectors(copy)
+            yield copy
+        finally:
+            copy.close()
+
+    # ------------------------------------------------------------------ history and as-of reads
+
+    def history(self, chunk_id: str) -> list[HistoryEvent]:
+        """Every lifecycle event of one row, oldest first (also for a purged row)."""
+        key = as_id(chunk_id)
+        if key is None:
+            return []
+        with self._reading(None) as conn:
+            return store_history.events(conn, key)
+
+    def history_position(self) -> HistoryPosition:
+        """The position of the latest committed event, at the current time."""
+        with self._reading(None) as conn:
+            return HistoryPosition(store_history.latest_seq(conn), utc_now())
+
+    @contextlib.contextmanager
+    def as_of(self, when: HistoryPosition | datetime, *, exact_ranking: bool = True) -> Iterator[StoreView]:
+        """A read view of the store as it was at ``when``: a ``HistoryPosition`` (what a
+        composition recorded) or an aware time (the position of the last event by then).
+
+        Rows written later are invisible, every row has the lifecycle state it had then, and
+        the deliverable filter is evaluated at that time, for ``get``, ``list_chunks`` and
+        ``search`` alike. ``exact_ranking`` rebuilds the full-text statistics of that corpus
+        when rows were written or purged since (see ``store.history``); the view's
+        ``overlay`` says what changed and what could not be restored."""
+        if isinstance(when, datetime):
+            when = to_utc(when, "as_of")
+        elif not isinstance(when, HistoryPosition):
+            raise ValidationError(
+                f"as_of: expected a HistoryPosition or an aware datetime, got {type(when).__name__}"
+            )
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(_translated(self.path, "the as-of read"))
+            if self.path == ":memory:":
+                conn = stack.enter_context(self._memory_copy())
+            else:
+                # A pooled reader (its page cache is warm); the overlay's temporary objects are
+                # dropped before it goes back, and a reader that cannot drop them is closed.
+                conn = self._take_reader()
+                stack.callback(self._return_overlaid, conn)
+                conn.execute("BEGIN")
+                stack.callback(_end_read, conn)
+            position = (
+                store_history.position_at(conn, self.path, when) if isinstance(when, datetime) else when
+            )
+            latest = store_history.latest_seq(conn)
+            if position.seq > latest:
+                raise StoreError(
+                    f"{self.path}: history position {position.seq} is after the latest event ({latest}); "
+                    "it was recorded by another store"
+                )
+            overlay = store_history.overlay(conn, position, exact_ranking=exact_ranking)
+            view = StoreView(
+                self, conn, threading.Lock(), now=position.at, position=position, overlay=overlay
+            )
+            stack.callback(view.close)
+            yield view
+
+    def _return_overlaid(self, conn: apsw.Connection) -> None:
+        healthy = True
+        try:
+            store_history.drop_overlay(conn)
+        except apsw.Error:
+            healthy = False
+        self._give_back(conn, healthy)
 
     def _take_reader(self) -> apsw.Connection:
         with self._readers_lock:
@@ -289,7 +372,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
         params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "nc": max(k * 8, 80)}
         clauses: list[str] = []
-        sql.scope_filter(namespaces, params, clauses)
+        sql.scope_filter(namespaces, params, clauses, indexed=False)
         if deliverable:
             sql.deliverable_filter(include_superseded, now, params, clauses)
         where = " AND ".join(clauses) or "1"
@@ -374,6 +457,37 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         """``set_review_state`` in a worker thread."""
         return await asyncio.to_thread(self.set_review_state, chunk_id, state)
 
+    def trace_search(
+        self,
+        query: str,
+        chunk_id: str,
+        k: int = 10,
+        *,
+        namespaces: Sequence[str] | None = None,
+        now: datetime | None = None,
+        _on: StoreView | None = None,
+    ) -> SearchTrace:
+        """Where ``chunk_id`` ranked in ``search(query, k, namespaces=..., now=...)``: in the
+        final list and in each leg (``store.ranks``). For ``explain``; callers want ``search``."""
+        validate_text(query, "query", storable=False)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
+        key = as_id(chunk_id)
+        if key is None:
+            raise ValidationError(f"chunk_id: {chunk_id!r} names no memory")
+        vector = self._embed([query])[0] if self._embedder is not None and query.strip() else None
+        with self._reading(_on) as conn:
+            return ranks.trace(
+                conn,
+                query,
+                key,
+                k,
+                namespaces=namespaces,
+                now=now,
+                vector=vector,
+                probes=self._probes(conn) if vector is not None else 0,
+            )
+
 
 class StoreView:
     """One composition's point-in-time view of a ``SQLiteKnowledgeStore`` (``consistent_read``).
@@ -383,7 +497,14 @@ class StoreView:
     see until the next composition."""
 
     def __init__(
-        self, store: SQLiteKnowledgeStore, conn: apsw.Connection, lock: threading.Lock | None
+        self,
+        store: SQLiteKnowledgeStore,
+        conn: apsw.Connection,
+        lock: threading.Lock | None,
+        *,
+        now: datetime | None = None,
+        position: HistoryPosition | None = None,
+        overlay: store_history.AsOfOverlay | None = None,
     ) -> None:
         self.store = store
         self.conn = conn
@@ -391,6 +512,11 @@ class StoreView:
         #: Set when the composition ends: a late read (an abandoned provider's) is refused, never
         #: run on a connection another composition may hold by then.
         self.closed = False
+        #: The time the deliverable filter is evaluated at when a read names none.
+        self.now = now
+        self._position = position
+        #: For an as-of view: what it changed to show the past (None for a present view).
+        self.overlay = overlay
 
     def close(self) -> None:
         """Refuse further reads, waiting for one in flight (another thread's) to finish."""
@@ -404,16 +530,47 @@ class StoreView:
         return self.store.get(chunk_id, _on=self)
 
     def list_chunks(self, **filters: Any) -> list[MemoryChunk]:
+        if filters.get("now") is None and self.now is not None:
+            filters["now"] = self.now
         return self.store.list_chunks(**filters, _on=self)
 
     def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
+        if options.get("now") is None and self.now is not None:
+            options["now"] = self.now
         return self.store.search(query, k, **options, _on=self)
 
     async def asearch(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
+        if options.get("now") is None and self.now is not None:
+            options["now"] = self.now
         return await self.store.asearch(query, k, **options, _on=self)
 
     async def alist_chunks(self, **filters: Any) -> list[MemoryChunk]:
+        if filters.get("now") is None and self.now is not None:
+            filters["now"] = self.now
         return await self.store.alist_chunks(**filters, _on=self)
+
+    def trace_search(self, query: str, chunk_id: str, k: int = 10, **options: Any) -> SearchTrace:
+        if options.get("now") is None and self.now is not None:
+            options["now"] = self.now
+        return self.store.trace_search(query, chunk_id, k, **options, _on=self)
+
+    def history_position(self) -> HistoryPosition:
+        """The position this view reads at: for a present view, its newest visible event at
+        the time it opened (what a composition records to be replayed)."""
+        if self._position is None:
+            with self.lock if self.lock is not None else contextlib.nullcontext():
+                seq = store_history.latest_seq(self.conn)
+            self._position = HistoryPosition(seq, self.now or utc_now())
+        return self._position
+
+    def history(self, chunk_id: str) -> list[HistoryEvent]:
+        """The row's events up to this view's position."""
+        key = as_id(chunk_id)
+        if key is None:
+            return []
+        upto = self.history_position().seq
+        with self.lock if self.lock is not None else contextlib.nullcontext():
+            return store_history.events(self.conn, key, upto)
 
     @contextlib.contextmanager
     def consistent_read(self) -> Iterator[StoreView]:
@@ -424,3 +581,17 @@ class StoreView:
 
     def __repr__(self) -> str:
         return f"<StoreView of {self.store.path}>"
+
+
+@contextlib.contextmanager
+def _translated(path: str, doing: str) -> Iterator[None]:
+    """A SQLite failure inside as a ``StoreError`` naming the file and what to do."""
+    try:
+        yield
+    except apsw.Error as exc:
+        raise store_error(path, exc, doing) from None
+
+
+def _end_read(conn: apsw.Connection) -> None:
+    with contextlib.suppress(apsw.Error):
+        conn.execute("COMMIT")

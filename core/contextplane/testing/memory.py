@@ -2,9 +2,11 @@
 authors who want a backend that is not SQLite.
 
 ``InMemoryKnowledgeStore`` is a correct, deliberately small second implementation of the
-memory protocol (the store kit passes on it, which shows the kit tests the contract, not
-SQLite); ``InMemoryBackend`` adds the session summaries, the injection log and the snapshots.
-Search is word overlap: enough to tell relevant from not, not a ranking anyone should ship.
+memory protocol and its lifecycle history (the store kit passes on it, which shows the kit
+tests the contract, not SQLite); ``InMemoryBackend`` adds the session summaries, the
+injection log, the snapshots and the turn inputs. Search is word overlap: enough to tell
+relevant from not, not a ranking anyone should ship. It does not consolidate writes (the
+kit does not require it; the embedded store does).
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from typing import Any, Self
 import attrs
 
 from contextplane.errors import StoreError, ValidationError
+from contextplane.memory.history import EventName, HistoryEvent, HistoryPosition, apply_event
 from contextplane.memory.model import (
     SUPERSEDED_PREFIX,
     MemoryChunk,
     parse_timestamp,
+    to_utc,
     utc_now,
     validate_delivery_policy,
     validate_memory_kind,
@@ -38,7 +42,8 @@ from contextplane.records.backend import register_backend
 from contextplane.records.injections import InjectionRow
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
 from contextplane.records.summaries import SessionSummary, validate_summary
-from contextplane.store.protocol import SearchHit
+from contextplane.records.turn_inputs import TurnInputs
+from contextplane.store.protocol import LegRank, SearchHit, SearchTrace
 
 _WORD = re.compile(r"\w+")
 _FIELDS = (
@@ -66,15 +71,72 @@ class InMemoryKnowledgeStore:
         self._rows: dict[str, MemoryChunk] = {}
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
+        self._events: list[HistoryEvent] = []
         #: The backend this store belongs to; set by the backend that wraps it.
         self.backend: Any = None
 
     @contextlib.contextmanager
     def consistent_read(self) -> Iterator[InMemoryKnowledgeStore]:
-        """A view over a copy of the rows taken now: later commits are invisible to it."""
+        """A view over a copy of the rows taken now: later commits are invisible to it, and
+        its deliverable filter is evaluated at the time it opened."""
         with self._lock:
             rows = dict(self._rows)
-        yield _FrozenView(self, rows)
+            position = HistoryPosition(len(self._events), utc_now())
+        yield _FrozenView(self, rows, position)
+
+    # ------------------------------------------------------------------ history
+
+    def _record(self, chunk: MemoryChunk, event: EventName, actor: str = "", **detail: Any) -> None:
+        """Append one event with the state ``chunk`` is in (caller holds the lock)."""
+        self._events.append(
+            HistoryEvent(
+                seq=len(self._events) + 1,
+                chunk_id=chunk.id,
+                at=chunk.created_at if event == "created" else utc_now(),
+                event=event,
+                actor=actor,
+                review_state=chunk.review_state,
+                expires_at=chunk.expires_at,
+                invalidated_at=chunk.invalidated_at,
+                invalidation_reason=chunk.invalidation_reason,
+                updated_at=chunk.updated_at,
+                detail=detail,
+            )
+        )
+
+    def history(self, chunk_id: str) -> list[HistoryEvent]:
+        with self._lock:
+            return [e for e in self._events if e.chunk_id == chunk_id]
+
+    def history_position(self) -> HistoryPosition:
+        with self._lock:
+            return HistoryPosition(len(self._events), utc_now())
+
+    @contextlib.contextmanager
+    def as_of(self, when: HistoryPosition | datetime) -> Iterator[InMemoryKnowledgeStore]:
+        """The rows as they were at ``when``: each the state of its last event by then."""
+        with self._lock:
+            if isinstance(when, datetime):
+                at = to_utc(when, "as_of")
+                seq = max((e.seq for e in self._events if e.at <= at), default=0)
+                when = HistoryPosition(seq, at)
+            elif not isinstance(when, HistoryPosition):
+                raise ValidationError(
+                    f"as_of: expected a HistoryPosition or an aware datetime, got {type(when).__name__}"
+                )
+            if when.seq > len(self._events):
+                raise StoreError(
+                    f"history position {when.seq} is after the latest event ({len(self._events)})"
+                )
+            last: dict[str, HistoryEvent] = {}
+            for event in self._events[: when.seq]:
+                last[event.chunk_id] = event
+            rows = {
+                cid: apply_event(self._rows[cid], event)
+                for cid, event in last.items()
+                if event.event != "purged" and cid in self._rows
+            }
+        yield _FrozenView(self, rows, when)
 
     # ------------------------------------------------------------------ writes
 
@@ -122,6 +184,7 @@ class InMemoryKnowledgeStore:
             made = [self._make(row, now) for row in rows]
             for chunk in made:
                 self._rows[chunk.id] = chunk
+                self._record(chunk, "created", chunk.source_type)
         return [c.id for c in made]
 
     def _require(self, chunk_id: str) -> MemoryChunk:
@@ -130,21 +193,29 @@ class InMemoryKnowledgeStore:
             raise StoreError(f"no memory with id {chunk_id!r}")
         return found
 
-    def _update(self, chunk_id: str, **changes: Any) -> MemoryChunk:
+    def _update(self, chunk_id: str, event: EventName, by: str, **changes: Any) -> MemoryChunk:
         with self._lock:
             chunk = attrs.evolve(self._require(chunk_id), updated_at=utc_now(), **changes)
             self._rows[chunk_id] = chunk
+            self._record(chunk, event, validate_text(by, "by"))
             return chunk
 
-    def set_review_state(self, chunk_id: str, state: str) -> MemoryChunk:
-        return self._update(chunk_id, review_state=validate_review_state(state))
+    def set_review_state(self, chunk_id: str, state: str, *, by: str = "") -> MemoryChunk:
+        return self._update(chunk_id, "review", by, review_state=validate_review_state(state))
 
-    def set_expires_at(self, chunk_id: str, expires_at: datetime | str | None) -> MemoryChunk:
+    def set_expires_at(
+        self, chunk_id: str, expires_at: datetime | str | None, *, by: str = ""
+    ) -> MemoryChunk:
         value = None if expires_at is None else parse_timestamp(expires_at, "expires_at")
-        return self._update(chunk_id, expires_at=value)
+        return self._update(chunk_id, "expiry", by, expires_at=value)
 
     def invalidate_chunk(
-        self, chunk_id: str, *, superseded_by: str | None = None, reason: str | None = None
+        self,
+        chunk_id: str,
+        *,
+        superseded_by: str | None = None,
+        reason: str | None = None,
+        by: str = "",
     ) -> MemoryChunk:
         with self._lock:
             if self._require(chunk_id).invalidated_at is not None:
@@ -154,7 +225,8 @@ class InMemoryKnowledgeStore:
                 if superseded_by is not None
                 else reason or "invalidated"
             )
-            return self._update(chunk_id, invalidated_at=utc_now(), invalidation_reason=text)
+            event: EventName = "superseded" if superseded_by is not None else "invalidated"
+            return self._update(chunk_id, event, by, invalidated_at=utc_now(), invalidation_reason=text)
 
     def supersede(self, old_id: str, content: str, **attrs_: Any) -> str:
         with self._lock:
@@ -162,7 +234,7 @@ class InMemoryKnowledgeStore:
             row = {name: getattr(old, name) for name in _INHERITED}
             row.update(attrs_, content=content)
             new_id = self.add_chunks([row])[0]  # insert first: a bad row leaves the old one alone
-            self.invalidate_chunk(old_id, superseded_by=new_id)
+            self.invalidate_chunk(old_id, superseded_by=new_id, by=str(row.get("source_type", "")))
             return new_id
 
     def purge(self, now: datetime | None = None) -> int:
@@ -173,6 +245,7 @@ class InMemoryKnowledgeStore:
                 if (c.is_expired(now) or c.invalidated_at is not None) and not c.is_superseded
             ]
             for chunk_id in doomed:
+                self._record(self._rows[chunk_id], "purged", "purge")
                 del self._rows[chunk_id]
             return len(doomed)
 
@@ -261,6 +334,43 @@ class InMemoryKnowledgeStore:
     async def aset_review_state(self, chunk_id: str, state: str) -> MemoryChunk:
         return self.set_review_state(chunk_id, state)
 
+    def trace_search(
+        self,
+        query: str,
+        chunk_id: str,
+        k: int = 10,
+        *,
+        namespaces: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> SearchTrace:
+        """Where ``chunk_id`` ranked for ``query``: word overlap is the one leg, every row a
+        candidate; the filters are the search's."""
+        words = {w.lower() for w in _WORD.findall(validate_text(query, "query"))}
+        with self._lock:
+            rows = list(self._rows.values())
+        scored = []
+        for c in rows:
+            overlap = len(words & {w.lower() for w in _WORD.findall(c.content + " " + c.heading)})
+            if overlap:
+                scored.append((overlap, c))
+        scored.sort(key=lambda pair: (-pair[0], int(pair[1].id)))
+        every = [c.id for _, c in scored]
+        kept = [
+            c.id
+            for _, c in scored
+            if (namespaces is None or c.namespace in namespaces) and self._deliverable(c, now)
+        ]
+        leg = LegRank(
+            "overlap",
+            every.index(chunk_id) + 1 if chunk_id in every else None,
+            len(every),
+            len(every),
+            kept.index(chunk_id) + 1 if chunk_id in kept else None,
+            "" if chunk_id in every else "no word of the query occurs in it",
+        )
+        rank = kept.index(chunk_id) + 1 if chunk_id in kept else None
+        return SearchTrace(query, k, "exact", rank, tuple(kept[:k]), (leg,))
+
     def close(self) -> None:
         pass
 
@@ -274,27 +384,67 @@ class InMemoryKnowledgeStore:
 
 
 class _FrozenView(InMemoryKnowledgeStore):
-    """Reads see the copy taken when the view opened; writes go to the live store."""
+    """Reads see the copy taken when the view opened (or the rows as of a position), with the
+    deliverable filter evaluated at the view's time; writes go to the live store."""
 
-    def __init__(self, origin: InMemoryKnowledgeStore, rows: dict[str, MemoryChunk]) -> None:
+    def __init__(
+        self, origin: InMemoryKnowledgeStore, rows: dict[str, MemoryChunk], position: HistoryPosition
+    ) -> None:
         super().__init__()
         self._origin = origin
         self._rows = rows
+        self._position = position
+        self.now = position.at
         self.backend = origin.backend
+
+    @contextlib.contextmanager
+    def consistent_read(self) -> Iterator[InMemoryKnowledgeStore]:
+        yield self
+
+    def history_position(self) -> HistoryPosition:
+        return self._position
+
+    def history(self, chunk_id: str) -> list[HistoryEvent]:
+        return [e for e in self._origin.history(chunk_id) if e.seq <= self._position.seq]
+
+    def as_of(self, when: HistoryPosition | datetime) -> Any:
+        return self._origin.as_of(when)
+
+    def list_chunks(self, **filters: Any) -> list[MemoryChunk]:
+        if filters.get("now") is None:
+            filters["now"] = self.now
+        return super().list_chunks(**filters)
+
+    def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
+        if options.get("now") is None:
+            options["now"] = self.now
+        return super().search(query, k, **options)
+
+    def trace_search(self, query: str, chunk_id: str, k: int = 10, **options: Any) -> SearchTrace:
+        if options.get("now") is None:
+            options["now"] = self.now
+        return super().trace_search(query, chunk_id, k, **options)
 
     def add_chunks(self, rows: Iterable[Mapping[str, Any]]) -> list[str]:
         return self._origin.add_chunks(rows)
 
-    def set_review_state(self, chunk_id: str, state: str) -> MemoryChunk:
-        return self._origin.set_review_state(chunk_id, state)
+    def set_review_state(self, chunk_id: str, state: str, *, by: str = "") -> MemoryChunk:
+        return self._origin.set_review_state(chunk_id, state, by=by)
 
-    def set_expires_at(self, chunk_id: str, expires_at: datetime | str | None) -> MemoryChunk:
-        return self._origin.set_expires_at(chunk_id, expires_at)
+    def set_expires_at(
+        self, chunk_id: str, expires_at: datetime | str | None, *, by: str = ""
+    ) -> MemoryChunk:
+        return self._origin.set_expires_at(chunk_id, expires_at, by=by)
 
     def invalidate_chunk(
-        self, chunk_id: str, *, superseded_by: str | None = None, reason: str | None = None
+        self,
+        chunk_id: str,
+        *,
+        superseded_by: str | None = None,
+        reason: str | None = None,
+        by: str = "",
     ) -> MemoryChunk:
-        return self._origin.invalidate_chunk(chunk_id, superseded_by=superseded_by, reason=reason)
+        return self._origin.invalidate_chunk(chunk_id, superseded_by=superseded_by, reason=reason, by=by)
 
     def supersede(self, old_id: str, content: str, **attrs_: Any) -> str:
         return self._origin.supersede(old_id, content, **attrs_)
@@ -374,7 +524,20 @@ class InMemorySnapshotStore:
     def __init__(self) -> None:
         self._rows: dict[tuple[str, int, int], SnapshotRow] = {}
         self._prefixes: dict[str, tuple[str | None, str]] = {}
+        self._inputs: dict[tuple[str, int], TurnInputs] = {}
         self._lock = threading.Lock()
+
+    def put_inputs(self, inputs: TurnInputs) -> None:
+        with self._lock:
+            self._inputs[inputs.key] = inputs
+
+    def get_inputs(self, session_id: str, turn_index: int) -> TurnInputs | None:
+        with self._lock:
+            return self._inputs.get((session_id, turn_index))
+
+    def list_inputs(self, session_id: str | None = None) -> builtins.list[TurnInputs]:
+        with self._lock:
+            return [v for k, v in sorted(self._inputs.items()) if session_id is None or k[0] == session_id]
 
     def register_prefix(self, sha256: str, text: str | None, sections_json: str) -> None:
         with self._lock:

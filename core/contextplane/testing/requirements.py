@@ -268,6 +268,46 @@ _ALL: tuple[Requirement, ...] = (
         "expires_at.",
     ),
     Requirement(
+        "STORE-HISTORY-APPEND",
+        "store",
+        "The store keeps a lifecycle history (contextplane.store.MemoryHistory): every change to a row "
+        "(created, review state set and by whom, expiry set or cleared, superseded, invalidated, purged) "
+        "appends one event carrying the row's lifecycle state after it, in order; earlier events never "
+        "change, and a purged row's history remains.",
+    ),
+    Requirement(
+        "STORE-ASOF-LIFECYCLE",
+        "store",
+        "In the view as of a history position every row has the lifecycle state it had then: a row "
+        "rejected, superseded or invalidated after the position is deliverable in it, a row confirmed "
+        "after it is still pending, for get, list_chunks and search alike.",
+    ),
+    Requirement(
+        "STORE-ASOF-MEMBERSHIP",
+        "store",
+        "Rows written after a history position do not exist in the view as of it: get returns None and "
+        "list_chunks and search omit them, deliverable or not.",
+    ),
+    Requirement(
+        "STORE-ASOF-EXPIRY",
+        "store",
+        "The view as of a position evaluates expiry at the position's time: a row that expired after "
+        "that time is deliverable in it, and an expiry set or cleared after the position is not seen.",
+    ),
+    Requirement(
+        "STORE-ASOF-REPLAY",
+        "store",
+        "A consistent_read() view reports the history position of the state it reads, and the view as "
+        "of that position reads the same rows (get, list_chunks, search) as the consistent view did, "
+        "whatever was written or changed since.",
+    ),
+    Requirement(
+        "STORE-ASOF-TIME",
+        "store",
+        "as_of also takes an aware time: the view shows the state after the last event at or before "
+        "it, with deliverability evaluated at that time.",
+    ),
+    Requirement(
         "STORE-GET-UNKNOWN",
         "store",
         "get returns None for an id that names no row, malformed ids included, and never raises.",

@@ -19,6 +19,7 @@ from contextplane.backends.sqlite.injections import SQLiteInjectionLog
 from contextplane.backends.sqlite.snapshots import SQLiteSnapshotStore
 from contextplane.backends.sqlite.summaries import SQLiteSessionSummaries
 from contextplane.config import Config
+from contextplane.memory.consolidation import Consolidation
 from contextplane.observability.trajectory import TrajectoryWriter
 from contextplane.records.backend import register_backend
 from contextplane.store.protocol import KnowledgeStore
@@ -56,6 +57,7 @@ class SQLiteBackend:
                 vector_probes=self.config.store.vector_probes,
                 create=not read_only,
                 read_only=read_only,
+                consolidation=Consolidation.from_config(self.config),
             )
         self._memories = memories
         self._snapshot_batch_size = snapshot_batch_size

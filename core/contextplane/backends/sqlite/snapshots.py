@@ -1,5 +1,6 @@
 """Prompt snapshots in SQLite (ADR D5): rows keyed by (session, turn, call), prefix texts once
-per hash, retention by age and count.
+per hash, retention by age and count; and the turn inputs (``records.turn_inputs``) beside
+them, one row per recorded composition, under the same retention.
 
 ``batch_size`` > 1 buffers rows and writes them in one transaction per batch, which is what
 keeps capture cheap at the model-call boundary (see bench/runtime_bench.py).
@@ -24,6 +25,7 @@ import attrs
 
 from contextplane.backends.sqlite.connection import connect, has_table, translated
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
+from contextplane.records.turn_inputs import TURN_INPUT_FIELDS, TurnInputs
 from contextplane.store.connection import is_read_only
 
 SCHEMA = """
@@ -54,6 +56,35 @@ CREATE TABLE IF NOT EXISTS prompt_snapshots (
     PRIMARY KEY (session_id, turn_index, call_index)
 );
 CREATE INDEX IF NOT EXISTS prompt_snapshots_created ON prompt_snapshots(created_at);
+CREATE TABLE IF NOT EXISTS turn_inputs (
+    session_id TEXT NOT NULL,
+    turn_index INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    query TEXT NOT NULL,
+    state TEXT NOT NULL,
+    state_exact INTEGER NOT NULL,
+    surface TEXT NOT NULL,
+    goal_turn INTEGER NOT NULL,
+    project TEXT,
+    only_sections TEXT,
+    budget_tokens INTEGER,
+    context_window INTEGER,
+    skills_index TEXT,
+    extra TEXT NOT NULL,
+    config TEXT NOT NULL,
+    config_sha256 TEXT NOT NULL,
+    config_base_dir TEXT NOT NULL,
+    plugins TEXT NOT NULL,
+    history_seq INTEGER,
+    history_at TEXT,
+    projection_sha256 TEXT,
+    sections TEXT NOT NULL,
+    budget_chars INTEGER,
+    used_chars INTEGER NOT NULL,
+    trajectory_ref TEXT,
+    PRIMARY KEY (session_id, turn_index)
+);
+CREATE INDEX IF NOT EXISTS turn_inputs_created ON turn_inputs(created_at);
 """
 
 
@@ -85,6 +116,7 @@ class SQLiteSnapshotStore:
         #: as no snapshots.
         self._read_only = is_read_only(self._conn)  # asked for, or the file is not writable
         self._present = has_table(self._conn, "prompt_snapshots")
+        self._inputs_present = has_table(self._conn, "turn_inputs")  # a file from before issue 14
         self._lock = threading.Lock()
         self._known_prefixes: set[str] = set()
         #: sha256 -> (text, sections) of every prefix registered here, so a batch can put back
@@ -162,6 +194,7 @@ class SQLiteSnapshotStore:
                 cutoff = now - self.retention_days * 86_400
                 self._conn.execute("DELETE FROM prompt_snapshots WHERE created_at < ?", (cutoff,))
                 dropped += self._conn.changes()
+                self._conn.execute("DELETE FROM turn_inputs WHERE created_at < ?", (cutoff,))
             if self.retention_count > 0:
                 self._conn.execute(
                     "DELETE FROM prompt_snapshots WHERE rowid NOT IN "
@@ -227,6 +260,30 @@ class SQLiteSnapshotStore:
             return decode_snapshot(SnapshotRow(*row))
         return None
 
+    # turn inputs
+
+    def put_inputs(self, inputs: TurnInputs) -> None:
+        """Store one turn's inputs (a recomposed turn replaces its earlier composition's)."""
+        with self._lock, translated(str(self.path), "recording the turn inputs"), self._conn:
+            self._conn.execute(_INPUTS_INSERT, attrs.astuple(inputs))
+
+    def get_inputs(self, session_id: str, turn_index: int) -> TurnInputs | None:
+        if not self._inputs_present:
+            return None
+        sql = f"SELECT {_INPUT_COLUMNS} FROM turn_inputs WHERE session_id=? AND turn_index=?"
+        with self._lock:
+            row = self._conn.execute(sql, (session_id, turn_index)).fetchone()
+        return None if row is None else _inputs(row)
+
+    def list_inputs(self, session_id: str | None = None) -> builtins.list[TurnInputs]:
+        if not self._inputs_present:
+            return []
+        where, args = ("WHERE session_id=?", [session_id]) if session_id is not None else ("", [])
+        sql = f"SELECT {_INPUT_COLUMNS} FROM turn_inputs {where} ORDER BY session_id, turn_index"
+        with self._lock:
+            rows = self._conn.execute(sql, args).fetchall()
+        return [_inputs(r) for r in rows]
+
     def sessions(self) -> builtins.list[tuple[str, int, float]]:
         """(session id, snapshot count, newest created_at) per session."""
         self.flush()
@@ -251,3 +308,16 @@ _ENSURE_PREFIX = (
     "INSERT INTO prefix_texts(sha256, text, sections, created_at) VALUES (?,?,?,?) "
     "ON CONFLICT(sha256) DO UPDATE SET text=excluded.text WHERE text IS NULL AND excluded.text IS NOT NULL"
 )
+
+_INPUT_COLUMNS = ", ".join(TURN_INPUT_FIELDS)
+_INPUTS_INSERT = (
+    f"INSERT OR REPLACE INTO turn_inputs({_INPUT_COLUMNS}) VALUES ({','.join('?' * len(TURN_INPUT_FIELDS))})"
+)
+_BOOLS = frozenset({"state_exact", "goal_turn"})
+
+
+def _inputs(row: tuple[Any, ...]) -> TurnInputs:
+    values: dict[str, Any] = {
+        name: bool(v) if name in _BOOLS else v for name, v in zip(TURN_INPUT_FIELDS, row, strict=True)
+    }
+    return TurnInputs(**values)

@@ -1,0 +1,286 @@
+"""Lifecycle-history benchmark (issue 14): what the history costs writes, and what explain costs.
+
+    python bench/history_bench.py            # 100k rows
+    python bench/history_bench.py --quick    # 20k rows (a smoke run)
+
+Targets:
+  history write overhead, bulk ingest     <= 1.15x the same store with the history seams off
+  history write overhead, single writes   <= 1.15x (add_chunk; and review-state changes)
+  explain one memory, 100k rows           < 50 ms median (a recorded turn, the store changed since)
+
+Single writes are measured on copies of the bulk-loaded store with its full-text segments
+merged (``optimize``), so they measure a steady state rather than FTS5's merging after a bulk
+load. Baselines run in the same invocation: the baseline store is the same class with its three
+history seams (``_record_created``, ``_record_change``, ``_record_purged``) replaced by no-ops,
+so the ratio is the history's cost and nothing else (consolidation runs in both). Arms are
+interleaved batch by batch / write by write, so load from other processes hits both alike.
+
+Explain is measured on the path a user takes: a recorded turn composed by
+``compose_projected_context`` with the standard memory sections (working state, always-on,
+the digest, retrieved) and ``record=True`` on the embedded backend, then rows reviewed after
+it, then ``explain(memory, session, turn)`` for memories with different verdicts. Two more
+cases are reported: rows *written* after the turn (the as-of view rebuilds the full-text
+statistics of the corpus as it stood, an O(rows) step) and the same with ``exact_ranking``
+off (ranks from today's statistics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from store_data import build_v1_store, text_corpus, text_queries
+
+from contextplane import compose_projected_context, plugin_host_with
+from contextplane.backends.sqlite import SQLiteBackend
+from contextplane.config import structure
+from contextplane.explain import explain
+from contextplane.store import SQLiteKnowledgeStore, migrate
+from contextplane.store.connection import connect
+from contextplane_sections import always_on, prior_sessions, retrieved, working_state
+
+RESULTS: list[dict[str, Any]] = []
+
+
+class NoHistoryStore(SQLiteKnowledgeStore):
+    """The baseline: the same store with the history writes taken out."""
+
+    def _record_created(self, conn: apsw.Connection, ids: range, details: dict[int, str]) -> None:
+        pass
+
+    def _record_change(self, conn: apsw.Connection, chunk_id: int, event: str, actor: str, **kw: Any) -> None:
+        pass
+
+    def _record_purged(self, conn: apsw.Connection, where: str, params: Mapping[str, Any], at: str) -> None:
+        pass
+
+
+def record(name: str, **values: Any) -> None:
+    RESULTS.append({"benchmark": name, **values})
+    print(f"  {name}: {values}", flush=True)
+
+
+def bench_bulk(work: Path, corpus: list[str], trials: int) -> None:
+    batch = 10_000
+    ratios, rates = [], []
+    for trial in range(trials):
+        with_h = SQLiteKnowledgeStore(work / f"bulk-h-{trial}.sqlite3")
+        without = NoHistoryStore(work / f"bulk-n-{trial}.sqlite3")
+        h_s = n_s = 0.0
+        for at in range(0, len(corpus), batch):
+            rows = [{"content": t} for t in corpus[at : at + batch]]
+            first, second = (with_h, without) if (at // batch + trial) % 2 == 0 else (without, with_h)
+            for store in (first, second):
+                start = time.perf_counter()
+                store.add_chunks(rows)
+                elapsed = time.perf_counter() - start
+                if store is with_h:
+                    h_s += elapsed
+                else:
+                    n_s += elapsed
+        assert with_h.conn.execute("SELECT count(*) FROM chunk_history").fetchone()[0] == len(corpus)
+        assert without.conn.execute("SELECT count(*) FROM chunk_history").fetchone()[0] == 0
+        with_h.close()
+        without.close()
+        ratios.append(h_s / n_s)
+        rates.append(len(corpus) / h_s)
+    ratio = statistics.median(ratios)
+    record(
+        "history overhead, bulk ingest (10k-row batches)",
+        rows=len(corpus),
+        ratio=round(ratio, 3),
+        trials=[round(r, 3) for r in ratios],
+        rows_per_s_with_history=round(statistics.median(rates)),
+        target="<= 1.15x",
+        met=ratio <= 1.15,
+    )
+
+
+def bench_single(work: Path, base: Path, corpus: list[str], writes: int) -> None:
+    h_path, n_path = work / "single-h.sqlite3", work / "single-n.sqlite3"
+    # Merge the bulk load's full-text segments first: otherwise FTS5's incremental merging
+    # right after a bulk load dominates the first thousand small writes in both arms alike.
+    conn = apsw.Connection(str(base))
+    conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
+    conn.close()
+    shutil.copyfile(base, h_path)
+    shutil.copyfile(base, n_path)
+    with_h, without = SQLiteKnowledgeStore(h_path), NoHistoryStore(n_path)
+    fresh = text_corpus(writes, seed=7)
+    add_h: list[float] = []
+    add_n: list[float] = []
+    for i, text in enumerate(fresh):
+        for store, out in (
+            ((with_h, add_h), (without, add_n)) if i % 2 == 0 else ((without, add_n), (with_h, add_h))
+        ):
+            start = time.perf_counter()
+            store.add_chunk(text, "general", "extracted")
+            out.append(time.perf_counter() - start)
+    review_h: list[float] = []
+    review_n: list[float] = []
+    for i in range(writes):
+        chunk_id = str(1 + i * 7 % len(corpus))
+        state = "confirmed" if i % 2 == 0 else "rejected"
+        for store, out in (
+            ((with_h, review_h), (without, review_n))
+            if i % 2 == 0
+            else ((without, review_n), (with_h, review_h))
+        ):
+            start = time.perf_counter()
+            store.set_review_state(chunk_id, state, by="bench")
+            out.append(time.perf_counter() - start)
+    with_h.close()
+    without.close()
+    for name, h, n in (("add_chunk", add_h, add_n), ("set_review_state", review_h, review_n)):
+        ratio = statistics.median(h) / statistics.median(n)
+        record(
+            f"history overhead, single writes ({name}, {len(corpus)}-row store)",
+            writes=writes,
+            with_history_ms=round(statistics.median(h) * 1e3, 4),
+            without_ms=round(statistics.median(n) * 1e3, 4),
+            ratio=round(ratio, 3),
+            target="<= 1.15x",
+            met=ratio <= 1.15,
+        )
+
+
+def _explain_times(
+    backend: SQLiteBackend, host: Any, ids: list[str], repeats: int, **kw: Any
+) -> tuple[float, dict[str, int]]:
+    times = []
+    verdicts: dict[str, int] = {}
+    for _ in range(repeats):
+        for memory_id in ids:
+            start = time.perf_counter()
+            verdict = explain(memory_id, backend=backend, host=host, session_id="bench", turn_index=1, **kw)
+            times.append(time.perf_counter() - start)
+            verdicts[verdict.verdict] = verdicts.get(verdict.verdict, 0) + 1
+    return statistics.median(times) * 1e3, verdicts
+
+
+def bench_explain(work: Path, base: Path, corpus: list[str]) -> None:
+    path = work / "explain.sqlite3"
+    shutil.copyfile(base, path)
+    conf = structure({"context": {"context_window": 200_000, "retrieved_k": 8}})
+    host = plugin_host_with([working_state, always_on, prior_sessions, retrieved], conf)
+    backend = SQLiteBackend(path, config=conf)
+    try:
+        store = backend.memories
+        store.add_chunk("Deploy window is Tuesday 14:00 UTC", "hot", "operator")
+        query = text_queries(1, seed=11)[0]
+        projection = compose_projected_context(
+            query, backend, None, {"goal": "bench"}, session_id="bench", turn_index=1, host=host
+        )
+        delivered = list(projection.section("retrieved").item_ids)  # type: ignore[union-attr]
+        hits = store.search(query, 40, deliverable=False)
+        missed = [h.chunk.id for h in hits if h.chunk.id not in delivered][:4]
+        rejected = [str(i) for i in range(100, 104)]
+        for chunk_id in rejected:  # reviews after the turn: the as-of view must undo them
+            store.set_review_state(chunk_id, "rejected", by="bench")
+        ids = [*delivered[:4], *missed, *rejected[:2], "1"]
+        median_ms, verdicts = _explain_times(backend, host, ids, 5)
+        record(
+            f"explain one memory, recorded turn, {len(corpus)} rows, reviewed since",
+            median_ms=round(median_ms, 2),
+            verdicts=verdicts,
+            target="< 50 ms",
+            met=median_ms < 50,
+        )
+        store.add_chunks([{"content": t} for t in text_corpus(50, seed=5)])  # rows written after the turn
+        exact_ms, _ = _explain_times(backend, host, ids, 1)
+        record(
+            f"explain one memory, {len(corpus)} rows, rows written since (exact ranking: FTS of the corpus then)",
+            median_ms=round(exact_ms, 2),
+            target="(reported)",
+        )
+        fast_ms, _ = _explain_times(backend, host, ids, 3, exact_ranking=False)
+        record(
+            f"explain one memory, {len(corpus)} rows, rows written since, exact_ranking=False",
+            median_ms=round(fast_ms, 2),
+            target="(reported)",
+        )
+        now_times = []
+        for memory_id in ids:
+            start = time.perf_counter()
+            explain(memory_id, backend=backend, host=host, query=query)
+            now_times.append(time.perf_counter() - start)
+        record(
+            f"explain one memory, {len(corpus)} rows, --query (a turn composed now)",
+            median_ms=round(statistics.median(now_times) * 1e3, 2),
+            target="< 50 ms",
+            met=statistics.median(now_times) * 1e3 < 50,
+        )
+    finally:
+        backend.close()
+
+
+def bench_migration(work: Path, rows: int) -> None:
+    """The version-3 passes on a version-2 store (the common upgrade), and v1 -> v3 whole."""
+    v1 = work / "mig-v1.sqlite3"
+    build_v1_store(v1, rows)
+    conn = connect(v1)
+    start = time.perf_counter()
+    migrate.upgrade_schema(conn)
+    migrate.run_backfill(conn)
+    v2_s = time.perf_counter() - start
+    start = time.perf_counter()
+    migrate.ensure_v3_schema(conn)
+    migrate.run_v3_backfill(conn)
+    v3_s = time.perf_counter() - start
+    events = conn.execute("SELECT count(*) FROM chunk_history").fetchone()[0]
+    conn.close()
+    assert events == rows
+    record(
+        f"migration, {rows} rows: v2 passes (D4, D7), then the v3 passes (history, duplicate key)",
+        v2_passes_s=round(v2_s, 3),
+        v3_passes_s=round(v3_s, 3),
+        v3_per_row_us=round(v3_s / rows * 1e6, 2),
+        target="(reported)",
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="20k rows")
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    rows = 20_000 if args.quick else 100_000
+    print(
+        f"machine: {platform.machine()} {os.cpu_count()} cpus, python {platform.python_version()}, "
+        f"sqlite {apsw.sqlite_lib_version()}, load average at start {os.getloadavg()[0]:.2f}"
+    )
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="history-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        corpus = text_corpus(rows)
+        bench_bulk(work, corpus, 1 if args.quick else 3)
+        base = work / "bulk-h-0.sqlite3"
+        bench_single(work, base, corpus, 300 if args.quick else 1000)
+        bench_explain(work, base, corpus)
+        bench_migration(work, 200_000 if args.quick else 1_000_000)
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    out = Path(__file__).resolve().parent / "results"
+    out.mkdir(exist_ok=True)
+    (out / f"history_bench{'_quick' if args.quick else ''}.json").write_text(json.dumps(RESULTS, indent=2))
+
+
+if __name__ == "__main__":
+    main()

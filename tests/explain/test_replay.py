@@ -1,0 +1,91 @@
+"""``replay``: what a replay reproduces, and what it says when it cannot."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+
+from contextplane import ContextSection, ProjectionRequest, Row, Shed, hookimpl
+from contextplane.explain import replay
+from contextplane.testing.memory import InMemoryBackend
+from contextplane_sections.envelopes import WORKING_STATE
+from tests.explain.helpers import backend_at, config, host_with, turn
+
+WEB = "project:web"
+
+
+class StateInOrder:
+    """Renders the working state's keys in the order the runtime gave them."""
+
+    plugin_name = "state_in_order"
+
+    @staticmethod
+    def draft(request: ProjectionRequest) -> list[Row]:
+        return [Row("keys", 1, "keys: " + ", ".join(request.state))]
+
+    @hookimpl
+    def register_context_sections(self, register: Callable[[ContextSection], None]) -> None:
+        register(ContextSection("state_keys", 12, Shed.NEVER, self.draft, WORKING_STATE))
+
+
+def test_the_working_state_is_replayed_in_its_own_order(tmp_path: Path) -> None:
+    cfg = config()
+    host = host_with(cfg, StateInOrder())
+    with backend_at(tmp_path / "m.sqlite3", cfg) as backend:
+        turn(host, backend, "anything", state={"zeta": 1, "alpha": 2, "goal": "Ship"})
+        report = replay(backend, "s1", 1, host=host)
+        assert report.identical, [(d.label, d.reasons) for d in report.changed]
+
+
+def test_a_memory_purged_since_is_named(tmp_path: Path) -> None:
+    cfg = config()
+    host = host_with(cfg)
+    with backend_at(tmp_path / "m.sqlite3", cfg) as backend:
+        store = backend.memories
+        fact = store.add_chunk("Priya approves every deploy", "fact", "operator", namespace=WEB)
+        turn(host, backend, "who approves a deploy?")
+        store.invalidate_chunk(fact, reason="Priya left")
+        store.purge()
+        report = replay(backend, "s1", 1, host=host)
+        assert not report.identical
+        (changed,) = report.changed
+        assert changed.label == "retrieved"
+        assert changed.reasons == (f"memory {fact} was purged after the turn: its text is gone",)
+
+
+def test_a_recorded_configuration_that_no_longer_loads_is_said(tmp_path: Path) -> None:
+    cfg = config()
+    host = host_with(cfg)
+    with backend_at(tmp_path / "m.sqlite3", cfg) as backend:
+        backend.memories.add_chunk("Priya approves every deploy", "fact", "operator", namespace=WEB)
+        turn(host, backend, "who approves a deploy?")
+        inputs = backend.snapshots.get_inputs("s1", 1)
+        assert inputs is not None
+        data = json.loads(inputs.config)
+        data["context"]["retired_key"] = 3  # as if a later contextplane dropped a key
+        backend.snapshots.put_inputs(attrs.evolve(inputs, config=json.dumps(data)))
+        report = replay(backend, "s1", 1, host=host)
+        assert report.identical  # the host's configuration is the one the turn ran with here
+        (note,) = [n for n in report.notes if "recorded configuration" in n]
+        assert "unknown key context.retired_key" in note and note.endswith("today's was used instead")
+
+
+def test_replay_on_the_kit_backend(tmp_path: Path) -> None:
+    cfg = config()
+    host = host_with(cfg)
+    backend = InMemoryBackend()
+    store = backend.memories
+    old = store.add_chunk("The deploy tool is Jenkins", "fact", "operator", namespace=WEB)
+    turn(host, backend, "which deploy tool?")
+    store.supersede(old, "The deploy tool is Argo")
+    store.add_chunk("Deploy tool docs live in the wiki", "fact", "operator", namespace=WEB)
+    assert replay(backend, "s1", 1, host=host).identical
+    now = replay(backend, "s1", 1, host=host, now=True)
+    (changed,) = now.changed
+    assert changed.label == "retrieved"
+    assert any(
+        f"memory {old}'s lifecycle changed after the turn: superseded by" in r for r in changed.reasons
+    )

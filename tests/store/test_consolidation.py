@@ -1,0 +1,252 @@
+"""Consolidation on write (ADR D7): duplicate, same-subject and near-duplicate writes through
+every write path (the API, bulk ingest, the CLI, the MCP tool), each with its reported outcome
+and its history event; the configuration keys; concurrent writers of one subject."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner
+from mcp import Client
+
+from contextplane.config import structure
+from contextplane.errors import ValidationError
+from contextplane.memory.consolidation import Consolidation, WriteOutcome, normalise_content, similarity
+from contextplane.store import SQLiteKnowledgeStore, cli
+from contextplane.store.api import memory_ingest
+from contextplane_external.mcp_server import build_mcp_server
+
+WEB = "project:web"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    with SQLiteKnowledgeStore(tmp_path / "c.sqlite3") as opened:
+        yield opened
+
+
+def test_the_measures() -> None:
+    assert normalise_content("  Deploy   window\n is Tuesday ") == "Deploy window is Tuesday"
+    assert similarity("Deploy window: Tuesday!", "deploy WINDOW tuesday") == 1.0
+    assert similarity("the deploy window is tuesday", "the deploy window is wednesday") == pytest.approx(
+        4 / 6
+    )
+    assert similarity("ﬁle ﬁx", "file fix") == 1.0  # NFKC: the ligature is two letters
+    with pytest.raises(
+        ValidationError, match=r"near_duplicate_threshold: expected a number in \(0, 1\], got 0"
+    ):
+        Consolidation(near_duplicate_threshold=0)
+
+
+def test_api_exact_duplicate_returns_the_existing_id_and_says_so(store: Any) -> None:
+    first = memory_ingest(store, "Deploy window is Tuesday", source_type="operator", namespace=WEB)
+    again = memory_ingest(store, "  Deploy window   is Tuesday\n", source_type="operator", namespace=WEB)
+    assert isinstance(again, WriteOutcome)
+    assert (again, again.outcome, again.duplicate_of) == (first, "duplicate", first)
+    assert again.message == f"not stored: an exact duplicate of memory {first}, which is returned"
+    assert len(store.list_chunks()) == 1
+    event = store.history(first)[-1]
+    assert (event.event, event.actor, event.detail["outcome"]) == ("consolidated", "operator", "duplicate")
+    # Not a duplicate: another scope, another provenance, or a row that is no longer deliverable.
+    assert memory_ingest(store, "Deploy window is Tuesday", source_type="operator").outcome == "stored"
+    agents = memory_ingest(store, "Deploy window is Tuesday", source_type="extracted", namespace=WEB)
+    assert (agents.outcome, agents.near_duplicates) == ("near_duplicate", ((first, 1.0),))  # for review
+    store.set_review_state(first, "rejected")
+    assert memory_ingest(store, "Deploy window is Tuesday", source_type="operator", namespace=WEB) != first
+
+
+def test_api_same_subject_supersedes_in_one_transaction(store: Any) -> None:
+    old = memory_ingest(
+        store, "Deploy window is Tuesday", source_type="operator", namespace=WEB, subject="window"
+    )
+    other_kind = memory_ingest(
+        store,
+        "Window cleaning is on Friday",
+        source_type="operator",
+        namespace=WEB,
+        subject="window",
+        memory_kind="note",
+    )
+    other_scope = memory_ingest(store, "Deploy window is Monday", source_type="operator", subject="window")
+    new = memory_ingest(
+        store, "Deploy window is Thursday", source_type="operator", namespace=WEB, subject="window"
+    )
+    assert (new.outcome, new.superseded) == ("superseded", (old,))
+    assert new.message == f"stored as {new}; it supersedes memory {old} (same subject, scope and kind)"
+    assert store.get(old).superseded_by == new
+    assert {c.id for c in store.list_chunks(deliverable=True)} == {new, other_kind, other_scope}
+    created = store.history(new)[0]
+    assert (created.event, created.detail["outcome"], created.detail["superseded"]) == (
+        "created",
+        "superseded",
+        [old],
+    )
+    superseded = store.history(old)[-1]
+    assert (superseded.event, superseded.superseded_by, superseded.detail["rule"]) == (
+        "superseded",
+        new,
+        "same subject, scope and kind",
+    )
+    # The chain is kept: a third write supersedes the second, and the first stays superseded.
+    third = memory_ingest(
+        store, "Deploy window is Friday", source_type="operator", namespace=WEB, subject="window"
+    )
+    assert third.superseded == (new,) and store.get(old).superseded_by == new
+
+
+def test_api_near_duplicates_are_reported_for_review_not_merged(store: Any) -> None:
+    base = memory_ingest(store, "The canary runs for thirty minutes before rollout", source_type="operator")
+    near = memory_ingest(
+        store, "the canary runs for thirty minutes before each rollout!", source_type="extracted"
+    )
+    assert near.outcome == "near_duplicate" and near != base
+    assert near.near_duplicates == ((base, round(8 / 9, 4)),)
+    assert "recorded for review, nothing merged" in near.message
+    assert {c.id for c in store.list_chunks(deliverable=True)} == {base, near}
+    assert store.history(near)[0].detail["near_duplicates"] == [[base, round(8 / 9, 4)]]
+    far = memory_ingest(store, "Lunch is served at noon", source_type="extracted")
+    assert far.outcome == "stored" and far.near_duplicates == ()
+
+
+def test_bulk_ingest_consolidates_duplicates_and_subjects(store: Any) -> None:
+    existing = store.add_chunk("Alpha fact", "fact", "operator")
+    ids = store.add_chunks(
+        [
+            {
+                "content": "Alpha fact",
+                "domain": "fact",
+                "source_type": "operator",
+            },  # duplicate of a stored row
+            {"content": "Beta fact", "source_type": "operator"},
+            {"content": "Beta  fact", "source_type": "operator"},  # duplicate within the batch
+            {"content": "Window is Tuesday", "source_type": "operator", "subject": "w"},
+            {
+                "content": "Window is Thursday",
+                "source_type": "operator",
+                "subject": "w",
+            },  # supersedes the row above
+        ]
+    )
+    assert [i.outcome for i in ids] == ["duplicate", "stored", "duplicate", "stored", "superseded"]
+    assert ids[0] == existing and ids[2] == ids[1]
+    assert ids[4].superseded == (ids[3],) and store.get(ids[3]).superseded_by == ids[4]
+    assert [e.event for e in store.history(existing)] == ["created", "consolidated"]
+
+
+def test_the_configuration_turns_supersession_and_deduplication_off(tmp_path: Path) -> None:
+    conf = structure(
+        {"store": {"auto_supersede": False, "deduplicate": False, "near_duplicate_threshold": 0.95}}
+    )
+    policy = Consolidation.from_config(conf)
+    assert policy == Consolidation(deduplicate=False, auto_supersede=False, near_duplicate_threshold=0.95)
+    with SQLiteKnowledgeStore(tmp_path / "off.sqlite3", consolidation=policy) as store:
+        a = store.add_chunk("Window is Tuesday", subject="w", source_type="operator")
+        b = store.add_chunk("Window is Thursday", subject="w", source_type="operator")
+        c = store.add_chunk("Window is Thursday", subject="w", source_type="operator")
+        assert [x.outcome for x in (a, b, c)] == [
+            "stored",
+            "stored",
+            "near_duplicate",
+        ]  # identical text: similarity 1
+        assert len(store.list_chunks(deliverable=True)) == 3
+    with pytest.raises(
+        Exception, match=r"invalid value for store\.near_duplicate_threshold: expected a number above 0"
+    ):
+        structure({"store": {"near_duplicate_threshold": 1.5}})
+
+
+@pytest.fixture
+def root() -> click.Group:
+    @click.group()
+    def main() -> None:
+        pass
+
+    cli.register(main)
+    return main
+
+
+def test_cli_add_reads_the_configuration(
+    root: click.Group, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = str(tmp_path / "cli.sqlite3")
+    runner = CliRunner()
+    args = ["memory", "add", "--subject", "w", "--db", db]
+    assert runner.invoke(root, [*args[:2], "Window is Tuesday", *args[2:]]).output == "added 1\n"
+    monkeypatch.setenv("CONTEXTPLANE_STORE__AUTO_SUPERSEDE", "false")
+    out = runner.invoke(root, [*args[:2], "Window is Thursday", *args[2:], "--json"]).output
+    assert json.loads(out)["write"]["outcome"] == "stored"
+    monkeypatch.delenv("CONTEXTPLANE_STORE__AUTO_SUPERSEDE")
+    out = runner.invoke(root, [*args[:2], "Window is Friday", *args[2:]]).output
+    assert out == "added 3: it supersedes memory 1, 2 (same subject, scope and kind)\n"
+    shown = runner.invoke(root, ["memory", "show", "1", "--db", db]).output
+    assert "superseded by 3 (by manual)" in shown
+
+
+def test_mcp_memory_ingest_reports_the_outcome(store: Any) -> None:
+    async def main() -> list[Any]:
+        async with Client(build_mcp_server(store)) as client:
+            return [
+                (await client.call_tool("memory_ingest", args)).structured_content
+                for args in (
+                    {"content": "Standup is at 09:30", "subject": "standup"},
+                    {"content": "Standup is at 09:30", "subject": "standup"},
+                    {"content": "Standup is at 10:00", "subject": "standup"},
+                    {"content": "standup is at 10:00!"},
+                )
+            ]
+
+    stored, duplicate, superseding, near = asyncio.run(main())
+    assert stored["outcome"] == "stored"
+    assert (duplicate["outcome"], duplicate["id"]) == ("duplicate", stored["id"])
+    assert (superseding["outcome"], superseding["superseded"]) == ("superseded", [stored["id"]])
+    assert near["outcome"] == "near_duplicate" and near["near_duplicates"] == [
+        {"id": superseding["id"], "similarity": 1.0}
+    ]
+    assert [e.event for e in store.history(stored["id"])] == ["created", "consolidated", "superseded"]
+    assert store.history(superseding["id"])[0].actor == "external"
+
+
+def test_concurrent_writers_of_one_subject_leave_exactly_one_head(tmp_path: Path) -> None:
+    path = tmp_path / "race.sqlite3"
+    SQLiteKnowledgeStore(path).close()
+    threads, per_thread = 6, 8
+    start = threading.Barrier(threads)
+    written: list[str] = []
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        try:
+            with SQLiteKnowledgeStore(path) as own:  # one connection per writer: SQLite serialises them
+                start.wait()
+                for i in range(per_thread):
+                    written.append(
+                        own.add_chunk(f"Deploy window, take {n}.{i}", "fact", "operator", subject="window")
+                    )
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=writer, args=(n,)) for n in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    assert not errors
+    with SQLiteKnowledgeStore(path) as store:
+        rows = store.list_chunks()
+        heads = [c for c in rows if c.is_deliverable()]
+        assert len(rows) == threads * per_thread and len(heads) == 1
+        # One chain through every row: each row but the head is superseded by exactly one later row.
+        successor = {c.id: c.superseded_by for c in rows if c.superseded_by}
+        assert len(successor) == len(rows) - 1 and len(set(successor.values())) == len(rows) - 1
+        walk, cur = [rows[0].id], rows[0].id
+        while cur in successor:
+            cur = successor[cur]
+            walk.append(cur)
+        assert walk[-1] == heads[0].id and len(walk) == len(rows)
+        assert sum(1 for w in written if w.outcome == "superseded") == len(rows) - 1
