@@ -58,6 +58,11 @@ def _positive_or_none(_i: object, a: attrs.Attribute[Any], v: int | None) -> Non
         raise _FieldError(a.name, v)
 
 
+def _unit(_i: object, a: attrs.Attribute[Any], v: float) -> None:
+    if not 0 <= v <= 1:
+        raise _FieldError(a.name, v)
+
+
 def _tier(_i: object, a: attrs.Attribute[Any], v: int) -> None:
     if v not in (1, 2, 3):
         raise _FieldError(a.name, v)
@@ -81,6 +86,12 @@ class ContextConfig:
         default=5, validator=_ge0, metadata=_expect("a whole number >= 0")
     )
     retrieved_k: int = attrs.field(default=8, validator=_ge0, metadata=_expect("a whole number >= 0"))
+    #: The relevance floor: a retrieved row whose relevance (``SearchHit.relevance``, 0 to 1: the
+    #: share of the query's meaningful terms it matches, IDF-weighted, or its embedding's cosine
+    #: similarity, whichever is higher) is below this is not injected. 0 injects every hit.
+    min_relevance: float = attrs.field(
+        default=0.3, validator=_unit, metadata=_expect("a number from 0 to 1")
+    )
     inject_min_trust: int = attrs.field(default=1, validator=_tier, metadata=_expect("1, 2 or 3"))
     capture_full_text: bool = attrs.field(default=False, metadata=_expect("true or false"))
     provider_timeout_ms: int = attrs.field(

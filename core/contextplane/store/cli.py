@@ -359,8 +359,10 @@ def migrate_command(dry_run: bool, batch_rows: int, db: Path | None, as_json: bo
                     bar.update(done - bar.pos)
 
             result = migrate.ensure_schema(conn, str(path), on_batch=on_batch, batch_rows=batch_rows)
+            bar = None
+            stemmed = migrate.migrate_stemming(conn, on_batch=on_batch, batch_rows=batch_rows)
         if as_json:
-            click.echo(json.dumps({"result": _result_dict(result)}, indent=2))
+            click.echo(json.dumps({"result": {**_result_dict(result), "stemmed_rows": stemmed}}, indent=2))
         elif result.created:
             click.echo(f"{path}: created at schema version {migrate.SCHEMA_VERSION}")
         elif result.passes_run or result.added_columns:
@@ -368,8 +370,10 @@ def migrate_command(dry_run: bool, batch_rows: int, db: Path | None, as_json: bo
                 f"{path}: migrated from schema version {result.from_version} to {migrate.SCHEMA_VERSION}; "
                 f"passes {', '.join(result.passes_run) or 'none'}; {result.rows_visited} rows"
             )
-        else:
+        elif not stemmed:
             click.echo(f"{path}: already at schema version {migrate.SCHEMA_VERSION}; nothing to do")
+        if stemmed and not as_json:
+            click.echo(f"{path}: full-text index rebuilt with stemming; {stemmed} rows")
     finally:
         conn.close()
 

@@ -34,13 +34,13 @@ import apsw
 from contextplane.embedding import Embedder
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.model import MemoryChunk, validate_text
-from contextplane.store import migrate, sql, vector_index
+from contextplane.store import migrate, query_terms, sql, vector_index
 from contextplane.store.columns import chunk_from_row
 from contextplane.store.connection import SQLITE_HEADER as SQLITE_HEADER
 from contextplane.store.connection import connect as connect
-from contextplane.store.fts_query import to_match_expression
 from contextplane.store.lifecycle import StoreLifecycle
 from contextplane.store.protocol import SearchHit
+from contextplane.store.query_terms import TermStats
 
 # Re-exported: callers import the warning from here (and from ``contextplane.store``).
 from contextplane.store.vector_index import VectorSearchUnavailableWarning as VectorSearchUnavailableWarning
@@ -75,10 +75,14 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         self._embedder: Embedder | None = None
         self._vector_index_min_rows = max(1, vector_index_min_rows)
         self._vector_probes = vector_probes
+        self._term_stats = TermStats()
+        #: Per scope set, the candidate widening the last search needed (see ``search``).
+        self._widths: dict[tuple[str, ...] | None, int] = {}
         try:
             migrate.ensure_schema(
                 self._conn, self.path, on_batch=on_migrate_batch, batch_rows=migrate_batch_rows
             )
+            migrate.prepare_read_path(self._conn, self.path)
             # Called directly, not through a helper method: both may warn with stacklevel=4,
             # counted from this frame, so the warning names the code that opened the store.
             if embedder is not None and vector_index.load_sqlite_vec(self.conn, self.path, sqlite_vec_path):
@@ -249,32 +253,56 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         validate_text(query, "query")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
-        params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "nc": max(k * 8, 80)}
+        base = max(k * 8, 80)
+        params: dict[str, Any] = {"k": k, "n": max(k * 4, 40)}
         clauses: list[str] = []
         sql.scope_filter(namespaces, params, clauses)
         if deliverable:
             sql.deliverable_filter(include_superseded, now, params, clauses)
         where = " AND ".join(clauses) or "1"
-        expression = to_match_expression(query)
+        scope_key = None if namespaces is None else tuple(namespaces)
         # embed before taking the lock: a slow embedder must not stall other threads' reads
         vector = self._embed([query])[0] if self._embedder is not None and query.strip() else None
         with self._reading(_on) as conn:
-            if expression is None and vector is None:
+            plan = self._term_stats.plan(conn, query)
+            if plan.expression is None and vector is None:
                 return []
             if vector is not None:
                 params["v"] = vector
                 params["probes"] = self._probes(conn)
-            if expression is not None:
-                params["q"] = expression
-            rows = conn.execute(sql.search_sql(expression, vector, where, exact=False), params).fetchall()
-            if len(rows) < k and clauses:
-                # The filters may have starved the over-fetched candidates: redo with every
-                # candidate filtered before the cut (exact, slower on large stores).
-                rows = conn.execute(sql.search_sql(expression, vector, where, exact=True), params).fetchall()
+            params["q"] = plan.expression
+            params["ideal"] = max(plan.ideal, 1e-6)
+            statement = sql.search_sql(plan.expression, vector, where, exact=False)
+            # Candidates per leg: the fast form takes ``nc`` unfiltered, then filters. When the
+            # filters (a small scope, many rejected rows) leave fewer than k, widen 8x once, then
+            # filter every candidate (exact). A leg that saw all its matches cannot gain by
+            # widening; the width that worked is remembered per scope set, so the next turn in
+            # the same scopes starts there instead of falling off a cliff every time.
+            indexed = plan.postings if vector is None else max(plan.postings, self._vector_count(conn))
+            width = self._widths.get(scope_key, 1)
+            rows: list[Any] = []
+            while True:
+                if width > 8:
+                    rows = conn.execute(sql.search_sql(plan.expression, vector, where, exact=True), params)
+                    rows = rows.fetchall()
+                    break
+                params["nc"] = base * width
+                rows = conn.execute(statement, params).fetchall()
+                if len(rows) >= k or not clauses or indexed <= base * width:
+                    break
+                width *= 8
+            if len(self._widths) > 256:
+                self._widths.clear()
+            self._widths[scope_key] = min(width, 8)
         return [
-            SearchHit(chunk=chunk_from_row(row), score=float(row[-1] or 0.0), rank=rank)
+            SearchHit(chunk=chunk_from_row(row), score=float(row[-2] or 0.0), rank=rank, relevance=float(row[-1]))
             for rank, row in enumerate(rows, start=1)
         ]
+
+    def _vector_count(self, conn: apsw.Connection) -> int:
+        """About how many vectors the vector leg could return (the full-text row count: every
+        row has a vector when an embedder is set)."""
+        return query_terms.indexed_rows(conn)
 
 
 class StoreView:

@@ -160,29 +160,32 @@ def probes(conn: apsw.Connection, configured: int | None) -> int:
 
 
 def vector_leg(where: str, *, exact: bool) -> list[str]:
-    """CTEs ``qv``, ``probe`` and ``vec`` (id, r): the IVF vector leg, exact distances over the
-    nearest ``:probes`` lists plus list 0 (unassigned vectors). Fast form filters the best
-    ``:nc`` vectors; exact form filters every scanned vector. ``where`` filters ``chunks AS c``.
-    A fresh list on each call: the store appends its other legs to it."""
+    """CTEs ``qv``, ``probe`` and ``vec`` (id, r, sim): the IVF vector leg, exact distances over
+    the nearest ``:probes`` lists plus list 0 (unassigned vectors); ``sim`` is the cosine
+    similarity (unit vectors: 1 - d^2 / 2). Fast form filters the best ``:nc`` vectors; exact
+    form filters every scanned vector. ``where`` filters ``chunks AS c``, joined with ``CROSS
+    JOIN`` so the planner cannot drive the leg from the scope index. A fresh list on each call:
+    the store appends its other legs to it."""
     scan = (
         "SELECT cv.chunk_id AS id, vec_distance_l2(cv.embedding, (SELECT v FROM qv)) AS d "
-        f"FROM probe JOIN chunks_vec AS cv ON cv.key BETWEEN (probe.list << {LIST_SHIFT}) "
+        f"FROM probe CROSS JOIN chunks_vec AS cv ON cv.key BETWEEN (probe.list << {LIST_SHIFT}) "
         f"AND (probe.list << {LIST_SHIFT}) + {_LIST_SPAN}"
     )
     if exact:
-        ranked = f"{scan} JOIN chunks AS c ON c.id = cv.chunk_id WHERE {where} ORDER BY d, id LIMIT :n"
+        ranked = f"{scan} CROSS JOIN chunks AS c ON c.id = cv.chunk_id WHERE {where} ORDER BY d, id LIMIT :n"
     elif where == "1":
         ranked = f"{scan} ORDER BY d, id LIMIT :n"
     else:
         ranked = (
             f"SELECT t.id AS id, t.d AS d FROM ({scan} ORDER BY d LIMIT :nc) AS t "
-            f"JOIN chunks AS c ON c.id = t.id WHERE {where} ORDER BY t.d, t.id LIMIT :n"
+            f"CROSS JOIN chunks AS c ON c.id = t.id WHERE {where} ORDER BY t.d, t.id LIMIT :n"
         )
     return [
         "qv AS (SELECT vec_normalize(:v) AS v)",
         "probe AS (SELECT 0 AS list UNION ALL SELECT * FROM (SELECT list FROM _vec_centroids "
         "ORDER BY vec_distance_l2(centroid, (SELECT v FROM qv)) LIMIT :probes))",
-        f"vec AS (SELECT id, row_number() OVER (ORDER BY d, id) AS r FROM ({ranked}))",
+        "vec AS (SELECT id, row_number() OVER (ORDER BY d, id) AS r, 1.0 - d * d / 2.0 AS sim "
+        f"FROM ({ranked}))",
     ]
 
 
