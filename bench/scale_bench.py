@@ -185,7 +185,7 @@ def bench_size(work: Path, n: int, scopes: int, count: int, profile: bool) -> No
     corpus = Corpus(n)
     embedder = HashingEmbedder()
     start = time.perf_counter()
-    embedder.preload(corpus.texts, embedder.matrix(corpus.texts))
+    embedder.preload(corpus.texts, embedder.fit_matrix(corpus.texts))
     embed_rate = n / (time.perf_counter() - start)
     path = work / f"scale-{n}-{scopes}.sqlite3"
     cfg = config()

@@ -7,14 +7,16 @@
   match "deploys" to "deploy". A few stems are corpus-specific words common enough to carry
   no information (the top of the Zipf curve), as real notes have.
 - ``queries(texts, count)``: natural-language questions of 8 to 15 words, each about one
-  target memory: 3 to 5 of the target's content words (often another inflection of them),
-  framed by function words ("what did we decide about ... for the ..."), plus one content
-  word from elsewhere (noise). The relevance figure is the share of queries whose target is
+  target memory: 2 to 4 of the target's distinctive content words (drawn from its 8 rarest
+  stems, often in another inflection), half the time one of its common words too, framed by
+  function words ("what did we decide about ... for the ..."), plus one content word from
+  elsewhere (noise). The relevance figure is the share of queries whose target is
   delivered.
 - ``off_corpus_queries(count)``: questions whose content words are in no memory ("what is the
   weather like in lisbon tomorrow"): a projection for them should inject no retrieved memory.
-- ``HashingEmbedder``: a bag-of-words feature-hashing embedder (each content word's crude stem
-  maps to a fixed random direction; a text is the normalised sum, function words left out). It
+- ``HashingEmbedder``: a TF-IDF feature-hashing embedder (each content word's crude stem maps
+  to a fixed random direction, weighted by its IDF over the corpus it was fitted on; a text
+  is the normalised sum, function words left out). It
   is a real embedder in the sense the store needs (similar texts are near, unrelated ones
   are not), fast enough to embed a million memories, and has no model to download. Corpus
   vectors are computed in one numpy pass before ingest and looked up by text during it, so
@@ -23,6 +25,7 @@
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Sequence
 
@@ -54,6 +57,7 @@ OFF_CORPUS_WORDS = (
     "concerto orchestra tickets saturday poem ocean lighthouse sailor harbour volcano"
 ).split()
 DIMS = 384
+_TOKEN = re.compile(r"[a-z0-9]+")
 HASH_BUCKETS = 1 << 16
 
 
@@ -115,8 +119,12 @@ def queries(corpus: Corpus, targets: Sequence[int], seed: int = 12) -> list[str]
     rng = np.random.default_rng(seed)
     out = []
     for target in targets:
-        own = corpus.content[target]
-        picks = rng.choice(own, size=min(len(own), int(rng.integers(3, 6))), replace=False)
+        # A question names what the memory is about: mostly its distinctive words (the rarest
+        # of its stems across the corpus), sometimes a common one too.
+        own = np.unique(corpus.content[target])
+        distinctive = np.sort(own)[::-1][:8]
+        picks = rng.choice(distinctive, size=min(len(distinctive), int(rng.integers(2, 5))), replace=False)
+        picks = np.append(picks, rng.choice(own)) if rng.random() < 0.5 else picks
         words = [corpus.stems[p] + SUFFIXES[int(rng.integers(0, len(SUFFIXES)))] for p in picks.tolist()]
         noise = corpus.stems[int(rng.integers(0, STEMS))]
         words.insert(int(rng.integers(1, len(words) + 1)), noise)
@@ -173,21 +181,43 @@ class HashingEmbedder:
         self._table = table / np.linalg.norm(table, axis=1, keepdims=True)
         self._known: dict[str, int] = {}
         self._matrix = np.zeros((0, DIMS), dtype=np.float32)
+        self._idf = np.ones(HASH_BUCKETS, dtype=np.float32)
+        self._bucket_of: dict[str, int] = {}
+
+    def fit_matrix(self, texts: Sequence[str]) -> np.ndarray:
+        """Fit the IDF on ``texts`` (a TF-IDF vectoriser's fit) and return their vectors."""
+        buckets = [np.array(self._buckets(t) or [0], dtype=np.int64) for t in texts]
+        df = np.zeros(HASH_BUCKETS, dtype=np.int64)
+        for b in buckets:
+            df[np.unique(b)] += 1
+        self._idf = np.log((len(texts) + 1) / (df + 1)).astype(np.float32) + 1.0
+        return self._vectors(buckets)
 
     def _buckets(self, text: str) -> list[int]:
-        words = "".join(c if c.isalnum() else " " for c in text.lower()).split()
-        return [zlib.crc32(_crude_stem(w).encode()) % HASH_BUCKETS for w in words if w not in _FUNCTION]
+        cache = self._bucket_of
+        out = []
+        for word in _TOKEN.findall(text.lower()):
+            bucket = cache.get(word)
+            if bucket is None:
+                bucket = cache[word] = (
+                    -1 if word in _FUNCTION else zlib.crc32(_crude_stem(word).encode()) % HASH_BUCKETS
+                )
+            if bucket >= 0:
+                out.append(bucket)
+        return out
 
     def matrix(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors for ``texts`` in one numpy pass per 4,096 texts."""
-        out = np.zeros((len(texts), DIMS), dtype=np.float32)
-        for start in range(0, len(texts), 4096):
-            block = texts[start : start + 4096]
-            buckets = [self._buckets(t) for t in block]
-            lengths = np.array([max(1, len(b)) for b in buckets])
-            flat = np.array([x for b in buckets for x in (b or [0])])
+        return self._vectors([np.array(self._buckets(t) or [0], dtype=np.int64) for t in texts])
+
+    def _vectors(self, buckets: Sequence[np.ndarray]) -> np.ndarray:
+        """Vectors in one numpy pass per 4,096 texts."""
+        out = np.zeros((len(buckets), DIMS), dtype=np.float32)
+        for start in range(0, len(buckets), 4096):
+            block = buckets[start : start + 4096]
+            lengths = np.array([len(b) for b in block])
+            flat = np.concatenate(block)
             offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-            sums = np.add.reduceat(self._table[flat], offsets, axis=0)
+            sums = np.add.reduceat(self._table[flat] * self._idf[flat, None], offsets, axis=0)
             out[start : start + len(block)] = sums / np.maximum(
                 np.linalg.norm(sums, axis=1, keepdims=True), 1e-9
             )

@@ -1,4 +1,5 @@
-"""Command line: ``contextplane memory ...`` (browse and curate memories) and
+"""Command line: ``contextplane memory ...`` (browse and curate memories, ``reindex`` the
+vectors) and
 ``contextplane migrate`` (bring a store to the current schema, with ``--dry-run``).
 
 The root ``contextplane`` group registers these with ``add_command``. Every command takes
@@ -329,6 +330,28 @@ def expire_command(
         _emit_one(chunk, as_json)
     else:
         click.echo(f"{chunk.id}: expires {chunk.expires_at.isoformat() if chunk.expires_at else 'never'}")
+
+
+@memory.command("reindex")
+@click.option("--rebuild", is_flag=True, help="Re-embed every row (after switching embedders).")
+@_db_option
+@_json_option
+@_friendly_errors
+def reindex_command(rebuild: bool, db: Path | None, as_json: bool) -> None:
+    """Embed rows that have no vector, then retrain the vector index (off the write path: a
+    store past 65,536 vectors is never retrained inside a write)."""
+    with _open(db, create=False) as store:
+        if not store.vectors_enabled:
+            raise click.ClickException(
+                f"{store.path}: no embedder configured, so there is no vector index to rebuild; "
+                "install a plugin that provides one (the contextplane_embedder hook)"
+            )
+        embedded = store.reindex_vectors(rebuild=rebuild)
+        lists = store.train_vector_index()
+    if as_json:
+        click.echo(json.dumps({"embedded": embedded, "lists": lists}))
+    else:
+        click.echo(f"{store.path}: {embedded} rows embedded; vector index trained with {lists} lists")
 
 
 @click.command("migrate")

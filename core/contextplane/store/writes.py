@@ -81,6 +81,8 @@ class StoreWrites(VectorUpkeep):
         with self._writing() as conn:
             ids = self._insert(conn, prepared, vectors)
         self._maybe_train()
+        with self._lock:
+            migrate.maybe_analyze(self.conn)  # the planner's statistics, when the table doubled
         return [str(i) for i in ids]
 
     def _insert(
