@@ -248,7 +248,7 @@ def preview_cmd(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def injections_cmd(db: str | None, session_id: str | None, config_path: str | None, as_json: bool) -> None:
     """Show the injection log: per projection, the ids delivered after shedding."""
-    from contextplane.backends.sqlite import SQLiteInjectionLog
+    from contextplane.backends.sqlite import SQLiteInjectionLog, records_path
 
     if db is None:
         config = load_config(config_path)
@@ -257,7 +257,7 @@ def injections_cmd(db: str | None, session_id: str | None, config_path: str | No
         db = str(config.resolve_path(config.store.path)) if config.store.path else str(default_db_path())
     if not Path(db).exists():
         raise ContextPlaneError(f"no store at {db}: pass --db, or run `contextplane demo` first")
-    injections = SQLiteInjectionLog(db)
+    injections = SQLiteInjectionLog(records_path(db), adopt_from=db)
     try:
         rows = injections.rows(session_id)
     finally:

@@ -17,6 +17,7 @@ import click
 from contextplane.authority import SECTION_SEPARATOR
 from contextplane.backends.sqlite import SQLiteSnapshotStore
 from contextplane.config import load_config
+from contextplane.backends.sqlite.connection import records_path
 from contextplane.observability.snapshots import as_dict, snapshot_time
 from contextplane.observability.trajectory import read_trajectory, session_filename
 from contextplane.records.snapshots import PromptSnapshot
@@ -33,12 +34,13 @@ def _paths(db: str | None, trajectories: str | None, config_path: str | None) ->
     obs = config.observability
     if db:
         path = Path(db)
+        # a memory store's snapshots are in its records file
+        path = Path(records_path(path)) if Path(records_path(path)).exists() else path
     elif obs.telemetry_db:
         path = config.resolve_path(obs.telemetry_db)
-    elif config.store.path:
-        path = config.resolve_path(config.store.path)
     else:
-        path = default_db_path()
+        store = config.resolve_path(config.store.path) if config.store.path else default_db_path()
+        path = Path(records_path(store))
     if trajectories:
         tdir = Path(trajectories)
     elif config.observability.trajectory_dir:

@@ -1,9 +1,11 @@
 """The embedded backend: memories, summaries, injection log and snapshots in one SQLite file.
 
 The memory store is ``contextplane.store.SQLiteKnowledgeStore``; the record tables open their
-own connections to the same file, so a record write never waits on the memory store's lock.
-Snapshots go to ``observability.telemetry_db`` when the operator names one (telemetry kept
-apart, with its own retention), else to the same file. The trajectory (ADR 0102) is a
+own connections, so a record write never waits on the memory store's lock. Summaries live in
+the memory file; the per-turn records (injection log, snapshots) in its records file
+(``connection.records_path``), because a write to the memory file would empty the page cache
+of the next composition's reads. Snapshots go to ``observability.telemetry_db`` when the
+operator names one (telemetry kept apart, with its own retention). The trajectory (ADR 0102) is a
 directory of JSONL files: ``observability.trajectory_dir``, else ``trajectories`` beside the
 file; ``observability.trajectory = false`` keeps none.
 """
@@ -15,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from contextplane.backends.sqlite.connection import records_path
 from contextplane.backends.sqlite.injections import SQLiteInjectionLog
 from contextplane.backends.sqlite.snapshots import SQLiteSnapshotStore
 from contextplane.backends.sqlite.summaries import SQLiteSessionSummaries
@@ -24,7 +27,13 @@ from contextplane.records.backend import register_backend
 from contextplane.store.protocol import KnowledgeStore
 from contextplane.store.sqlite import SQLiteKnowledgeStore
 
-__all__ = ["SQLiteBackend", "SQLiteInjectionLog", "SQLiteSessionSummaries", "SQLiteSnapshotStore"]
+__all__ = [
+    "SQLiteBackend",
+    "SQLiteInjectionLog",
+    "SQLiteSessionSummaries",
+    "SQLiteSnapshotStore",
+    "records_path",
+]
 
 
 class SQLiteBackend:
@@ -86,7 +95,7 @@ class SQLiteBackend:
     def injections(self) -> SQLiteInjectionLog:
         with self._lock:
             if self._injections is None:
-                self._injections = SQLiteInjectionLog(self.path)
+                self._injections = SQLiteInjectionLog(records_path(self.path), adopt_from=self.path)
             return self._injections
 
     @property
@@ -94,12 +103,13 @@ class SQLiteBackend:
         with self._lock:
             if self._snapshots is None:
                 obs = self.config.observability
-                target = self.config.resolve_path(obs.telemetry_db) if obs.telemetry_db else self.path
+                target = self.config.resolve_path(obs.telemetry_db) if obs.telemetry_db else None
                 self._snapshots = SQLiteSnapshotStore(
-                    target,
+                    target if target is not None else records_path(self.path),
                     retention_days=obs.retention_days,
                     retention_count=obs.retention_count,
                     batch_size=self._snapshot_batch_size,
+                    adopt_from=None if target is not None else self.path,
                 )
             return self._snapshots
 

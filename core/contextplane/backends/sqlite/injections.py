@@ -8,7 +8,7 @@ import os
 import threading
 from typing import Any
 
-from contextplane.backends.sqlite.connection import connect
+from contextplane.backends.sqlite.connection import adopt, connect
 from contextplane.records.injections import InjectionRow
 
 SCHEMA = """
@@ -30,10 +30,12 @@ CREATE INDEX IF NOT EXISTS injection_log_session ON injection_log(session_id, tu
 class SQLiteInjectionLog:
     """``InjectionLog`` in one SQLite file."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, adopt_from: str | os.PathLike[str] | None = None) -> None:
+        """``adopt_from``: the memory file an earlier version kept this log in (copied once)."""
         self.path = str(path)
         self._conn = connect(self.path, SCHEMA, "the injection log")
         self._lock = threading.Lock()
+        adopt(self._conn, adopt_from, ("injection_log",))
 
     def record(self, row: InjectionRow) -> int:
         with self._lock:

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from contextplane.backends.sqlite.connection import connect
+from contextplane.backends.sqlite.connection import adopt, connect
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
 
 SCHEMA = """
@@ -66,6 +66,7 @@ class SQLiteSnapshotStore:
         retention_count: int = 100_000,
         batch_size: int = 1,
         prune_every: int = 1_000,
+        adopt_from: str | os.PathLike[str] | None = None,
     ) -> None:
         self.path = Path(path)
         self.retention_days = retention_days
@@ -73,6 +74,7 @@ class SQLiteSnapshotStore:
         self.batch_size = max(1, batch_size)
         self.prune_every = prune_every
         self._conn = connect(path, SCHEMA, "the prompt snapshots")
+        adopt(self._conn, adopt_from, ("prefix_texts", "prompt_snapshots"))
         self._lock = threading.Lock()
         self._known_prefixes: set[str] = set()
         self._pending: list[tuple[Any, ...]] = []
