@@ -17,7 +17,9 @@ Layouts: "1 scope" puts every memory in the turn's project scope; "20 scopes" sp
 over 20 project scopes and composes from one (a twentieth of the store in scope).
 
 Reported per N and layout: ingest rows/s through ``add_chunks`` (batches of 5,000, vectors
-included; the index training the store does on its own is inside the figure), DB size, RSS,
+included; the index training the store does on its own is inside the figure), the seconds of
+``contextplane memory reindex`` after it (``reindex_vectors`` + ``train_vector_index``: the
+store retrains inside a write only up to 65,536 vectors) and the rate with it, DB size, RSS,
 compose p50/p95 (ms of wall time, and of the thread's CPU time: the machine may be shared, and
 CPU time is what contention does not inflate) with and without the embedder, relevance (the share of questions whose
 target memory is delivered, with and without the embedder), the retrieved rows delivered for
@@ -113,6 +115,18 @@ def ingest(path: Path, corpus: Corpus, embedder: HashingEmbedder | None, scopes:
     return len(texts) / elapsed
 
 
+def reindex(path: Path, embedder: HashingEmbedder, cfg: Config) -> float:
+    """What ``contextplane memory reindex`` does (retrain the vector index once it has outgrown
+    inline retraining); seconds."""
+    backend = SQLiteBackend(path, config=cfg, embedder=embedder)
+    start = time.perf_counter()
+    backend.memories.reindex_vectors()
+    backend.memories.train_vector_index()
+    elapsed = time.perf_counter() - start
+    backend.close()
+    return elapsed
+
+
 def timed(fn: Callable[[], Any]) -> float:
     start = time.perf_counter()
     fn()
@@ -199,6 +213,7 @@ def bench_size(work: Path, n: int, scopes: int, count: int, profile: bool) -> No
     path = work / f"scale-{n}-{scopes}.sqlite3"
     cfg = config()
     rate = ingest(path, corpus, embedder, scopes, cfg)
+    reindex_s = reindex(path, embedder, cfg)
     rng = np.random.default_rng(5)
     in_scope = np.arange(0, n, scopes)
     targets = rng.choice(in_scope, size=min(count, len(in_scope)), replace=False).tolist()
@@ -206,7 +221,14 @@ def bench_size(work: Path, n: int, scopes: int, count: int, profile: bool) -> No
     # ids: facts took 1..20, the corpus follows in order
     ids = [str(21 + i) for i in range(n)]
     host = PluginHost.from_entry_points(cfg)
-    out: dict[str, Any] = {"n": n, "scopes": scopes, "ingest_rows_s": rate, "embedder_rows_s": embed_rate}
+    out: dict[str, Any] = {
+        "n": n,
+        "scopes": scopes,
+        "ingest_rows_s": rate,
+        "reindex_s": reindex_s,
+        "ingest_and_reindex_rows_s": n / (n / rate + reindex_s),
+        "embedder_rows_s": embed_rate,
+    }
     for mode, emb in (("hybrid", embedder), ("fts", None)):
         backend = SQLiteBackend(path, config=cfg, embedder=emb)
         gc.collect()

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from contextplane import BuildContext, Config
+from contextplane.backends.sqlite import SQLiteSessionSummaries as SessionSummaries
 from contextplane.config import structure
 from contextplane.store import SQLiteKnowledgeStore
 from contextplane.testing import ContextSectionConformance, PromptSectionConformance, SectionInput
+from contextplane.testing.memory import InMemoryBackend
 from contextplane_sections import (
     always_on,
     delegation,
@@ -28,8 +30,6 @@ from contextplane_sections import (
     tool_guidance,
     working_state,
 )
-from contextplane.backends.sqlite import SQLiteSessionSummaries as SessionSummaries
-from contextplane.testing.memory import InMemoryBackend
 
 # --------------------------------------------------------------------------- prompt sections
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from contextplane import compose_projected_context
+from contextplane.backends.sqlite import SQLiteInjectionLog, SQLiteSessionSummaries
 from contextplane.notices import BudgetWarning, PluginWarning
 from contextplane.store import open_store
+from contextplane.testing.memory import InMemoryBackend
 from contextplane_sections import skills as skills_mod
 from contextplane_sections import working_state
-from contextplane.backends.sqlite import SQLiteInjectionLog, SQLiteSessionSummaries
-from contextplane.testing.memory import InMemoryBackend
 
 from .conftest import FakeStore, chunk, standard_host
 

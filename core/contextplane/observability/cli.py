@@ -16,8 +16,8 @@ import click
 
 from contextplane.authority import SECTION_SEPARATOR
 from contextplane.backends.sqlite import SQLiteSnapshotStore
-from contextplane.config import load_config
 from contextplane.backends.sqlite.connection import records_path
+from contextplane.config import load_config
 from contextplane.observability.snapshots import as_dict, snapshot_time
 from contextplane.observability.trajectory import read_trajectory, session_filename
 from contextplane.records.snapshots import PromptSnapshot

@@ -505,16 +505,20 @@ _COVERED: Final[str] = (
     "({id} > (SELECT CAST(value AS INTEGER) FROM _kb_meta WHERE key = '" + _STEM_HIGH + "') OR "
     "{id} <= (SELECT CAST(value AS INTEGER) FROM _kb_meta WHERE key = '" + _STEM_CURSOR + "'))"
 )
+_STEM_ADD: Final[str] = (
+    f"INSERT INTO {_STEM_TABLE}(rowid, content, heading) VALUES (new.id, new.content, new.heading)"
+)
+_STEM_DELETE: Final[str] = (
+    f"INSERT INTO {_STEM_TABLE}({_STEM_TABLE}, rowid, content, heading) "
+    "VALUES ('delete', old.id, old.content, old.heading)"
+)
 _STEM_TRIGGERS: Final[tuple[str, ...]] = (
-    f"""CREATE TRIGGER IF NOT EXISTS {_STEM_TABLE}_ai AFTER INSERT ON chunks WHEN {_COVERED.format(id="new.id")}
-BEGIN INSERT INTO {_STEM_TABLE}(rowid, content, heading) VALUES (new.id, new.content, new.heading); END""",
-    f"""CREATE TRIGGER IF NOT EXISTS {_STEM_TABLE}_ad AFTER DELETE ON chunks WHEN {_COVERED.format(id="old.id")}
-BEGIN INSERT INTO {_STEM_TABLE}({_STEM_TABLE}, rowid, content, heading)
-VALUES ('delete', old.id, old.content, old.heading); END""",
-    f"""CREATE TRIGGER IF NOT EXISTS {_STEM_TABLE}_au AFTER UPDATE OF content, heading ON chunks
-WHEN {_COVERED.format(id="old.id")} BEGIN
-INSERT INTO {_STEM_TABLE}({_STEM_TABLE}, rowid, content, heading) VALUES ('delete', old.id, old.content, old.heading);
-INSERT INTO {_STEM_TABLE}(rowid, content, heading) VALUES (new.id, new.content, new.heading); END""",
+    f"CREATE TRIGGER IF NOT EXISTS {_STEM_TABLE}_ai AFTER INSERT ON chunks "
+    f"WHEN {_COVERED.format(id='new.id')} BEGIN {_STEM_ADD}; END",
+    f"CREATE TRIGGER IF NOT EXISTS {_STEM_TABLE}_ad AFTER DELETE ON chunks "
+    f"WHEN {_COVERED.format(id='old.id')} BEGIN {_STEM_DELETE}; END",
+    f"CREATE TRIGGER IF NOT EXISTS {_STEM_TABLE}_au AFTER UPDATE OF content, heading ON chunks "
+    f"WHEN {_COVERED.format(id='old.id')} BEGIN {_STEM_DELETE}; {_STEM_ADD}; END",
 )
 
 #: The always-on list reads 20 rows by policy and scope instead of every row in scope; the
@@ -619,8 +623,9 @@ def migrate_stemming(
 
 def _swap_stemmed(conn: apsw.Connection) -> None:
     """Inside the build's last transaction: the stemmed index becomes ``chunks_fts``."""
-    for trigger in ("chunks_fts_ai", "chunks_fts_ad", "chunks_fts_au", *(f"{_STEM_TABLE}_{s}" for s in ("ai", "ad", "au"))):
-        conn.execute(f'DROP TRIGGER IF EXISTS "{trigger}"')
+    for name in ("ai", "ad", "au"):
+        conn.execute(f'DROP TRIGGER IF EXISTS "chunks_fts_{name}"')
+        conn.execute(f'DROP TRIGGER IF EXISTS "{_STEM_TABLE}_{name}"')
     conn.execute("DROP TABLE IF EXISTS chunks_fts")
     conn.execute(f"ALTER TABLE {_STEM_TABLE} RENAME TO chunks_fts")
     for body in _FTS_TRIGGERS.values():

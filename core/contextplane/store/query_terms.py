@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 import apsw
 import attrs
@@ -55,7 +55,7 @@ STOP_WORDS: Final[frozenset[str]] = frozenset(
     very was wasn we were weren what when where which while who whom why will with won would
     wouldn you your yours yourself yourselves d m o y also still yet ever even much many
     please tell remind say said ask asked again thing things something anything get got
-    """.split()
+    """.split()  # noqa: SIM905 - a word list reads better as text
 )
 
 
@@ -94,7 +94,7 @@ def _varint(blob: bytes) -> int:
 
 def indexed_rows(conn: apsw.Connection, table: str = "chunks_fts") -> int:
     """Rows in the full-text index, read from FTS5's own averages record (O(1))."""
-    row = conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
+    row: Any = conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
     return _varint(bytes(row[0])) if row is not None and row[0] else 0
 
 
@@ -133,7 +133,7 @@ class TermStats:
         for term in terms:
             if term not in known:
                 # Bounded: a term past the cap is "too common" and its count stops there.
-                row = conn.execute(
+                row: Any = conn.execute(
                     "SELECT count(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)",
                     (term, cap + 1),
                 ).fetchone()

@@ -27,6 +27,7 @@ from contextplane.memory.model import (
 from contextplane.store import vector_index
 from contextplane.store.columns import SELECT_COLUMNS
 
+
 def scope_filter(namespaces: Sequence[str] | None, params: dict[str, Any], clauses: list[str]) -> None:
     """Only rows in ``namespaces`` (None: any scope; empty: none)."""
     if namespaces is None:

@@ -45,6 +45,9 @@ from contextplane.store.query_terms import TermStats
 # Re-exported: callers import the warning from here (and from ``contextplane.store``).
 from contextplane.store.vector_index import VectorSearchUnavailableWarning as VectorSearchUnavailableWarning
 
+#: The widest fast form: 16 times the base candidates (16 x 8k) before filtering every one.
+WIDEST = 16
+
 
 class SQLiteKnowledgeStore(StoreLifecycle):
     """The embedded ``KnowledgeStore``. Thread-safe (one connection, one lock); process-safe
@@ -274,28 +277,33 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             params["ideal"] = max(plan.ideal, 1e-6)
             statement = sql.search_sql(plan.expression, vector, where, exact=False)
             # Candidates per leg: the fast form takes ``nc`` unfiltered, then filters. When the
-            # filters (a small scope, many rejected rows) leave fewer than k, widen 8x once, then
-            # filter every candidate (exact). A leg that saw all its matches cannot gain by
+            # filters (a small scope, many rejected rows) leave fewer than k, widen 4x, then 16x,
+            # then filter every candidate (exact). A leg that saw all its matches cannot gain by
             # widening; the width that worked is remembered per scope set, so the next turn in
             # the same scopes starts there instead of falling off a cliff every time.
             indexed = plan.postings if vector is None else max(plan.postings, self._vector_count(conn))
             width = self._widths.get(scope_key, 1)
             rows: list[Any] = []
             while True:
-                if width > 8:
-                    rows = conn.execute(sql.search_sql(plan.expression, vector, where, exact=True), params)
-                    rows = rows.fetchall()
+                if width > WIDEST:
+                    exact = sql.search_sql(plan.expression, vector, where, exact=True)
+                    rows = conn.execute(exact, params).fetchall()
                     break
                 params["nc"] = base * width
                 rows = conn.execute(statement, params).fetchall()
                 if len(rows) >= k or not clauses or indexed <= base * width:
                     break
-                width *= 8
+                width *= 4
             if len(self._widths) > 256:
                 self._widths.clear()
-            self._widths[scope_key] = min(width, 8)
+            self._widths[scope_key] = min(width, WIDEST)
         return [
-            SearchHit(chunk=chunk_from_row(row), score=float(row[-2] or 0.0), rank=rank, relevance=float(row[-1]))
+            SearchHit(
+                chunk=chunk_from_row(row),
+                score=float(row[-2] or 0.0),
+                rank=rank,
+                relevance=float(row[-1] or 0.0),
+            )
             for rank, row in enumerate(rows, start=1)
         ]
 

@@ -45,6 +45,12 @@ class VectorUpkeep(StoreBase):
                 raise StoreError(
                     f"embedder {embedder.name!r}: returned {len(vectors)} vectors for {len(batch)} texts"
                 )
+            shape = getattr(vectors, "shape", None)
+            if shape is not None and len(shape) == 2 and shape[1] == dims:
+                # a 2-D array (numpy or alike): packed in one call, not float by float
+                matrix = vector_index.as_float32(vectors)
+                out.extend(matrix[i].tobytes() for i in range(len(batch)))
+                continue
             for vector in vectors:
                 if len(vector) != dims:
                     raise StoreError(

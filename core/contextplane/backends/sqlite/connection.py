@@ -68,9 +68,11 @@ def adopt(conn: apsw.Connection, legacy: str | os.PathLike[str] | None, tables: 
                     ).fetchone()
                     if found is None:
                         continue
-                    columns = ", ".join(f'"{r[1]}"' for r in conn.execute(f'PRAGMA main.table_info("{table}")'))
+                    info = conn.execute(f'PRAGMA main.table_info("{table}")')
+                    columns = ", ".join(f'"{r[1]}"' for r in info)
                     conn.execute(
-                        f'INSERT OR IGNORE INTO main."{table}" ({columns}) SELECT {columns} FROM legacy."{table}"'
+                        f'INSERT OR IGNORE INTO main."{table}" ({columns}) '
+                        f'SELECT {columns} FROM legacy."{table}"'
                     )
                     copied += int(conn.changes())
                 conn.execute("INSERT INTO _records_meta(key, value) VALUES (?, ?)", (key, str(copied)))

@@ -30,7 +30,9 @@ CREATE INDEX IF NOT EXISTS injection_log_session ON injection_log(session_id, tu
 class SQLiteInjectionLog:
     """``InjectionLog`` in one SQLite file."""
 
-    def __init__(self, path: str | os.PathLike[str], *, adopt_from: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, adopt_from: str | os.PathLike[str] | None = None
+    ) -> None:
         """``adopt_from``: the memory file an earlier version kept this log in (copied once)."""
         self.path = str(path)
         self._conn = connect(self.path, SCHEMA, "the injection log")
