@@ -260,7 +260,7 @@ def bench_size(work: Path, n: int, scopes: int, count: int, profile: bool) -> No
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000])
     parser.add_argument("--million", action="store_true", help="add N = 1,000,000 (one scope)")
     parser.add_argument("--layouts", type=int, nargs="+", default=[1, SCOPES], help="scope counts")
     parser.add_argument("--queries", type=int, default=200, help="questions per run (1M: half)")

@@ -21,6 +21,7 @@ import click
 
 from contextplane.errors import ContextPlaneError
 from contextplane.memory.model import DELIVERY_POLICIES, MEMORY_KINDS, REVIEW_STATES, MemoryChunk
+from contextplane.plugins import get_host
 from contextplane.store import default_db_path, migrate
 from contextplane.store.protocol import SearchHit
 from contextplane.store.sqlite import SQLiteKnowledgeStore, connect
@@ -340,7 +341,10 @@ def expire_command(
 def reindex_command(rebuild: bool, db: Path | None, as_json: bool) -> None:
     """Embed rows that have no vector, then retrain the vector index (off the write path: a
     store past 65,536 vectors is never retrained inside a write)."""
-    with _open(db, create=False) as store:
+    ctx = click.get_current_context()
+    given = ctx.obj.get("embedder") if isinstance(ctx.obj, dict) else None
+    embedder = given if given is not None else get_host().embedder()
+    with SQLiteKnowledgeStore(db or default_db_path(), embedder=embedder, create=False) as store:
         if not store.vectors_enabled:
             raise click.ClickException(
                 f"{store.path}: no embedder configured, so there is no vector index to rebuild; "
