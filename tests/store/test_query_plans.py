@@ -49,7 +49,7 @@ def search_params(exact: bool) -> tuple[str, dict[str, Any]]:
 
 def test_the_store_analyzed_itself(store: SQLiteKnowledgeStore) -> None:
     stats = dict(store.conn.execute("SELECT idx, stat FROM sqlite_stat1 WHERE tbl = 'chunks'").fetchall())
-    assert {"chunks_policy_scope", "chunks_namespace"} <= set(stats)
+    assert {"chunks_always", "chunks_namespace"} <= set(stats)
     assert m.meta_get(store.conn, m.ANALYZED_ROWS) is not None
 
 
@@ -59,7 +59,7 @@ def test_always_on_list_reads_by_policy_and_scope(store: SQLiteKnowledgeStore) -
         namespace=None, namespaces=SCOPES, limit=None, now=None,
     )
     steps = plan(store, statement, params)
-    assert any("USING INDEX chunks_policy_scope (delivery_policy=? AND namespace=?)" in s for s in steps), steps
+    assert any("USING INDEX chunks_always (namespace=?)" in s for s in steps), steps
     assert not any("chunks_namespace" in s for s in steps), steps
 
 
@@ -75,7 +75,7 @@ def test_search_drives_from_the_legs_not_the_scope_index(
     chunk_reads = [s for s in steps if re.match(r"(SCAN|SEARCH) c( |$)", s)]
     assert chunk_reads and all(s == "SEARCH c USING INTEGER PRIMARY KEY (rowid=?)" for s in chunk_reads), steps
     assert any(s.startswith("SCAN chunks_fts VIRTUAL TABLE INDEX 0:M") for s in steps), steps
-    assert not any("chunks_namespace" in s or "chunks_policy_scope" in s for s in steps), steps
+    assert not any("chunks_namespace" in s or "chunks_always" in s for s in steps), steps
     if hybrid:  # the vector leg reads each probed list as one key range
         assert "SEARCH cv USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)" in steps, steps
 
@@ -87,4 +87,4 @@ def test_read_indexes_step_is_idempotent(tmp_path: Path) -> None:
         s.conn.execute("DELETE FROM _kb_meta WHERE key = ?", (m.READ_INDEXES,))
         assert m.ensure_read_indexes(s.conn) is True  # IF NOT EXISTS: re-running creates nothing twice
         names = [r[0] for r in s.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")]
-        assert names.count("chunks_policy_scope") == 1
+        assert names.count("chunks_always") == 1

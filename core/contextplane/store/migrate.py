@@ -521,10 +521,11 @@ _STEM_TRIGGERS: Final[tuple[str, ...]] = (
     f"WHEN {_COVERED.format(id='old.id')} BEGIN {_STEM_DELETE}; {_STEM_ADD}; END",
 )
 
-#: The always-on list reads 20 rows by policy and scope instead of every row in scope; the
-#: namespace index alone made the planner scan the whole scope (274 ms at 1M).
+#: The always-on list reads its 20 rows by scope from an index of only the always-on rows,
+#: instead of every row in scope (the namespace index alone: 274 ms at 1M). Partial, so it is
+#: tiny and building it is one table scan (no sort of a million keys inside a migration).
 _READ_INDEX_SQL: Final[tuple[str, ...]] = (
-    "CREATE INDEX IF NOT EXISTS chunks_policy_scope ON chunks(delivery_policy, namespace)",
+    "CREATE INDEX IF NOT EXISTS chunks_always ON chunks(namespace, id) WHERE delivery_policy = 'always'",
 )
 
 

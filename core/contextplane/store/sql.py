@@ -89,11 +89,14 @@ def list_sql(
         )
     if delivery_policy is not None:
         params["policy"] = validate_delivery_policy(delivery_policy)
-        clauses.append(
-            "(c.delivery_policy = :policy OR c.delivery_policy IS NULL)"
-            if delivery_policy == "retrieved"
-            else "c.delivery_policy = :policy"
-        )
+        if params["policy"] == "always":  # a literal, so the partial index chunks_always applies
+            clauses.append("c.delivery_policy = 'always'")
+        else:
+            clauses.append(
+                "(c.delivery_policy = :policy OR c.delivery_policy IS NULL)"
+                if delivery_policy == "retrieved"
+                else "c.delivery_policy = :policy"
+            )
     if namespace is not None:
         params["namespace"] = validate_text(namespace, "namespace")
         clauses.append("c.namespace = :namespace")
