@@ -54,7 +54,9 @@ def connect(
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         conn.execute("PRAGMA journal_mode = WAL").fetchone()
         conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA mmap_size = 1073741824")
+        # Map the whole file (address space only; pages still come from the OS cache): past
+        # the map every page is a pread and a copy, and a million memories make a 3 GB file.
+        conn.execute("PRAGMA mmap_size = 68719476736")
         conn.execute("PRAGMA cache_size = -65536")
         conn.execute("PRAGMA temp_store = MEMORY")
     except (apsw.NotADBError, apsw.CorruptError) as exc:
