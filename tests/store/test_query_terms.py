@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
@@ -40,11 +39,16 @@ def test_frequent_terms_are_left_out_of_the_match(db_path: Path, monkeypatch: py
         plan = store._term_stats.plan(store.conn, "common zanzibar")
         assert plan.expression == '"zanzibar"'  # "common" is in 41 of 41 rows: no information
         assert plan.postings == 1
-        # the ideal still counts the dropped term (near-zero IDF) and the kept one
+        # the ideal still counts the dropped term (IDF near zero) and the kept one
         assert plan.ideal == pytest.approx(qt.fts5_idf(41, 4) + qt.fts5_idf(41, 1), rel=0.5)
         assert [h.chunk.id for h in store.search("common zanzibar", 3)] == [rare]
-        # alone, the rarest present term is kept: the question still finds something
-        assert store._term_stats.plan(store.conn, "common").expression == '"common"'
+        # alone, the rarest present term is kept: the question still finds something, but
+        # matching only a word in every row is never a full answer (the ideal is at least the
+        # IDF of a term at the frequency cap)
+        plan = store._term_stats.plan(store.conn, "common volcano")
+        assert plan.expression == '"common"' and plan.ideal == pytest.approx(qt.fts5_idf(41, 4))
+        hits = store.search("common volcano", 5)
+        assert hits and max(h.relevance or 0 for h in hits) < 0.01
 
 
 def test_document_frequencies_are_cached_and_bounded(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,13 +92,11 @@ def test_relevance_is_the_idf_weighted_share_of_the_query(store: SQLiteKnowledge
     expected = qt.fts5_idf(n, 2) / (qt.fts5_idf(n, 2) + qt.fts5_idf(n, 1))
     assert hits[one].relevance == pytest.approx(expected, abs=0.1)
     assert hits[one].score < hits[both].score
-    # a term no row contains counts against every row at full weight
+    # a term no row contains does not count: "continue", "finish" in a question are not a
+    # reason to drop the memory that answers the rest of it
     partial = store.search("zanzibar ferry volcano", 5)[0]
-    assert partial.chunk.id == both
-    assert partial.relevance == pytest.approx(
-        (qt.fts5_idf(n, 2) + qt.fts5_idf(n, 1)) / (qt.fts5_idf(n, 2) + qt.fts5_idf(n, 1) + math.log(n / 0.5 + 1)),
-        abs=0.1,
-    )
+    assert partial.chunk.id == both and partial.relevance == pytest.approx(1.0, abs=0.05)
+
 
 
 def test_hybrid_relevance_is_at_most_one_and_ranks_the_full_match_first(db_path: Path) -> None:
@@ -106,3 +108,26 @@ def test_hybrid_relevance_is_at_most_one_and_ranks_the_full_match_first(db_path:
         assert hits[0].chunk.id == both
         assert all(h.relevance is not None and 0 <= h.relevance <= 1 for h in hits)
         assert all(0 <= h.score <= 2 for h in hits)
+
+
+@pytest.mark.parametrize("hybrid", [False, True], ids=["fts", "hybrid"])
+def test_a_small_scope_widens_in_steps_and_remembers_the_width(db_path: Path, hybrid: bool) -> None:
+    with SQLiteKnowledgeStore(db_path, embedder=HashEmbedder() if hybrid else None) as store:
+        store.add_chunks(
+            {"content": f"deploy window note {i}", "namespace": f"project:p{i % 20}"} for i in range(600)
+        )
+        scope = ["project:p3"]
+        hits = store.search("deploy window", 10, namespaces=scope)
+        # 80 unfiltered candidates hold ~4 rows of this scope: widened 4x (320 candidates, ~16)
+        assert len(hits) == 10 and {h.chunk.namespace for h in hits} == {"project:p3"}
+        assert store._widths[("project:p3",)] == 4
+        # the next search in the same scopes starts at that width and finds the same rows
+        assert [h.chunk.id for h in store.search("deploy window", 10, namespaces=scope)] == [
+            h.chunk.id for h in hits
+        ]
+        # a scope too small for any fast width falls back to filtering every candidate
+        store.add_chunk("deploy window note lone", namespace="project:lone")
+        assert [h.chunk.content for h in store.search("deploy window", 10, namespaces=["project:lone"])] == [
+            "deploy window note lone"
+        ]
+        assert store._widths[("project:lone",)] == 16

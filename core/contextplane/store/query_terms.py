@@ -13,12 +13,17 @@ still injected memories matched on "to" and "me". So the leg scores only *meanin
 Each term's document frequency is counted once, bounded (never more postings than the
 frequency cap), and cached per store until the row count moves by a tenth.
 
-The *ideal* score is what a row matching every meaningful term once would score (the sum of
-their IDFs, with FTS5's own formula); ``-bm25 / ideal`` is then the IDF-weighted share of the
-query a row matches, a relevance in [0, 1] that means the same at 1k and 1M rows, which is what
-the relevance floor (``context.min_relevance``) compares against. Terms no row contains count
-in the ideal at full weight: a question about things the store has never heard of matches a
-small share of itself.
+The *ideal* score is what a row matching every meaningful term the store knows would score
+(the sum of their IDFs, with FTS5's own formula); ``-bm25 / ideal`` is then the IDF-weighted
+share of the query a row matches, a relevance in [0, 1] that means the same at 1k and 1M rows,
+which is what the relevance floor (``context.min_relevance``) compares against.
+
+Terms no row contains are left out of the ideal: conversational questions carry words no
+memory has ("continue the goal: finish the canary"), and counting them would push every answer
+below the floor; a question about things the store has never heard of matches no row anyway.
+When every term the store knows is too common to score, the rarest is kept and the ideal is
+at least the IDF of a term at the frequency cap, so a question whose only matches are common
+words cannot reach full relevance.
 """
 
 from __future__ import annotations
@@ -114,11 +119,13 @@ class TermStats:
         total = indexed_rows(conn)
         cap = max(MIN_DOC_CAP, int(total * MAX_DOC_SHARE))
         frequencies = self._frequencies(conn, terms, total, cap)
-        ideal = sum(fts5_idf(total, frequencies[t]) for t in terms)
         present = [t for t in terms if frequencies[t] > 0]
+        ideal = sum(fts5_idf(total, frequencies[t]) for t in present)
         kept = [t for t in present if frequencies[t] <= cap]
         if not kept and present:
+            # only common words matched: keep the rarest, and never call its rows a full answer
             kept = [min(present, key=lambda t: frequencies[t])]
+            ideal = max(ideal, fts5_idf(total, cap))
         postings = sum(frequencies[t] for t in kept)
         return FtsPlan(" OR ".join(kept) if kept else None, ideal, postings)
 
