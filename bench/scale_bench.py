@@ -24,7 +24,8 @@ compose p50/p95 (ms of wall time, and of the thread's CPU time: the machine may 
 CPU time is what contention does not inflate) with and without the embedder, relevance (the share of questions whose
 target memory is delivered, with and without the embedder), the retrieved rows delivered for
 off-corpus questions (target: none), and, to explain the compose figure, the p50 of the two
-memory reads alone (``search``, ``list_chunks``) and of compose with ``record=False``.
+memory reads alone (``search``, ``list_chunks``) and of compose recorded and unrecorded,
+alternated question by question (a recorded turn that slowed the next turn's reads shows here).
 
 Targets (issue 11): compose p50 <= 8 ms and p95 <= 12 ms at 100k in one scope; p50 <= 50 ms at
 1M; 20 scopes p95 <= 2x the one-scope p95 at 100k; relevance at 100k >= 0.38 (the figure
@@ -170,27 +171,35 @@ def run_queries(
 
 
 def explain(backend: SQLiteBackend, host: PluginHost, questions: Sequence[str]) -> dict[str, float]:
-    """p50 of the pieces: search alone, the always-on list alone, compose unrecorded."""
+    """p50 of the pieces: search alone, the always-on list alone, and compose with and without
+    recording: the same questions in blocks of 10, each block run both ways, which first
+    alternating (a recording that slowed the next turn's reads shows as the difference)."""
     store = backend.memories
     scopes = ["", "project:p0", "session:bench-0"]
-    search, listing, unrecorded = [], [], []
+    search, listing = [], []
+    composed: dict[bool, list[float]] = {False: [], True: []}
     for q in questions:
         with store.consistent_read() as view:
             search.append(timed(lambda q=q: view.search(q, RETRIEVED_K, deliverable=True, namespaces=scopes)))
             listing.append(
                 timed(lambda: view.list_chunks(deliverable=True, delivery_policy="always", namespaces=scopes))
             )
-        unrecorded.append(
-            timed(
-                lambda q=q: compose_projected_context(
-                    q, backend, None, {}, session_id="bench-0", budget_tokens=BUDGET_TOKENS, record=False, host=host
+    for b, at in enumerate(range(0, len(questions), 10)):
+        for record in (False, True) if b % 2 == 0 else (True, False):
+            for i, q in enumerate(questions[at : at + 10], start=at):
+                composed[record].append(
+                    timed(
+                        lambda q=q, i=i, record=record: compose_projected_context(
+                            q, backend, None, {}, session_id="bench-0", turn_index=i,
+                            budget_tokens=BUDGET_TOKENS, record=record, host=host,
+                        )
+                    )
                 )
-            )
-        )
     return {
         "search_p50": statistics.median(search),
         "list_always_p50": statistics.median(listing),
-        "compose_unrecorded_p50": statistics.median(unrecorded),
+        "compose_unrecorded_p50": statistics.median(composed[False]),
+        "compose_recorded_p50": statistics.median(composed[True]),
     }
 
 

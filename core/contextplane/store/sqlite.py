@@ -4,12 +4,13 @@ Why apsw: the stdlib ``sqlite3`` here cannot load extensions. WAL lets readers r
 writer; a busy timeout plus ``BEGIN IMMEDIATE`` makes concurrent writers (threads or
 processes) wait instead of failing (``connection``).
 
-Search is hybrid when an embedder is configured: a BM25 top-n from FTS5 and a vector top-n,
-fused by reciprocal rank (RRF, k=60) in one SQL statement. Without an embedder, or when
-sqlite-vec cannot be loaded (one warning at open), search is FTS-only. Each leg first takes
-its best ``8k`` (at least 80) candidates unfiltered, then joins and filters only those (scope,
-deliverable); if that leaves fewer than ``k`` results the statement is re-run with every
-candidate filtered before the cut, so filters can slow a search down but never hide a row.
+Search is hybrid when an embedder is configured: a BM25 top-n from FTS5 over the query's
+meaningful terms (``query_terms``) and a vector top-n, fused by relevance in one SQL statement
+(``sql.search_sql``). Without an embedder, or when sqlite-vec cannot be loaded (one warning at
+open), search is FTS-only. Each leg first takes its best ``8k`` (at least 80) candidates
+unfiltered, then joins and filters only those (scope, deliverable); if that leaves fewer than
+``k`` results the candidates are widened 4x, then 16x, then every candidate is filtered before
+the cut, so filters can slow a search down but never hide a row.
 
 The vector leg is an inverted-file (IVF) index over sqlite-vec distances, in ``vector_index``
 (its layout, training, and why IVF rather than sqlite-vec's ``vec0`` KNN). The store is one
@@ -250,9 +251,11 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         now: datetime | None = None,
         _on: StoreView | None = None,
     ) -> list[SearchHit]:
-        """Hybrid (BM25 + vector, fused by reciprocal rank) or FTS-only search. Raw user text is
-        never FTS syntax (see ``fts_query``). ``include_superseded`` admits superseded rows but
-        still never rejected, expired or otherwise-invalidated ones."""
+        """Hybrid (BM25 + vector, fused by relevance) or FTS-only search; each hit carries
+        its relevance (0 to 1, see ``SearchHit``). Raw user text is never FTS syntax (see
+        ``fts_query``); function words and terms too common to inform are not scored.
+        ``include_superseded`` admits superseded rows but still never rejected, expired or
+        otherwise-invalidated ones."""
         validate_text(query, "query")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
