@@ -148,7 +148,7 @@ def test_v2_store_migrates_and_every_public_read_and_write_works(tmp_path: Path)
         assert {
             "chunks_content_hash",
             "chunks_subject",
-            "chunks_delivery_policy",
+            "chunks_always",  # the one always-on index (issue 11's read path)
             "chunk_history_chunk",
         } <= indexes
         started = m.meta_get(store.conn, m.HISTORY_STARTED_KEY)
