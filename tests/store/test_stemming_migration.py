@@ -75,7 +75,9 @@ def test_a_killed_build_resumes_and_keeps_every_write_made_meanwhile(tmp_path: P
     assert matches(conn, "deploy")[-1] == 12
     config = dict(conn.execute("SELECT k, v FROM chunks_fts_config").fetchall())
     assert config["hashsize"] == m.FTS_CONFIG["hashsize"] and config["automerge"] == m.FTS_CONFIG["automerge"]
-    triggers = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    triggers = {
+        r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'chunks'")
+    }
     assert triggers == {"chunks_fts_ai", "chunks_fts_ad", "chunks_fts_au"}
     assert m.migrate_stemming(conn) == 0  # done: a no-op
     # the v1 upgrade path recognises the stemmed definition and does not rebuild it away

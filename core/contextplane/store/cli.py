@@ -490,8 +490,7 @@ def reindex_command(rebuild: bool, config_path: str | None, db: Path | None, as_
     if as_json:
         click.echo(json.dumps({"embedded": count, "lists": lists}))
     else:
-        trained = f"; vector index trained with {lists} lists" if lists else ""
-        click.echo(f"embedded {count} memories{trained}")
+        click.echo(f"embedded {count} memories")
 
 
 @click.command("migrate", cls=Command)

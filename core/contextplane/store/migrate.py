@@ -1142,8 +1142,10 @@ def migrate_stemming(
             for key, value in FTS_CONFIG.items():
                 conn.execute(f"INSERT INTO {_STEM_TABLE}({_STEM_TABLE}, rank) VALUES (?, ?)", (key, value))
             high = int(scalar(conn, "SELECT coalesce(max(id), 0) FROM chunks"))
+            # below the lowest id: a version-1 store may hold ids of 0 and below
+            low = int(scalar(conn, "SELECT min(coalesce(min(id), 1), 1) - 1 FROM chunks"))
             _meta_set(conn, _STEM_HIGH, str(high))
-            _meta_set(conn, _STEM_CURSOR, "0")
+            _meta_set(conn, _STEM_CURSOR, str(low))
             for trigger in _STEM_TRIGGERS:
                 conn.execute(trigger)
     total = stemming_rows_left(conn)

@@ -670,11 +670,14 @@ class StoreAsyncChecks(_StoreBase):
 
     async def _async_parity(self, store: KnowledgeStore, req: Requirement) -> None:
         # Each write is made twice, once through each form, on twin rows; the twins must end up
-        # alike. What the lifecycle itself must do is the other checks' business.
+        # alike. What the lifecycle itself must do is the other checks' business. Twins differ in
+        # their text: a store that consolidates exact duplicates would make them one row.
         scope = "project:a"
         ids = {
-            "sync": store.add_chunk("kiwi orchard", "general", "operator", namespace=scope),
-            "async": await aio.aadd_chunk(store, "kiwi orchard", "general", "operator", namespace=scope),
+            "sync": store.add_chunk("kiwi orchard (sync)", "general", "operator", namespace=scope),
+            "async": await aio.aadd_chunk(
+                store, "kiwi orchard (async)", "general", "operator", namespace=scope
+            ),
         }
         await aio.aadd_chunk(store, "banana stand", "hot", "operator")
         store.add_chunk("kiwi pending note", "general", "extracted")
@@ -690,10 +693,13 @@ class StoreAsyncChecks(_StoreBase):
             _shape(async_review) == _shape(sync_review),
             f"aset_review_state returned {_shape(async_review)}, set_review_state {_shape(sync_review)}",
         )
-        twins = [store.add_chunk("plum tree pruning", "general", "operator") for _ in range(2)]
+        twins = [
+            store.add_chunk(f"plum tree pruning ({form})", "general", "operator")
+            for form in ("sync", "async")
+        ]
         successors = (
-            store.supersede(twins[0], "plum tree pruning in March"),
-            await aio.asupersede(store, twins[1], "plum tree pruning in March"),
+            store.supersede(twins[0], "plum tree pruning in March (sync)"),
+            await aio.asupersede(store, twins[1], "plum tree pruning in March (async)"),
         )
         for what, pair in (("the old row", twins), ("the successor", successors)):
             a, b = store.get(pair[0]), store.get(pair[1])
