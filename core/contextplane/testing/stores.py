@@ -670,11 +670,13 @@ class StoreAsyncChecks(_StoreBase):
 
     async def _async_parity(self, store: KnowledgeStore, req: Requirement) -> None:
         # Each write is made twice, once through each form, on twin rows; the twins must end up
-        # alike. What the lifecycle itself must do is the other checks' business.
+        # alike. What the lifecycle itself must do is the other checks' business. The twins'
+        # texts differ, so consolidation on write (an exact duplicate returns the existing row)
+        # keeps them two rows.
         scope = "project:a"
         ids = {
-            "sync": store.add_chunk("kiwi orchard", "general", "operator", namespace=scope),
-            "async": await aio.aadd_chunk(store, "kiwi orchard", "general", "operator", namespace=scope),
+            "sync": store.add_chunk("kiwi orchard east", "general", "operator", namespace=scope),
+            "async": await aio.aadd_chunk(store, "kiwi orchard west", "general", "operator", namespace=scope),
         }
         await aio.aadd_chunk(store, "banana stand", "hot", "operator")
         store.add_chunk("kiwi pending note", "general", "extracted")
@@ -690,10 +692,12 @@ class StoreAsyncChecks(_StoreBase):
             _shape(async_review) == _shape(sync_review),
             f"aset_review_state returned {_shape(async_review)}, set_review_state {_shape(sync_review)}",
         )
-        twins = [store.add_chunk("plum tree pruning", "general", "operator") for _ in range(2)]
+        twins = [
+            store.add_chunk(f"plum tree pruning {side}", "general", "operator") for side in ("north", "south")
+        ]
         successors = (
-            store.supersede(twins[0], "plum tree pruning in March"),
-            await aio.asupersede(store, twins[1], "plum tree pruning in March"),
+            store.supersede(twins[0], "plum tree pruning north in March"),
+            await aio.asupersede(store, twins[1], "plum tree pruning south in March"),
         )
         for what, pair in (("the old row", twins), ("the successor", successors)):
             a, b = store.get(pair[0]), store.get(pair[1])
