@@ -32,18 +32,18 @@ async def alist_chunks(store: Any, **filters: Any) -> list[MemoryChunk]:
     return list(await asyncio.to_thread(store.list_chunks, **filters))
 
 
+def _as_id(value: Any) -> str:
+    """The id as a ``str``; a ``str`` subclass (the embedded store's ``WriteOutcome``, which also
+    says what consolidation did) is returned as it is, as the synchronous write returns it."""
+    return value if isinstance(value, str) else str(value)
+
+
 async def aadd_chunk(store: Any, content: str, *args: Any, **attrs: Any) -> str:
     """``store.add_chunk(content, ...)`` off the loop; returns the new id."""
     native = getattr(store, "aadd_chunk", None)
     if native is not None:
         return _as_id(await native(content, *args, **attrs))
     return _as_id(await asyncio.to_thread(store.add_chunk, content, *args, **attrs))
-
-
-def _as_id(value: Any) -> str:
-    """The id a write returned, as a ``str``; a ``str`` subclass (the embedded store's
-    ``WriteOutcome``, which says what consolidation did) is kept as it is."""
-    return value if isinstance(value, str) else str(value)
 
 
 async def asupersede(store: Any, old_id: str, content: str, **attrs: Any) -> str:

@@ -670,14 +670,13 @@ class StoreAsyncChecks(_StoreBase):
 
     async def _async_parity(self, store: KnowledgeStore, req: Requirement) -> None:
         # Each write is made twice, once through each form, on twin rows; the twins must end up
-        # alike. What the lifecycle itself must do is the other checks' business. Twins differ in
-        # their text: a store that consolidates exact duplicates would make them one row.
+        # alike. What the lifecycle itself must do is the other checks' business. The twins'
+        # texts differ, so consolidation on write (an exact duplicate returns the existing row)
+        # keeps them two rows.
         scope = "project:a"
         ids = {
-            "sync": store.add_chunk("kiwi orchard (sync)", "general", "operator", namespace=scope),
-            "async": await aio.aadd_chunk(
-                store, "kiwi orchard (async)", "general", "operator", namespace=scope
-            ),
+            "sync": store.add_chunk("kiwi orchard east", "general", "operator", namespace=scope),
+            "async": await aio.aadd_chunk(store, "kiwi orchard west", "general", "operator", namespace=scope),
         }
         await aio.aadd_chunk(store, "banana stand", "hot", "operator")
         store.add_chunk("kiwi pending note", "general", "extracted")
@@ -694,12 +693,11 @@ class StoreAsyncChecks(_StoreBase):
             f"aset_review_state returned {_shape(async_review)}, set_review_state {_shape(sync_review)}",
         )
         twins = [
-            store.add_chunk(f"plum tree pruning ({form})", "general", "operator")
-            for form in ("sync", "async")
+            store.add_chunk(f"plum tree pruning {side}", "general", "operator") for side in ("north", "south")
         ]
         successors = (
-            store.supersede(twins[0], "plum tree pruning in March (sync)"),
-            await aio.asupersede(store, twins[1], "plum tree pruning in March (async)"),
+            store.supersede(twins[0], "plum tree pruning north in March"),
+            await aio.asupersede(store, twins[1], "plum tree pruning south in March"),
         )
         for what, pair in (("the old row", twins), ("the successor", successors)):
             a, b = store.get(pair[0]), store.get(pair[1])
