@@ -60,6 +60,28 @@ def test_document_frequencies_are_cached_and_bounded(db_path: Path, monkeypatch:
         assert stats._df == {'"common"': 6}  # counted up to the cap (10% of 50 = 5) plus one
 
 
+def test_frequencies_are_cached_per_corpus_version_so_a_plan_is_a_function_of_the_corpus(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(qt, "MIN_DOC_CAP", 3)
+    with SQLiteKnowledgeStore(db_path) as store:
+        store.add_chunks([{"content": f"filler row {i}"} for i in range(100)])
+        rare = store.add_chunk("the kiwi orchard")
+        stats = qt.TermStats()
+        before = stats.plan(store.conn, "kiwi orchard")
+        counted: list[str] = []
+        store.conn.exec_trace = lambda _c, sql, _b: counted.append(sql) or True
+        assert stats.plan(store.conn, "kiwi orchard") == before  # same corpus: from the cache
+        assert not [q for q in counted if "MATCH" in q]
+        store.conn.exec_trace = None
+        # one more row with "kiwi" and the row count moves by 1% (an approximate cache would
+        # keep the old frequency): the plan must be the one a fresh count gives
+        store.add_chunk("kiwi jam recipe")
+        after = stats.plan(store.conn, "kiwi orchard")
+        assert after == qt.TermStats().plan(store.conn, "kiwi orchard") and after != before
+        assert store.get(rare) is not None
+
+
 def test_indexed_rows_reads_the_fts_averages_record(store: SQLiteKnowledgeStore) -> None:
     assert qt.indexed_rows(store.conn) == 0
     store.add_chunks([{"content": f"row {i}"} for i in range(300)])

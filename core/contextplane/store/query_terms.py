@@ -11,7 +11,12 @@ still injected memories matched on "to" and "me". So the leg scores only *meanin
   the MATCH expression, unless no other term remains (then the rarest one is kept).
 
 Each term's document frequency is counted once, bounded (never more postings than the
-frequency cap), and cached per store until the row count moves by a tenth.
+frequency cap), and cached per *corpus version*: the store's history position (every write
+that adds or removes an indexed row appends a history event), or, for an as-of view with its
+own full-text index, the position it shows. So the plan is a pure function of the corpus the
+read sees, and a replayed turn scores exactly as it did (an approximate cache, e.g. "until
+the row count moves by a tenth", made a replay against the as-of view keep or drop a row the
+turn had not).
 
 The *ideal* score is what a row matching every meaningful term the store knows would score
 (the sum of their IDFs, with FTS5's own formula); ``-bm25 / ideal`` is then the IDF-weighted
@@ -30,7 +35,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, Final
 
 import apsw
@@ -38,8 +43,8 @@ import attrs
 
 from contextplane.store.fts_query import MAX_TERMS, fts_terms
 
-#: A row count change smaller than this share keeps cached document frequencies.
-_STALE_SHARE: Final[float] = 0.1
+#: Corpus versions whose frequencies are kept at once (the present and a few as-of views).
+_VERSIONS_KEPT: Final[int] = 4
 #: Terms in more than this share of rows are not scored (see the module docstring), once the
 #: share is worth skipping: a posting list of ``MIN_DOC_CAP`` rows costs well under a millisecond.
 MAX_DOC_SHARE: Final[float] = 0.1
@@ -103,22 +108,42 @@ def indexed_rows(conn: apsw.Connection, table: str = "chunks_fts") -> int:
     return _varint(bytes(row[0])) if row is not None and row[0] else 0
 
 
+def corpus_version(conn: apsw.Connection) -> Hashable:
+    """The present corpus's version on ``conn``: the last history position (``chunk_history``
+    seq), or, for a store without a history (older schema, read-only), its indexed row count
+    and the full-text index's structure record (which changes on every write to the index)."""
+    try:
+        row: Any = conn.execute("SELECT max(seq) FROM main.chunk_history").fetchone()
+        return ("history", row[0])
+    except apsw.SQLError:
+        block: Any = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 10").fetchone()
+        return ("structure", indexed_rows(conn), bytes(block[0]) if block and block[0] else b"")
+
+
 class TermStats:
-    """Cached, bounded document frequencies of query terms, per store (thread-safe)."""
+    """Bounded document frequencies of query terms, cached per corpus version (thread-safe)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._df: dict[str, int] = {}
-        self._rows = 0
+        #: corpus version -> term -> bounded document frequency, oldest version first.
+        self._versions: dict[Hashable, dict[str, int]] = {}
 
-    def plan(self, conn: apsw.Connection, text: str) -> FtsPlan:
-        """The MATCH expression of the meaningful, informative terms of ``text`` and its ideal."""
+    @property
+    def _df(self) -> dict[str, int]:
+        """The newest version's frequencies (for tests and diagnostics)."""
+        with self._lock:
+            return dict(next(reversed(self._versions.values()), {}))
+
+    def plan(self, conn: apsw.Connection, text: str, version: Hashable | None = None) -> FtsPlan:
+        """The MATCH expression of the meaningful, informative terms of ``text`` and its ideal.
+        ``version`` names the corpus ``conn`` reads (``corpus_version`` when None)."""
         terms = meaningful_words(text)
         if not terms:
             return FtsPlan(None, 0.0)
         total = indexed_rows(conn)
         cap = max(MIN_DOC_CAP, int(total * MAX_DOC_SHARE))
-        frequencies = self._frequencies(conn, terms, total, cap)
+        key = (corpus_version(conn) if version is None else version, total)
+        frequencies = self._frequencies(conn, terms, key, cap)
         present = [t for t in terms if frequencies[t] > 0]
         ideal = sum(fts5_idf(total, frequencies[t]) for t in present)
         kept = [t for t in present if frequencies[t] <= cap]
@@ -130,13 +155,11 @@ class TermStats:
         return FtsPlan(" OR ".join(kept) if kept else None, ideal, postings)
 
     def _frequencies(
-        self, conn: apsw.Connection, terms: Sequence[str], total: int, cap: int
+        self, conn: apsw.Connection, terms: Sequence[str], key: Hashable, cap: int
     ) -> dict[str, int]:
         with self._lock:
-            if abs(total - self._rows) > _STALE_SHARE * max(self._rows, 1) or len(self._df) > _CACHE_LIMIT:
-                self._df.clear()
-                self._rows = total
-            known = {t: self._df[t] for t in terms if t in self._df}
+            cached = self._versions.get(key, {})
+            known = {t: cached[t] for t in terms if t in cached}
         for term in terms:
             if term not in known:
                 # Bounded: a term past the cap is "too common" and its count stops there.
@@ -146,5 +169,11 @@ class TermStats:
                 ).fetchone()
                 known[term] = int(row[0])
         with self._lock:
-            self._df.update(known)
+            entry = self._versions.pop(key, None)
+            if entry is None or len(entry) > _CACHE_LIMIT:
+                entry = {}
+            entry.update(known)
+            self._versions[key] = entry  # newest last
+            while len(self._versions) > _VERSIONS_KEPT:
+                del self._versions[next(iter(self._versions))]
         return known

@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -392,7 +392,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         if vector is None and self._embedder is not None and query.strip():
             vector = self._embed([query])[0]
         with self._reading(_on) as conn:
-            plan = self._term_stats.plan(conn, query)
+            plan = self._term_stats.plan(conn, query, _corpus_of(_on))
             if plan.expression is None and vector is None:
                 return []
             if vector is not None:
@@ -515,7 +515,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             raise ValidationError(f"chunk_id: {chunk_id!r} names no memory")
         vector = self._embed([query])[0] if self._embedder is not None and query.strip() else None
         with self._reading(_on) as conn:
-            plan = self._term_stats.plan(conn, query)
+            plan = self._term_stats.plan(conn, query, _corpus_of(_on))
             indexed = plan.postings if vector is None else max(plan.postings, self._vector_count(conn))
             return ranks.trace(
                 conn,
@@ -531,6 +531,16 @@ class SQLiteKnowledgeStore(StoreLifecycle):
                 width=self._widths.get(None if namespaces is None else tuple(namespaces), 1),
                 widest=WIDEST,
             )
+
+
+def _corpus_of(view: StoreView | None) -> Hashable | None:
+    """The corpus an as-of view's own full-text index holds (the rows at its position), or None:
+    the read sees the present index, whose version ``query_terms.corpus_version`` reads."""
+    overlay = view.overlay if view is not None else None
+    if overlay is None or not overlay.exact_ranking or not (overlay.written_after or overlay.purged_after):
+        return None
+    return ("as_of", overlay.position.seq)
+
 
 
 class StoreView:
