@@ -40,11 +40,11 @@ import apsw
 import attrs
 import numpy as np
 
+from contextplane.backends.sqlite.connection import records_path
 from contextplane.errors import StoreError
 from contextplane.memory.model import read_timestamp
 from contextplane.memory.stamps import legacy_kind_and_policy
 from contextplane.memory.trust import initial_review_state, trust_tier
-from contextplane.backends.sqlite.connection import records_path
 from contextplane.store.connection import connect as connect_sqlite
 from contextplane_postgres import schema as pg_schema
 from contextplane_postgres.codec import enc, enc_opt
@@ -56,7 +56,12 @@ SOURCE_VERSIONS: Final[frozenset[int]] = frozenset({1, 2, 3})
 #: Source tables the copy leaves behind (this backend has no place for them yet).
 NOT_COPIED: Final[tuple[str, ...]] = ("chunk_history", "turn_inputs")
 #: The per-turn record tables the embedded backend keeps in its records file.
-RECORDS_FILE_TABLES: Final[tuple[str, ...]] = ("injection_log", "prompt_snapshots", "prefix_texts", "turn_inputs")
+RECORDS_FILE_TABLES: Final[tuple[str, ...]] = (
+    "injection_log",
+    "prompt_snapshots",
+    "prefix_texts",
+    "turn_inputs",
+)
 DEFAULT_BATCH_ROWS: Final[int] = 5_000
 
 BatchCallback = Callable[[str, int, int], None]

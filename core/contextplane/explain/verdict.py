@@ -376,7 +376,12 @@ def _below_relevance(turn: _Turn, chunk: MemoryChunk, memory_id: str) -> Verdict
         f"the search ranked it {hit.rank} for {request.query!r}, but its relevance "
         f"{hit.relevance:.3f} is below context.min_relevance = {floor:g} (it answers too little "
         "of the query to be injected)",
-        {"section": "retrieved", "rank": hit.rank, "relevance": round(hit.relevance, 6), "min_relevance": floor},
+        {
+            "section": "retrieved",
+            "rank": hit.rank,
+            "relevance": round(hit.relevance, 6),
+            "min_relevance": floor,
+        },
     )
 
 
