@@ -398,6 +398,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             if vector is not None:
                 params["v"] = vector
                 params["probes"] = self._probes(conn)
+                params["chance"] = vector_index.chance_similarity(conn, vector, self._vector_count(conn))
             params["q"] = plan.expression
             params["ideal"] = max(plan.ideal, 1e-6)
             statement = sql.search_sql(plan.expression, vector, where, exact=False)
