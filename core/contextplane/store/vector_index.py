@@ -24,6 +24,7 @@ import math
 import random
 import statistics
 import struct
+import threading
 import warnings
 from array import array
 from collections.abc import Callable, Iterable, Sequence
@@ -264,8 +265,8 @@ MIN_CALIBRATION: Final[int] = 64
 #: A normal distribution's standard deviation is 1.4826 median absolute deviations.
 _MAD_SIGMA: Final[float] = 1.4826
 _SAMPLED_SQL: Final[str] = (
-    "SELECT 1.0 - d * d / 2.0 FROM "
-    "(SELECT vec_distance_l2(s.embedding, vec_normalize(:v)) AS d FROM ({source}) AS s)"
+    "SELECT 1.0 - d * d / 2.0 FROM (SELECT vec_distance_l2(s.embedding, (SELECT vec_normalize(:v))) AS d "
+    "FROM ({source}) AS s)"
 )
 _CALIBRATION_SOURCE: Final[str] = (
     "SELECT embedding FROM _vec_calibration UNION ALL SELECT embedding FROM "
@@ -275,24 +276,72 @@ _CALIBRATION_SOURCE: Final[str] = (
 _FIRST_ROWS_SOURCE: Final[str] = (
     f"SELECT embedding FROM chunks_vec ORDER BY chunk_id LIMIT {CALIBRATION_SAMPLE}"
 )
+#: What identifies the kept sample: it changes only when ``train`` or ``clear`` runs.
+_SAMPLE_KEY_SQL: Final[str] = (
+    "SELECT (SELECT count(*) FROM _vec_calibration), (SELECT group_concat(key || '=' || value, ';') "
+    "FROM _kb_meta WHERE key IN ('vector_index_trained_on', 'vector_embedder', 'vector_dimensions'))"
+)
 
 
 def chance_similarity(conn: apsw.Connection, vector: bytes, rows: int) -> float:
     """The cosine similarity the best of ``rows`` unrelated stored vectors reaches for this
     query, by chance alone (see above); 0.0 when fewer than ``MIN_CALIBRATION`` vectors are
-    stored. In [0, 0.99]: the vector relevance ``(sim - chance) / (1 - chance)`` is defined."""
+    stored. In [0, 0.99]: the vector relevance ``(sim - chance) / (1 - chance)`` is defined.
+    The SQL path; ``ChanceLevel`` keeps the sample in memory when numpy is there."""
     found: Any
     try:
         found = conn.execute(_SAMPLED_SQL.format(source=_CALIBRATION_SOURCE), {"v": vector}).fetchall()
     except apsw.SQLError:  # a read-only store written before the calibration table existed
         found = conn.execute(_SAMPLED_SQL.format(source=_FIRST_ROWS_SOURCE), {"v": vector}).fetchall()
-    sims = [float(r[0]) for r in found]
+    return _chance_level([float(r[0]) for r in found], rows)
+
+
+def _chance_level(sims: Sequence[float], rows: int) -> float:
     if len(sims) < MIN_CALIBRATION:
         return 0.0
     centre = statistics.median(sims)
-    spread = _MAD_SIGMA * statistics.median(abs(s - centre) for s in sims)
-    chance = centre + spread * math.sqrt(2.0 * math.log(max(rows, 2)))
+    return _ceiling(centre, statistics.median([abs(s - centre) for s in sims]), rows)
+
+
+def _ceiling(centre: float, mad: float, rows: int) -> float:
+    """The expected best of ``rows`` draws: the median plus sqrt(2 ln rows) deviations."""
+    chance = centre + _MAD_SIGMA * mad * math.sqrt(2.0 * math.log(max(rows, 2)))
     return min(max(chance, 0.0), 0.99)
+
+
+class ChanceLevel:
+    """``chance_similarity`` with the kept sample held as a numpy matrix (thread-safe): one
+    matrix-vector product a query instead of ``CALIBRATION_SAMPLE`` SQL distance calls. The
+    sample is re-read when ``train`` or ``clear`` replaced it; a store with no kept sample yet
+    (never trained) measures on its first rows in SQL."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._key: Any = None
+        self._matrix: Any = None
+
+    def of(self, conn: apsw.Connection, vector: bytes, rows: int) -> float:
+        np = _numpy()
+        try:
+            key = conn.execute(_SAMPLE_KEY_SQL).fetchone()
+        except apsw.SQLError:
+            key = None
+        if np is None or key is None or not key[0]:
+            return chance_similarity(conn, vector, rows)
+        dims = len(vector) // 4
+        with self._lock:
+            if key != self._key or self._matrix is None or self._matrix.shape[1] != dims:
+                blobs = b"".join(bytes(r[0]) for r in conn.execute("SELECT embedding FROM _vec_calibration"))
+                self._matrix = np.frombuffer(blobs, dtype=np.float32).reshape(-1, dims)
+                self._key = key
+            matrix = self._matrix
+        query = np.frombuffer(vector, dtype=np.float32)
+        norm = float(np.linalg.norm(query))
+        sims = matrix @ (query / norm if norm > 0 else query)
+        if len(sims) < MIN_CALIBRATION:
+            return 0.0
+        centre = float(np.median(sims))
+        return _ceiling(centre, float(np.median(np.abs(sims - centre))), rows)
 
 
 def _keep_calibration(conn: apsw.Connection, ids: Sequence[int], rng: random.Random) -> None:
