@@ -276,10 +276,12 @@ _CALIBRATION_SOURCE: Final[str] = (
 _FIRST_ROWS_SOURCE: Final[str] = (
     f"SELECT embedding FROM chunks_vec ORDER BY chunk_id LIMIT {CALIBRATION_SAMPLE}"
 )
-#: What identifies the kept sample: it changes only when ``train`` or ``clear`` runs.
+#: What identifies the kept sample: it changes only when ``train`` or ``clear`` runs (or a
+#: purge deletes sampled rows). Index seeks only: counting the sample reads all its pages.
 _SAMPLE_KEY_SQL: Final[str] = (
-    "SELECT (SELECT count(*) FROM _vec_calibration), (SELECT group_concat(key || '=' || value, ';') "
-    "FROM _kb_meta WHERE key IN ('vector_index_trained_on', 'vector_embedder', 'vector_dimensions'))"
+    "SELECT (SELECT max(chunk_id) FROM _vec_calibration), (SELECT min(chunk_id) FROM _vec_calibration), "
+    "(SELECT group_concat(key || '=' || value, ';') FROM _kb_meta "
+    "WHERE key IN ('vector_index_trained_on', 'vector_embedder', 'vector_dimensions'))"
 )
 
 
@@ -326,7 +328,7 @@ class ChanceLevel:
             key = conn.execute(_SAMPLE_KEY_SQL).fetchone()
         except apsw.SQLError:
             key = None
-        if np is None or key is None or not key[0]:
+        if np is None or key is None or key[0] is None:
             return chance_similarity(conn, vector, rows)
         dims = len(vector) // 4
         with self._lock:
