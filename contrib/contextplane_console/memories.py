@@ -253,9 +253,10 @@ BULK_STATES: Final[tuple[str, ...]] = ("confirmed", "rejected")
 MAX_BULK: Final[int] = 1000
 
 
-def bulk_review(store: KnowledgeStore, ids: Sequence[str], state: str) -> list[MemoryChunk]:
-    """Set ``state`` on every row of ``ids``. Every id is checked first, so a bad selection
-    changes nothing; the rows are then reviewed one by one (the protocol has no batch write)."""
+def bulk_review(store: KnowledgeStore, ids: Sequence[str], state: str, *, by: str) -> list[MemoryChunk]:
+    """Set ``state`` on every row of ``ids``, recorded as done ``by`` the reviewer. Every id is
+    checked first, so a bad selection changes nothing; the rows are then reviewed one by one
+    (the protocol has no batch write)."""
     if state not in BULK_STATES:
         raise refuse("state", f"{state!r} is not one of {', '.join(BULK_STATES)}")
     if not ids:
@@ -265,4 +266,4 @@ def bulk_review(store: KnowledgeStore, ids: Sequence[str], state: str) -> list[M
     missing = [i for i in dict.fromkeys(ids) if store.get(i) is None]
     if missing:
         raise refuse("ids", f"no memory with id {', '.join(map(repr, missing))}; nothing was changed", 404)
-    return [store.set_review_state(i, state) for i in dict.fromkeys(ids)]
+    return [store.set_review_state(i, state, by=by) for i in dict.fromkeys(ids)]
