@@ -42,7 +42,9 @@ T = TypeVar("T")
 class Console:
     """What every route needs: the backend, the plugin host, the templates and the CSRF token."""
 
-    def __init__(self, backend: Backend, host: PluginHost, *, csrf_token: str, reviewer: str = "console") -> None:
+    def __init__(
+        self, backend: Backend, host: PluginHost, *, csrf_token: str, reviewer: str = "console"
+    ) -> None:
         self.backend = backend
         self.host = host
         self.csrf_token = csrf_token

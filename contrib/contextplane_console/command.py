@@ -62,7 +62,9 @@ def console(db: str | None, host: str, port: int, config_path: str | None, revie
             f"--db {db}: no store there; pass an existing store, or run `contextplane demo` first"
         )
     if not reviewer.strip():
-        raise ContextPlaneError("--reviewer: must not be empty (who the history records for the console's changes)")
+        raise ContextPlaneError(
+            "--reviewer: must not be empty (who the history records for the console's changes)"
+        )
     token = access_token(host)
     config = load_config(config_path)
     plugin_host = PluginHost.from_entry_points(config)

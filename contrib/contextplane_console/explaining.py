@@ -81,24 +81,11 @@ class ExplainRequest:
         if turn is not None:
             for name, given in (("project", project), ("incognito", incognito), ("goal_turn", goal_turn)):
                 if given:
-                    raise refuse(name, "only with a query: a recorded turn is judged with its recorded options")
-        return cls(memory, session, turn, query, project_id(params.get("project")), incognito, goal_turn)
-
-    def as_params(self) -> dict[str, str]:
-        out = {"memory": self.memory_id}
-        if self.session_id is not None:
-            out["session"] = self.session_id
-        if self.turn_index is not None:
-            out["turn"] = str(self.turn_index)
-        if self.query is not None:
-            out["query"] = self.query
-        if self.project is not None:
-            out["project"] = self.project
-        if self.incognito:
-            out["incognito"] = "1"
-        if self.goal_turn:
-            out["goal_turn"] = "1"
-        return out
+                    raise refuse(
+                        name, "only with a query: a recorded turn is judged with its recorded options"
+                    )
+        project = project_id(params.get("project"))
+        return cls(memory, session, turn, query, project, incognito, goal_turn)
 
 
 def run_explain(backend: Backend, host: PluginHost, req: ExplainRequest) -> Verdict:
@@ -140,7 +127,11 @@ def recent_turns(backend: Backend, limit: int = RECENT_TURNS) -> list[dict[str, 
     for snap in newest:
         key = (snap.session_id, snap.turn_index)
         if key not in seen:
-            seen[key] = {"session_id": snap.session_id, "turn_index": snap.turn_index, "incognito": snap.incognito}
+            seen[key] = {
+                "session_id": snap.session_id,
+                "turn_index": snap.turn_index,
+                "incognito": snap.incognito,
+            }
     return list(seen.values())[:limit]
 
 

@@ -245,12 +245,14 @@ async def explain_page(console: Console, request: Request) -> Response:
             verdict = await console.call(explaining.run_explain, console.backend, console.host, req)
         except Refusal as exc:
             error, status = exc.message, exc.status
-    shown = verdict.to_dict() if verdict is not None else None
-    context = {"verdict": shown, "error": error, "form": params, "memory_id_keys": explaining.MEMORY_ID_KEYS}
-    if fragment:
-        return console.render("_explain_result.html", status, **context)
-    turns = await console.call(explaining.recent_turns, console.backend)
-    return console.render("explain.html", status, turns=turns, **context)
+    context = {
+        "verdict": verdict.to_dict() if verdict is not None else None,
+        "error": error,
+        "form": params,
+        "memory_id_keys": explaining.MEMORY_ID_KEYS,
+        "turns": await console.call(explaining.recent_turns, console.backend),
+    }
+    return console.render("_explain_result.html" if fragment else "explain.html", status, **context)
 
 
 async def home(console: Console, request: Request) -> Response:

@@ -125,7 +125,7 @@ def test_the_page_renders_the_verdict_and_links_the_superseding_row(console: Con
 
 def test_the_page_shows_refusals_in_place(console: Console) -> None:
     bare = console.get("/explain", params={"memory": "1"})  # the form, prefilled, no verdict yet
-    assert bare.status_code == 200 and "Recent recorded turns" in bare.text and "data-verdict" not in bare.text
+    assert bare.status_code == 200 and "Explain it in a recorded turn" in bare.text and "data-verdict" not in bare.text
     r = console.get("/explain", params={"memory": "1", "session": "no-such-session", "turn": "1"}, headers=HX)
     assert r.status_code == 404
     assert "session: no recorded turns for session &#39;no-such-session&#39;" in r.text
