@@ -212,6 +212,17 @@ def test_run_an_explain_and_read_the_verdict(
     assert picks and set(picks) == {vendor.id}  # the turns to try next are for this memory
     screenshot(page, "explain-never-retrieved")
 
+    # evidence whose keys the console was not written for (issue 11's relevance floor) still shows
+    runbook = find(deployment, "Runbook excerpt")
+    page.fill("#explain-turn-form input[name=memory]", runbook.id)
+    page.fill("#explain-turn-form input[name=turn]", "1")
+    page.click("#explain-turn-form button[type=submit]")
+    page.wait_for_selector("#explain-result[data-reason=below_min_relevance]")
+    assert page.inner_text("#verdict-reason") == "(below min relevance)"
+    assert page.inner_text("#verdict-evidence dd[data-key=min_relevance]") == "0.3"
+    assert float(page.inner_text("#verdict-evidence dd[data-key=relevance]")) < 0.3
+    screenshot(page, "explain-below-relevance")
+
     # a turn that was never recorded: the refusal, in place
     page.fill("#explain-turn-form input[name=memory]", vendor.id)
     page.fill("#explain-turn-form input[name=turn]", "9")

@@ -31,6 +31,7 @@ def api_explain(console: Console, **params: Any) -> Any:
         ("The website deploy window runbook archive", 1, "filtered", "policy_on_demand"),
         ("Priya Raman approves", 5, "shed", None),
         ("Vendor doc: the CDN purge", 2, "never_retrieved", None),
+        ("Runbook excerpt", 1, "filtered", "below_min_relevance"),
         ("The website deploy window is Tuesday", 3, "filtered", "incognito"),
     ],
 )
@@ -57,6 +58,8 @@ def test_the_evidence_of_each_kind_of_verdict(console: Console, deployment: Depl
     assert never["evidence"]["k"] == 8 and never["evidence"]["final_rank"] is None
     assert [leg["leg"] for leg in never["evidence"]["legs"]] == ["fts"]
     assert never["turn"]["basis"] == "recorded" and never["turn"]["query"].startswith("Which database")
+    floor = api_explain(console, memory=find(deployment, "Runbook excerpt").id, session=SESSION, turn=1).json()
+    assert floor["evidence"]["min_relevance"] == 0.3 and floor["evidence"]["relevance"] < 0.3
 
 
 def test_a_query_is_judged_as_a_turn_composed_now(console: Console, deployment: Deployment) -> None:
