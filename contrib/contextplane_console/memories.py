@@ -176,7 +176,8 @@ def list_page(
     else:
         rows = []
         for state in REVIEW_ORDER if flt.review_state is None else (flt.review_state,):
-            rows.extend(_take(_state_rows(store, flt, state, now), want - len(rows)))
+            need = want - len(rows)
+            rows.extend(_take(_state_rows(store, flt, state, now, need), need))
             if len(rows) >= want:
                 break
         truncated = False
@@ -196,9 +197,13 @@ def _take(rows: Iterator[MemoryChunk], n: int) -> list[MemoryChunk]:
     return out
 
 
-def _state_rows(store: KnowledgeStore, flt: MemoryFilter, state: str, now: datetime) -> Iterator[MemoryChunk]:
+def _state_rows(
+    store: KnowledgeStore, flt: MemoryFilter, state: str, now: datetime, need: int = 0
+) -> Iterator[MemoryChunk]:
     """The rows of one review state that pass every filter, oldest first, read in growing
-    batches (the protocol has no offset, so each batch re-reads the one before it)."""
+    batches (the protocol has no offset, so each batch re-reads the one before it). The first
+    batch is the ``need`` rows wanted (at least 64): when the store applies every filter, a
+    deep page is one read of the rows before it, not a series of re-reads growing to it."""
     # "active" is the store's "deliverable" for every state but rejected (never deliverable)
     deliverable = flt.lifecycle == "active" and state != "rejected"
 
@@ -213,7 +218,7 @@ def _state_rows(store: KnowledgeStore, flt: MemoryFilter, state: str, now: datet
             now=now,
         )
 
-    batch, seen = 64, 0
+    batch, seen = max(64, need), 0
     while True:
         rows = fetch(batch)
         for chunk in rows[seen:]:
