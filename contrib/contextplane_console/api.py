@@ -84,7 +84,7 @@ async def list_chunks(console: Console, request: Request) -> JSONResponse:
 
 def _detail(console: Console, chunk_id: str) -> dict[str, Any]:
     store = console.backend.memories
-    past = lineage.lineage(store, memories.require(store, chunk_id))
+    past = lineage.lineage(store, lineage.require(store, chunk_id))
     now = utc_now()
     return {
         "memory": memories.chunk_json(past.chunk, now),

@@ -100,6 +100,23 @@ def lineage(store: KnowledgeStore, chunk: MemoryChunk) -> Lineage:
     )
 
 
+def require(store: KnowledgeStore, chunk_id: str) -> MemoryChunk:
+    """The row, or a 404 naming the id, and saying so when the row was purged (its history
+    is still served)."""
+    chunk = store.get(chunk_id)
+    if chunk is not None:
+        return chunk
+    purge = next((e for e in reversed(events(store, chunk_id)) if e.event == "purged"), None)
+    if purge is None:
+        raise refuse("id", f"no memory with id {chunk_id!r}", status=404)
+    raise refuse(
+        "id",
+        f"no memory with id {chunk_id!r}: it was purged at {format_timestamp(purge.at)} "
+        f"(its history: GET /api/memory/chunks/{chunk_id}/history)",
+        status=404,
+    )
+
+
 def history_or_404(store: KnowledgeStore, chunk_id: str) -> list[HistoryEvent]:
     """A row's events, also for a purged row; a 404 naming the id when there is neither a row
     nor a history of one."""
@@ -128,7 +145,9 @@ def change(event: HistoryEvent) -> str:
     if event.event == "consolidated":
         return str(event.detail.get("message") or "consolidated")
     message = event.detail.get("message")
-    return f"created; {message}" if message else "created"
+    if event.event == "created":
+        return f"created; {message}" if message else "created"
+    return str(event.event) + (f"; {message}" if message else "")  # an event newer than this console
 
 
 def detail_links(detail: Mapping[str, Any]) -> list[tuple[str, list[str]]]:

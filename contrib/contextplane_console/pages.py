@@ -107,7 +107,7 @@ async def memory_bulk(console: Console, request: Request) -> Response:
 
 def _panel(console: Console, chunk_id: str, **extra: Any) -> dict[str, Any]:
     store = console.backend.memories
-    past = lineage.lineage(store, memories.require(store, chunk_id))
+    past = lineage.lineage(store, lineage.require(store, chunk_id))
     return {
         "chunk": past.chunk,
         "chain": list(past.chain),

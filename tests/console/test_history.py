@@ -112,7 +112,11 @@ def test_an_empty_reviewer_is_refused(deployment: Deployment, bad: object) -> No
 def test_a_purged_rows_history_is_still_served(console: Console, deployment: Deployment) -> None:
     expired = find(deployment, "Temporary: the deploy window moved")
     assert deployment.store.purge() >= 1
-    refused(console.get(f"/api/memory/chunks/{expired.id}"), 404, "id", f"no memory with id '{expired.id}'")
+    refused(
+        console.get(f"/api/memory/chunks/{expired.id}"), 404, "id",
+        f"no memory with id '{expired.id}': it was purged at ", f"GET /api/memory/chunks/{expired.id}/history",
+    )
+    assert "it was purged at" in console.get(f"/memory/{expired.id}").text
     body = console.get(f"/api/memory/chunks/{expired.id}/history").json()
     assert body["lifecycle"] == "purged" and body["memory_id"] == expired.id
     assert [e["event"] for e in body["events"]] == ["created", "expiry", "purged"]
@@ -149,3 +153,25 @@ def test_a_store_whose_history_names_no_predecessor_shows_none() -> None:
         assert ids(httpx.get(f"{server.url}/api/memory/chunks/{old}").json()["chain"]) == [old, new]
     finally:
         server.stop()
+
+
+def test_every_event_is_described_and_a_duplicate_write_shows_as_consolidated(
+    console: Console, deployment: Deployment
+) -> None:
+    import attrs
+
+    from contextplane.memory.history import EVENT_NAMES, HistoryEvent
+    from contextplane.memory.model import utc_now
+    from contextplane_console.lineage import change
+
+    row = find(deployment, "Priya Raman approves")
+    again = deployment.store.add_chunk(row.content, row.domain, row.source_type, namespace=row.namespace)
+    assert again.outcome == "duplicate" and again.id == row.id
+    last = console.get(f"/api/memory/chunks/{row.id}/history").json()["events"][-1]
+    assert (last["event"], last["change"]) == ("consolidated", "an exact duplicate write returned this row")
+    base = HistoryEvent(seq=1, chunk_id="1", at=utc_now(), event="created")
+    described = {name: change(attrs.evolve(base, event=name)) for name in EVENT_NAMES}
+    assert described["migrated"] == "present at the migration (its history starts here)"
+    assert described["purged"] == "purged (row deleted)"
+    assert described["expiry"] == "expiry cleared"
+    assert len(set(described.values())) == len(EVENT_NAMES)  # no event borrows another's words
