@@ -302,12 +302,15 @@ def _chance_level(sims: Sequence[float], rows: int) -> float:
     if len(sims) < MIN_CALIBRATION:
         return 0.0
     centre = statistics.median(sims)
-    return _ceiling(centre, statistics.median([abs(s - centre) for s in sims]), rows)
+    mad = statistics.median([abs(s - centre) for s in sims])
+    return _ceiling(centre, _MAD_SIGMA * mad or statistics.pstdev(sims), rows)
 
 
-def _ceiling(centre: float, mad: float, rows: int) -> float:
-    """The expected best of ``rows`` draws: the median plus sqrt(2 ln rows) deviations."""
-    chance = centre + _MAD_SIGMA * mad * math.sqrt(2.0 * math.log(max(rows, 2)))
+def _ceiling(centre: float, sigma: float, rows: int) -> float:
+    """The expected best of ``rows`` draws: the median plus sqrt(2 ln rows) deviations. The
+    deviation is the MAD's, or, when more than half the sample scores alike (templated rows
+    sharing the query's words: a MAD of 0), the standard deviation."""
+    chance = centre + sigma * math.sqrt(2.0 * math.log(max(rows, 2)))
     return min(max(chance, 0.0), 0.99)
 
 
@@ -343,7 +346,8 @@ class ChanceLevel:
         if len(sims) < MIN_CALIBRATION:
             return 0.0
         centre = float(np.median(sims))
-        return _ceiling(centre, float(np.median(np.abs(sims - centre))), rows)
+        mad = float(np.median(np.abs(sims - centre)))
+        return _ceiling(centre, _MAD_SIGMA * mad or float(np.std(sims)), rows)
 
 
 def _keep_calibration(conn: apsw.Connection, ids: Sequence[int], rng: random.Random) -> None:
