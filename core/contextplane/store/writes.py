@@ -10,7 +10,7 @@ share their attributes, so the stamps are memoised per attribute tuple within a 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -336,9 +336,10 @@ class StoreWrites(VectorUpkeep):
         *,
         at: str | None = None,
         detail: Mapping[str, Any] | None = None,
+        state: Sequence[Any] | None = None,
     ) -> None:
-        """The event of one change to one row."""
-        history.record_change(conn, chunk_id, event, actor, at=at, detail=detail)
+        """The event of one change to one row (``state``: its lifecycle cells, when read)."""
+        history.record_change(conn, chunk_id, event, actor, at=at, detail=detail, state=state)
 
     def _record_purged(self, conn: apsw.Connection, where: str, params: Mapping[str, Any], at: str) -> None:
         """The ``purged`` events of the rows a purge is about to delete."""
