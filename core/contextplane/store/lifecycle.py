@@ -38,8 +38,7 @@ class StoreLifecycle(StoreWrites):
         the history)."""
         checked = validate_review_state(state)
         actor = validate_text(by, "by")
-        with self._writing() as conn:
-            self._require(conn, chunk_id)
+        with self._writing() as conn:  # an unknown id changes nothing; ``_changed`` says so
             conn.execute(
                 "UPDATE chunks SET review_state = ?, updated_at = ? WHERE id = ?",
                 (checked, format_timestamp(utc_now()), as_id(chunk_id)),
@@ -52,8 +51,7 @@ class StoreLifecycle(StoreWrites):
         """Set (or clear, with ``None``) a row's expiry; stored as UTC."""
         value = None if expires_at is None else format_timestamp(parse_timestamp(expires_at, "expires_at"))
         actor = validate_text(by, "by")
-        with self._writing() as conn:
-            self._require(conn, chunk_id)
+        with self._writing() as conn:  # an unknown id changes nothing; ``_changed`` says so
             conn.execute(
                 "UPDATE chunks SET expires_at = ?, updated_at = ? WHERE id = ?",
                 (value, format_timestamp(utc_now()), as_id(chunk_id)),
