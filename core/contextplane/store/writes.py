@@ -238,7 +238,7 @@ class StoreWrites(VectorUpkeep):
     ) -> dict[tuple[Any, ...], list[tuple[str, Any]]]:
         """Deliverable rows with the content key of a prepared row, in one statement for the
         batch: dedupe key -> [(text, id)], oldest first."""
-        hashes = sorted({row[_AT_HASH] for row in prepared if row[_AT_HASH] is not None})
+        hashes = list({row[_AT_HASH] for row in prepared if row[_AT_HASH] is not None})
         found: dict[tuple[Any, ...], list[tuple[str, Any]]] = {}
         if not hashes:
             return found
