@@ -191,7 +191,7 @@ class StoreWrites(VectorUpkeep):
             ids = self._insert(conn, rows, kept_vectors, record=False)
             new_ids = dict(zip(keep, ids, strict=True))
             if policy.auto_supersede:
-                superseded = self._supersede_subjects(conn, prepared, new_ids, now_text)
+                superseded = self._subject_heads(conn, prepared, new_ids, now_text)
         outcomes: list[WriteOutcome] = []
         details: dict[int, str] = {}
         for index in range(len(prepared)):
@@ -210,10 +210,16 @@ class StoreWrites(VectorUpkeep):
             if outcome != "stored":
                 details[new_ids[index]] = json.dumps(result.detail())
             outcomes.append(result)
-        if keep:
+        if keep:  # before the supersessions: a created event has the state the row was written in
             self._record_created(conn, range(min(new_ids.values()), max(new_ids.values()) + 1), details)
         for index, chunk_id in sorted(new_ids.items()):
+            stamp = str(prepared[index][_AT["created_at"]])
             for old in superseded.get(index, []):
+                conn.execute(
+                    "UPDATE chunks SET invalidated_at = ?, invalidation_reason = ?, updated_at = ? "
+                    "WHERE id = ?",
+                    (stamp, f"{SUPERSEDED_PREFIX}{chunk_id}", stamp, int(old)),
+                )
                 self._record_change(
                     conn,
                     int(old),
@@ -273,18 +279,19 @@ class StoreWrites(VectorUpkeep):
             str(row[0]), ((str(i), str(text)) for i, text in candidates), policy.near_duplicate_threshold
         )
 
-    def _supersede_subjects(
+    def _subject_heads(
         self,
         conn: apsw.Connection,
         prepared: list[tuple[Any, ...]],
         new_ids: Mapping[int, int],
         now_text: str,
     ) -> dict[int, list[str]]:
-        """For each new row naming a subject, invalidate every older deliverable row holding
-        that subject in its scope and kind with ``superseded_by:<new id>``; return the ids each
-        new row superseded. The rows already stored are found in one statement for the batch;
-        within the batch each row supersedes the one before it (when that one was deliverable
-        when written), so a batch naming one subject twice leaves a chain, as two writes would."""
+        """For each new row naming a subject, the older deliverable rows holding that subject
+        in its scope and kind, which it supersedes (the caller invalidates them with
+        ``superseded_by:<new id>``). The rows already stored are found in one statement for the
+        batch; within the batch each row supersedes the one before it (when that one was
+        deliverable when written), so a batch naming one subject twice leaves a chain, as two
+        writes would."""
         named = [(i, new_ids[i]) for i in sorted(new_ids) if prepared[i][_AT_SUBJECT]]
         if not named:
             return {}
@@ -305,13 +312,6 @@ class StoreWrites(VectorUpkeep):
             row = prepared[index]
             key = self._subject_key(row)
             olds = heads.get(key, [])
-            stamp = str(row[_AT["created_at"]])
-            for old in olds:
-                conn.execute(
-                    "UPDATE chunks SET invalidated_at = ?, invalidation_reason = ?, updated_at = ? "
-                    "WHERE id = ?",
-                    (stamp, f"{SUPERSEDED_PREFIX}{new_id}", stamp, int(old)),
-                )
             if olds:
                 superseded[index] = olds
             heads[key] = [str(new_id)] if _deliverable_when_written(row, now_text) else []
