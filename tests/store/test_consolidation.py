@@ -36,6 +36,17 @@ def store(tmp_path: Path) -> Any:
         yield opened
 
 
+def test_normalising_skips_text_already_normal_and_agrees_with_splitting_everywhere() -> None:
+    """The fast path (printable, no double space, no space at either end: returned as is) must
+    give what collapsing by ``str.split`` gives, for every code point in every position."""
+    for point in range(0x110000):
+        ch = chr(point)
+        for text in (f"a{ch}b", f"{ch}a", f"a{ch}", f"a {ch}b"):
+            assert normalise_content(text) == " ".join(text.split()), (hex(point), text)
+    plain = "Deploy window is Tuesday"
+    assert normalise_content(plain) is plain
+
+
 def test_the_measures() -> None:
     assert normalise_content("  Deploy   window\n is Tuesday ") == "Deploy window is Tuesday"
     assert similarity("Deploy window: Tuesday!", "deploy WINDOW tuesday") == 1.0
