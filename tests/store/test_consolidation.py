@@ -25,6 +25,7 @@ from contextplane.errors import ValidationError
 from contextplane.memory.consolidation import Consolidation, WriteOutcome, normalise_content, similarity
 from contextplane.store import SQLiteKnowledgeStore, cli
 from contextplane.store.api import memory_ingest
+from contextplane.store.writes import SUBJECT_HEADS_SQL
 from contextplane_external.mcp_server import build_mcp_server
 
 WEB = "project:web"
@@ -153,6 +154,53 @@ def test_bulk_ingest_consolidates_duplicates_and_subjects(store: Any) -> None:
     assert ids[0] == existing and ids[2] == ids[1]
     assert ids[4].superseded == (ids[3],) and store.get(ids[3]).superseded_by == ids[4]
     assert [e.event for e in store.history(existing)] == ["created", "consolidated"]
+
+
+def test_bulk_supersession_is_what_the_same_writes_one_by_one_give(tmp_path: Path) -> None:
+    """The batch's subject lookup is one statement for the batch; within the batch each row
+    supersedes the one before it only if that one was deliverable when written, so bulk and
+    one-by-one writes leave the same chains."""
+    before = [
+        {"content": "Window is Monday", "subject": "w", "namespace": "project:a"},
+        {"content": "Window is Monday in b", "subject": "w", "namespace": "project:b"},
+        {"content": "We chose Monday", "subject": "w", "namespace": "project:a", "memory_kind": "decision"},
+    ]
+    batch = [
+        {"content": "Window is Tuesday", "subject": "w", "namespace": "project:a"},
+        {
+            "content": "Window is Friday, rejected",
+            "subject": "w",
+            "namespace": "project:a",
+            "review_state": "rejected",
+        },
+        {"content": "Window is Thursday", "subject": "w", "namespace": "project:a"},
+        {"content": "Window is Tuesday in b", "subject": "w", "namespace": "project:b"},
+    ]
+    chains = []
+    for name, bulk in (("bulk", True), ("single", False)):
+        with SQLiteKnowledgeStore(tmp_path / f"{name}.sqlite3") as store:
+            for row in before:
+                store.add_chunk(**row, source_type="operator")
+            if bulk:
+                outcomes = store.add_chunks([{**row, "source_type": "operator"} for row in batch])
+            else:
+                outcomes = [store.add_chunk(**row, source_type="operator") for row in batch]
+            chains.append(
+                (
+                    [(w.outcome, w.superseded) for w in outcomes],
+                    {c.id: (c.superseded_by, c.is_deliverable()) for c in store.list_chunks()},
+                    [[e.event for e in store.history(c.id)] for c in store.list_chunks()],
+                )
+            )
+            plan = store.conn.execute(
+                "EXPLAIN QUERY PLAN " + SUBJECT_HEADS_SQL, ('[["w", "project:a", "fact"]]', 99, "x")
+            ).fetchall()
+            assert any("USING INDEX chunks_subject" in str(step[-1]) for step in plan), plan
+    assert chains[0] == chains[1]
+    said, rows, _ = chains[0]
+    assert said == [("superseded", ("1",)), ("superseded", ("4",)), ("stored", ()), ("superseded", ("2",))]
+    assert rows["1"] == ("4", False) and rows["4"] == ("5", False) and rows["5"] == (None, False)
+    assert rows["6"] == (None, True) and rows["3"] == (None, True) and rows["7"] == (None, True)
 
 
 def test_the_configuration_turns_supersession_and_deduplication_off(tmp_path: Path) -> None:
