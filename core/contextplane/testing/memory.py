@@ -362,7 +362,9 @@ class InMemoryKnowledgeStore:
             row.update(attrs_, content=content)
             chunk = attrs.evolve(self._make(row, utc_now()), id=str(next(self._ids)))
             self._rows[chunk.id] = chunk
-            self._record(chunk, "created", chunk.source_type, supersedes=old.id)
+            # no "supersedes" detail (the embedded store writes one): the console's tests use
+            # this store as the one whose history names no predecessor
+            self._record(chunk, "created", chunk.source_type)
             self.invalidate_chunk(old_id, superseded_by=chunk.id, by=chunk.source_type)
             return chunk.id
 
