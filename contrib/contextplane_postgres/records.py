@@ -192,14 +192,14 @@ _INPUT_TEXTS = frozenset(
 )
 
 
-def _inputs_args(inputs: TurnInputs) -> tuple[Any, ...]:
+def inputs_args(inputs: TurnInputs) -> tuple[Any, ...]:
     return tuple(
         enc_opt(v) if name in _INPUT_TEXTS else v
         for name, v in zip(TURN_INPUT_FIELDS, attrs.astuple(inputs), strict=True)
     )
 
 
-def _inputs(row: tuple[Any, ...]) -> TurnInputs:
+def inputs_from_row(row: tuple[Any, ...]) -> TurnInputs:
     values: dict[str, Any] = {
         name: (None if v is None else dec(v)) if name in _INPUT_TEXTS else v
         for name, v in zip(TURN_INPUT_FIELDS, row, strict=True)
@@ -333,7 +333,7 @@ class PostgresSnapshotStore:
     def put_inputs(self, inputs: TurnInputs) -> None:
         """Store one turn's inputs (a recomposed turn replaces its earlier composition's)."""
         with self.db.record_transaction() as conn:
-            conn.execute(_INPUTS_UPSERT, _inputs_args(inputs))
+            conn.execute(_INPUTS_UPSERT, inputs_args(inputs))
 
     def get_inputs(self, session_id: str, turn_index: int) -> TurnInputs | None:
         with self.db.connection("read from") as conn:
@@ -341,7 +341,7 @@ class PostgresSnapshotStore:
                 f"SELECT {_INPUT_COLUMNS} FROM turn_inputs WHERE session_id = %s AND turn_index = %s",
                 (enc(session_id), turn_index),
             ).fetchone()
-        return None if row is None else _inputs(row)
+        return None if row is None else inputs_from_row(row)
 
     def list_inputs(self, session_id: str | None = None) -> builtins.list[TurnInputs]:
         where, args = ("WHERE session_id = %s", (enc(session_id),)) if session_id is not None else ("", ())
@@ -351,7 +351,7 @@ class PostgresSnapshotStore:
                 'ORDER BY session_id COLLATE "C", turn_index',
                 args,
             ).fetchall()
-        return [_inputs(r) for r in rows]
+        return [inputs_from_row(r) for r in rows]
 
     def sessions(self) -> builtins.list[tuple[str, int, float]]:
         """(session id, snapshot count, newest created_at) per session, newest first."""
