@@ -113,6 +113,7 @@ def _grant_least_privileges(url: str, schema: str, role: str) -> None:
         conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
         conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}")
         conn.execute(f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {role}")
+        conn.execute(f"REVOKE UPDATE, DELETE, TRUNCATE ON {schema}.chunk_history FROM {role}")
 
 
 def test_a_role_without_rights_is_told_what_to_grant(pg_url: str, limited_role: tuple[str, str]) -> None:
@@ -148,6 +149,14 @@ def test_the_documented_least_privileges_are_enough_for_every_read_and_write(
         assert m.purge() == 1
         with m.consistent_read() as view:
             assert [h.chunk.id for h in view.search("kiwi deploy")] == [b]
+            position = view.history_position()
+        assert [e.event for e in m.history(gone)] == ["created", "invalidated", "purged"]
+        m.set_review_state(b, "rejected")
+        with m.as_of(position) as past:  # temporary objects in a rolled-back transaction
+            assert [h.chunk.id for h in past.search("kiwi deploy")] == [b]
+        assert m.search("kiwi deploy") == []
+        with pytest.raises(StoreError, match="permission denied for table"), backend.db.connection() as conn:
+            conn.execute("UPDATE chunk_history SET actor = 'me'")
         backend.summaries.add("s1", "kiwi planning")
         assert backend.summaries.relevant("kiwi", 3)[0].session_id == "s1"
         from contextplane.records import InjectionRow
