@@ -16,6 +16,8 @@ import pytest
 from contextplane.errors import StoreError
 from contextplane.memory.consolidation import Consolidation
 
+from .helpers import HashEmbedder
+
 
 def test_the_history_refuses_update_delete_and_truncate(pg_backend_factory: Any) -> None:
     backend = pg_backend_factory()
@@ -207,3 +209,16 @@ def test_a_write_that_fails_leaves_no_event(pg_backend_factory: Any) -> None:
     with psycopg.connect(m.db.url) as conn:
         count = conn.execute(f"SELECT count(*) FROM {m.db.schema}.chunks").fetchone()
     assert count == (2,)
+
+
+def test_as_of_search_runs_both_legs_on_the_past(pg_backend_factory: Any) -> None:
+    m = pg_backend_factory(embedder=HashEmbedder(32)).memories
+    a = m.add_chunk("kiwi vector one")
+    b = m.add_chunk("kiwi vector two")
+    position = m.history_position()
+    m.set_review_state(a, "rejected")
+    c = m.add_chunk("kiwi vector three")
+    with m.as_of(position) as past:
+        assert {h.chunk.id for h in past.search("kiwi vector", 10)} == {a, b}
+        assert {h.chunk.id for h in past.search("orchard", 10)} == {a, b}  # the vector leg alone
+    assert {h.chunk.id for h in m.search("kiwi vector", 10)} == {b, c}
