@@ -56,6 +56,10 @@ def test_explain_and_replay_a_turn_recorded_on_postgresql(
     def run(*args: str) -> Any:
         return CliRunner().invoke(main, [*args, "--config", str(cfg), "--json"])
 
+    logged = run("injections")  # the other inspecting commands follow store.backend too
+    assert logged.exit_code == 0, logged.output
+    assert [(r["session_id"], r["turn_index"]) for r in json.loads(logged.stdout)] == [("s1", 1)]
+    assert window in json.loads(logged.stdout)[0]["delivered"]["retrieved"]
     explained = run("explain", window, "--session", "s1", "--turn", "1")
     assert explained.exit_code == 0, explained.output
     verdict = json.loads(explained.stdout)
