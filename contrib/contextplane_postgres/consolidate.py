@@ -189,13 +189,23 @@ def _near_duplicates(
     words = candidate_terms(content, policy.near_duplicate_threshold)
     if not words:
         return ()
-    candidates = conn.execute(
-        "SELECT c.id, c.content FROM (SELECT t.id FROM chunks AS t WHERE t.tsv @@ to_tsquery("
-        f"'{TS_CONFIG}', %(q)s) ORDER BY t.id DESC LIMIT {NEAR_DUPLICATE_CANDIDATES * 4}) AS t "
-        f"JOIN chunks AS c ON c.id = t.id WHERE c.namespace = %(ns)s AND {DELIVERABLE} "
-        f"ORDER BY c.id DESC LIMIT {NEAR_DUPLICATE_CANDIDATES}",
-        {"q": tsquery_text([f'"{w}"' for w in words]), "ns": row[at["namespace"]], "now": now},
+    # One statement on one table, filtered here: joined back to ``chunks`` (for the scope and
+    # the deliverable filter) the planner may sort a whole scope to merge it with the 200 ids.
+    newest = conn.execute(
+        "SELECT c.id, c.content, c.namespace, c.review_state, c.expires_at, c.invalidated_at "
+        f"FROM chunks AS c WHERE c.tsv @@ to_tsquery('{TS_CONFIG}', %(q)s) "
+        f"ORDER BY c.id DESC LIMIT {NEAR_DUPLICATE_CANDIDATES * 4}",
+        {"q": tsquery_text([f'"{w}"' for w in words])},
     ).fetchall()
+    scope = row[at["namespace"]]
+    candidates = [
+        (i, text)
+        for i, text, namespace, review, expires, invalidated in newest
+        if namespace == scope
+        and review != "rejected"
+        and invalidated is None
+        and (expires is None or expires > now)
+    ][:NEAR_DUPLICATE_CANDIDATES]
     return near_duplicates(
         content, ((str(i), dec(text)) for i, text in candidates), policy.near_duplicate_threshold
     )
