@@ -9,7 +9,8 @@ consolidation (what this backend did before it kept a history): ``prepare_row`` 
 in one transaction, and a bare ``UPDATE ... RETURNING``. Single writes alternate with their
 baseline write by write, medians reported. Also: an as-of read (list + search in the turn's
 scopes) against the same reads through ``consistent_read``, with a few hundred rows changed
-since the position; and ``store copy`` of an embedded store with its history. Results also go to
+since the position; ``store copy`` of an embedded store with its history; and schema step 4 on
+a database the previous release filled. Results also go to
 bench/results/postgres_history_bench*.json.
 """
 
@@ -201,11 +202,40 @@ def bench_copy(url: str, work: Path, corpus: list[str]) -> None:
     )
 
 
+def bench_step_4(url: str, corpus: list[str]) -> None:
+    """Schema step 4 on a database the previous release (schema 3) filled: the DDL, one
+    ``migrated`` event per row and every row's content key, in the one transaction of the step."""
+    Database(url, schema="old", target_version=3).close()
+    with (
+        psycopg.connect(url, autocommit=True) as conn,
+        conn.cursor().copy(
+            "COPY old.chunks (content, domain, source_type, namespace, memory_kind, review_state, "
+            "created_at, updated_at) FROM STDIN"
+        ) as copy,
+    ):
+        for i, text in enumerate(corpus):
+            copy.write_row(
+                (text, "fact", "operator", SCOPES[i % 5], "fact", "confirmed", utc_now(), utc_now())
+            )
+    start = time.perf_counter()
+    backend = PostgresBackend(url, schema="old")
+    seconds = time.perf_counter() - start
+    events = backend.memories.history_position().seq
+    backend.close()
+    assert events == len(corpus), events
+    record(
+        f"schema step 4 on a {len(corpus)}-row schema-3 database (open: events + content keys)",
+        seconds=seconds,
+        rows_per_s=round(len(corpus) / seconds),
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="20k rows")
+    parser.add_argument("--only", choices=["writes", "copy", "migrate"], help="run one part")
     args = parser.parse_args()
     rows = 20_000 if args.quick else 100_000
     print(
@@ -222,10 +252,15 @@ def main() -> None:
     try:
         url = server.get_uri()
         corpus = [f"{t} #{i}" for i, t in enumerate(text_corpus(rows))]
-        print("Writes and as-of reads", flush=True)
-        bench_ingest(url, corpus)
-        print("Copy", flush=True)
-        bench_copy(url, work, corpus)
+        if args.only in (None, "writes"):
+            print("Writes and as-of reads", flush=True)
+            bench_ingest(url, corpus)
+        if args.only in (None, "copy"):
+            print("Copy", flush=True)
+            bench_copy(url, work, corpus)
+        if args.only in (None, "migrate"):
+            print("Schema step 4", flush=True)
+            bench_step_4(url, corpus)
     finally:
         server.cleanup()
         shutil.rmtree(base, ignore_errors=True)
