@@ -34,7 +34,7 @@ from contextplane.memory.consolidation import (
 )
 from contextplane.memory.model import SUPERSEDED_PREFIX
 from contextplane_postgres import history
-from contextplane_postgres.codec import dec
+from contextplane_postgres.codec import content_key, dec
 from contextplane_postgres.schema import TS_CONFIG
 from contextplane_postgres.sql import tsquery_text
 
@@ -54,9 +54,9 @@ def _at(columns: Sequence[str]) -> dict[str, int]:
 
 
 def _dedupe_key(row: Sequence[Any], at: dict[str, int]) -> tuple[Any, ...]:
-    """What makes two writes the same memory: content key, scope, provenance, the text."""
+    """What makes two writes the same memory: scope, provenance, the text (whitespace runs
+    collapsed)."""
     return (
-        row[at["content_hash"]],
         row[at["namespace"]],
         row[at["source_type"]],
         normalise_content(dec(row[at["content"]])),
@@ -164,14 +164,15 @@ def _duplicates(
     conn: psycopg.Connection[Any], prepared: Sequence[Sequence[Any]], at: dict[str, int], now: datetime
 ) -> dict[tuple[Any, ...], str]:
     """Deliverable rows with the same content key as a prepared row: dedupe key -> oldest id."""
-    hashes = sorted({int(row[at["content_hash"]]) for row in prepared})
+    texts = sorted({str(row[at["content"]]) for row in prepared})
     found: dict[tuple[Any, ...], str] = {}
-    for chunk_id, content, namespace, source_type, key in conn.execute(
-        "SELECT c.id, c.content, c.namespace, c.source_type, c.content_hash FROM chunks AS c "
-        f"WHERE c.content_hash = ANY(%(h)s) AND {DELIVERABLE} ORDER BY c.id",
-        {"h": hashes, "now": now},
+    for chunk_id, content, namespace, source_type in conn.execute(
+        "SELECT c.id, c.content, c.namespace, c.source_type FROM chunks AS c "
+        f"WHERE {content_key('c.content')} = ANY(ARRAY(SELECT {content_key('x')} "
+        f"FROM unnest(%(texts)s::text[]) AS x)) AND {DELIVERABLE} ORDER BY c.id",
+        {"texts": texts, "now": now},
     ):
-        found.setdefault((key, namespace, source_type, normalise_content(dec(content))), str(chunk_id))
+        found.setdefault((namespace, source_type, normalise_content(dec(content))), str(chunk_id))
     return found
 
 

@@ -45,7 +45,6 @@ import numpy as np
 
 from contextplane.backends.sqlite.connection import records_path
 from contextplane.errors import StoreError
-from contextplane.memory.consolidation import content_hash
 from contextplane.memory.history import MIGRATION_NOTE
 from contextplane.memory.model import format_timestamp, read_timestamp, utc_now
 from contextplane.memory.stamps import legacy_kind_and_policy
@@ -273,7 +272,6 @@ def _chunk_values(src: _Source, row: tuple[Any, ...]) -> tuple[list[Any], Any]:
         enc_opt(None if reason is None else str(reason)),
         created_at,
         _ts(updated) or created_at,
-        content_hash(str(content)),
     ], vector
 
 

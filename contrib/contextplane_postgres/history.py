@@ -38,10 +38,9 @@ import attrs
 import psycopg
 
 from contextplane.errors import StoreError
-from contextplane.memory.consolidation import content_hash
 from contextplane.memory.history import EVENT_NAMES, MIGRATION_NOTE, HistoryEvent, HistoryPosition
 from contextplane.memory.model import format_timestamp, read_timestamp, utc_now
-from contextplane_postgres.codec import dec, enc
+from contextplane_postgres.codec import content_key, dec, enc
 
 #: Transaction-scoped advisory lock that numbers events in commit order ("cphist" in ASCII).
 HISTORY_LOCK: Final[int] = 0x637068697374
@@ -88,8 +87,7 @@ CREATE OR REPLACE TRIGGER chunk_history_no_change BEFORE UPDATE OR DELETE ON chu
     FOR EACH ROW EXECUTE FUNCTION chunk_history_append_only();
 CREATE OR REPLACE TRIGGER chunk_history_no_truncate BEFORE TRUNCATE ON chunk_history
     FOR EACH STATEMENT EXECUTE FUNCTION chunk_history_append_only();
-ALTER TABLE chunks ADD COLUMN IF NOT EXISTS content_hash bigint;
-CREATE INDEX IF NOT EXISTS chunks_content_hash ON chunks (content_hash);
+CREATE INDEX IF NOT EXISTS chunks_content_key ON chunks ({content_key});
 CREATE INDEX IF NOT EXISTS chunks_subject ON chunks (subject, namespace) WHERE subject <> '';
 CREATE TABLE IF NOT EXISTS turn_inputs (
     session_id text NOT NULL,
@@ -120,16 +118,13 @@ CREATE TABLE IF NOT EXISTS turn_inputs (
     PRIMARY KEY (session_id, turn_index)
 );
 CREATE INDEX IF NOT EXISTS turn_inputs_created ON turn_inputs (created_at);
-"""
-
-#: Rows hashed per statement by the content-hash backfill.
-HASH_BATCH: Final[int] = 5_000
+""".replace("{content_key}", content_key("content"))
 
 
 def step_4(conn: psycopg.Connection[Any]) -> None:
     """Schema step 4 (inside the step's transaction): the DDL, then one ``migrated`` event per
-    existing row (its history starts there, and an as-of read before it is refused) and the
-    content key of every existing row (what exact duplicates are looked up by)."""
+    existing row (its history starts there, and an as-of read before it is refused). The
+    content-key index is built over the existing rows by the DDL; no row is rewritten."""
     conn.execute(HISTORY_DDL)
     if conn.execute("SELECT EXISTS (SELECT 1 FROM chunks)").fetchone() == (False,):
         return
@@ -143,26 +138,6 @@ def step_4(conn: psycopg.Connection[Any]) -> None:
         "INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
         (HISTORY_STARTED_KEY, format_timestamp(started)),
     )
-    backfill_hashes(conn)
-
-
-def backfill_hashes(conn: psycopg.Connection[Any]) -> int:
-    """Fill ``content_hash`` where it is NULL, in id order; return the rows filled."""
-    done, after = 0, 0
-    while True:
-        rows = conn.execute(
-            "SELECT id, content FROM chunks WHERE content_hash IS NULL AND id > %s ORDER BY id LIMIT %s",
-            (after, HASH_BATCH),
-        ).fetchall()
-        if not rows:
-            return done
-        conn.execute(
-            "UPDATE chunks AS c SET content_hash = u.h FROM unnest(%s::bigint[], %s::bigint[]) AS u(id, h) "
-            "WHERE c.id = u.id",
-            ([int(r[0]) for r in rows], [content_hash(dec(r[1])) for r in rows]),
-        )
-        done += len(rows)
-        after = int(rows[-1][0])
 
 
 # --------------------------------------------------------------------------- appending

@@ -28,7 +28,7 @@ import psycopg
 
 from contextplane.embedding import Embedder
 from contextplane.errors import StoreError, ValidationError
-from contextplane.memory.consolidation import Consolidation, WriteOutcome, content_hash
+from contextplane.memory.consolidation import Consolidation, WriteOutcome
 from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import (
     SUPERSEDED_PREFIX,
@@ -91,11 +91,9 @@ INSERT_COLUMNS = (
     "invalidation_reason",
     "created_at",
     "updated_at",
-    "content_hash",
 )
 _TYPES = {
     "id": "bigint",
-    "content_hash": "bigint",
     "expires_at": "timestamptz",
     "invalidated_at": "timestamptz",
     "created_at": "timestamptz",
@@ -177,7 +175,6 @@ def prepare_row(row: Mapping[str, Any], now: datetime, index: int) -> list[Any]:
         None,
         now,
         now,
-        content_hash(content),
     ]
 
 

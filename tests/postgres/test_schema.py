@@ -64,10 +64,18 @@ def test_an_older_schema_is_migrated_and_every_read_and_write_works(pg_url: str,
     before = datetime.now(UTC)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         assert conn.execute("SELECT to_regclass(%s)", (f"{pg_schema}.injection_log",)).fetchone() == (None,)
+        Database(pg_url, schema=pg_schema, target_version=3).close()  # steps 2 and 3
+        tuples = conn.execute(f"SELECT id, ctid, xmin::text FROM {pg_schema}.chunks ORDER BY id").fetchall()
 
     backend = PostgresBackend(pg_url, schema=pg_schema)
     try:
         assert version(pg_url, pg_schema) == SCHEMA_VERSION
+        # step 4 rewrote no row (a rewrite re-inserts every row into every index, HNSW included)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            assert (
+                conn.execute(f"SELECT id, ctid, xmin::text FROM {pg_schema}.chunks ORDER BY id").fetchall()
+                == tuples
+            )
         with psycopg.connect(pg_url, autocommit=True) as conn:  # steps 2 and 3 ran
             for name in ("injection_log", "trajectory", "chunks_delivery_policy"):
                 assert conn.execute("SELECT to_regclass(%s)", (f"{pg_schema}.{name}",)).fetchone() != (None,)
@@ -81,7 +89,10 @@ def test_an_older_schema_is_migrated_and_every_read_and_write_works(pg_url: str,
             assert "history starts at the migration" in events[0].detail["note"]
         assert m.history(b)[0].review_state == "pending"
         too_early = m.as_of(before - timedelta(seconds=5))
-        with pytest.raises(StoreError, match=r"the history of this store starts at .* is before it"), too_early:
+        with (
+            pytest.raises(StoreError, match=r"the history of this store starts at .* is before it"),
+            too_early,
+        ):
             pass
         with m.as_of(m.history_position()) as view:
             assert [c.id for c in view.list_chunks()] == [a, b]
