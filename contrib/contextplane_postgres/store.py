@@ -11,6 +11,10 @@ back. Supersession chains therefore stay linear under any concurrency.
 Reads outside a composition run on any pooled connection; ``consistent_read()`` holds one
 connection in a ``REPEATABLE READ READ ONLY`` transaction for the whole composition, so every
 section of one projection sees one committed state (ADR D2).
+
+Every write also consolidates (``consolidate``: duplicates, same-subject supersession, near
+duplicates, as on the embedded store) and appends its lifecycle events (``history``) in its
+own transaction; ``history``, ``history_position`` and ``as_of`` are ``MemoryHistory``.
 """
 
 from __future__ import annotations
