@@ -150,7 +150,7 @@ def assert_same(src: Path, dst: PostgresBackend) -> None:
         assert purged and all(theirs.history(i)[-1].event == "purged" for i in purged)
         assert all(mine.history(i) == theirs.history(i) for i in every)
         # the store as of the positions the recorded turns name, and as of a time
-        for turn in inputs[:: 3]:
+        for turn in inputs[::3]:
             assert turn.history_seq is not None
             position = HistoryPosition(turn.history_seq, mine.history(str(1))[0].at + timedelta(days=2))
             with mine.as_of(position) as was, theirs.as_of(position) as now:
@@ -181,13 +181,14 @@ KILLER = textwrap.dedent(
     from contextplane_postgres.copy import copy_store
     from contextplane_postgres.database import Database
 
-    src, url, schema = sys.argv[1:4]
+    src, url, schema, which, after = sys.argv[1:6]
     db = Database(url, schema=schema, vectors=True, pool_max_size=2)
     batches = []
 
     def on_batch(table, done, total):
-        batches.append(table)
-        if len(batches) == 4:  # die inside the fifth batch's transaction, without any cleanup
+        if which in ("any", table):
+            batches.append(table)
+        if len(batches) == int(after):  # die inside the next batch's transaction, without any cleanup
             threading.Timer(0.002, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
 
     copy_store(src, db, batch_rows=200, on_batch=on_batch)
@@ -203,7 +204,7 @@ def test_copy_killed_midway_resumes_with_nothing_lost_or_doubled(
     made = generate(src)
     before = sha(src)
     run = subprocess.run(
-        [sys.executable, "-c", KILLER, str(src), pg_url, pg_schema],
+        [sys.executable, "-c", KILLER, str(src), pg_url, pg_schema, "any", "4"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -270,6 +271,47 @@ def test_copy_killed_midway_resumes_with_nothing_lost_or_doubled(
         and "turn_inputs: 12 in the source, 0 copied now, 12 before" in again.output
         and "not copied" not in again.output
     )
+
+
+def test_copy_killed_inside_the_history_resumes_with_no_event_lost_or_doubled(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    src = tmp_path / "memory.sqlite3"
+    generate(src, rows=1_000)
+    run = subprocess.run(
+        [sys.executable, "-c", KILLER, str(src), pg_url, pg_schema, "chunk_history", "2"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == -9, run.stdout + run.stderr
+    conn = apsw.Connection(str(src), flags=apsw.SQLITE_OPEN_READONLY)
+    events, max_id = conn.execute(
+        "SELECT (SELECT count(*) FROM chunk_history), (SELECT max(id) FROM chunks)"
+    ).fetchone()
+    conn.close()
+    with psycopg.connect(pg_url) as pg:
+        copied = pg.execute(f"SELECT count(*) FROM {pg_schema}.chunk_history").fetchone()[0]
+        cursor = json.loads(
+            pg.execute(f"SELECT value FROM {pg_schema}.meta WHERE key = %s", (cursor_key(src),)).fetchone()[0]
+        )
+    assert cursor["chunks"] == max_id and "done" not in cursor  # every memory in, the history half-way
+    assert 400 <= copied < events and copied == cursor["chunk_history"], (copied, cursor, events)
+    db = Database(pg_url, schema=pg_schema, vectors=True)
+    try:
+        result = copy_store(src, db, batch_rows=200)
+    finally:
+        db.close()
+    assert result.resumed and result.table("chunk_history").already == copied
+    assert result.table("chunk_history").copied == events - copied
+    dst = PostgresBackend(pg_url, schema=pg_schema, embedder=HashEmbedder(32))
+    try:
+        assert_same(src, dst)  # every row's history event by event, so none lost or doubled
+        with psycopg.connect(pg_url) as pg:
+            assert pg.execute(f"SELECT count(*) FROM {pg_schema}.chunk_history").fetchone()[0] == events
+    finally:
+        dst.close()
 
 
 def test_a_destination_holding_other_memories_is_refused(tmp_path: Path, pg_url: str, pg_schema: str) -> None:
