@@ -36,19 +36,22 @@ for byte, without blocking the loop:
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import contextvars
 import functools
 import inspect
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from contextplane.aio import abandon, over_limit, overran
+from contextplane.aio import abandon, over_limit, overran, run_to_completion
 from contextplane.config import Config
 from contextplane.fitting import SectionPlan
-from contextplane.plugins import PluginHost
+from contextplane.plugins import PluginHost, Registered
 from contextplane.projection import (
     Drafting,
     ProjectedContext,
@@ -220,16 +223,254 @@ async def _drafts(
     return outcomes
 
 
+def _planned(
+    drafting: Drafting, outcomes: Mapping[int, Outcome], limit: int | None, strict: bool
+) -> tuple[list[SectionPlan], list[Skipped]]:
+    """The drafted sections laid out, and the rest with why, in draft order (both of acompose's
+    ways of drafting end here, as the sync path does): a row the core cannot lay out fails its
+    section, and in strict mode the first failing section raises."""
+    plans: list[SectionPlan] = []
+    skipped: list[Skipped] = []
+    for reg, why in drafting:
+        if why is not None:
+            skipped.append((reg, why, None))
+            continue
+        outcome = outcomes[id(reg)]
+        if not isinstance(outcome, BaseException):
+            rows, meta = outcome
+            try:  # laying the rows out belongs to the section too, as on the sync path
+                plan = SectionPlan(reg.section, reg.plugin, rows, meta, limit)
+            except (Exception, SystemExit) as exc:
+                outcome = exc
+            else:
+                plans.append(plan)
+                continue
+        if not isinstance(outcome, (Exception, SystemExit)):
+            raise outcome
+        skipped.append((reg, None, draft_failed(reg, outcome, strict)))
+    return plans, skipped
+
+
+def reads_in_threads(store: Any) -> bool:
+    """True when the store's async reads would only run its synchronous ones in worker threads:
+    it says so (``threaded_async``, the embedded store without an async embedder), or it has no
+    async reads at all (``contextplane.store.aio`` then hops a thread per read). Asked of the
+    store before its view is opened; a store with an async view is never one."""
+    if getattr(store, "aconsistent_read", None) is not None:
+        return False
+    declared = getattr(store, "threaded_async", None)
+    if declared is not None:
+        return bool(declared)
+    return getattr(store, "asearch", None) is None and getattr(store, "alist_chunks", None) is None
+
+
+def _one_hop(store: Any, drafting: Drafting) -> bool:
+    """Whether the whole turn can be composed in one worker thread: its memory is read in
+    threads anyway and every section that drafts has a synchronous form."""
+    return (
+        store is not None
+        and getattr(store, "consistent_read", None) is not None
+        and reads_in_threads(store)
+        and not any(why is None and inspect.iscoroutinefunction(reg.section.draft) for reg, why in drafting)
+    )
+
+
+def _drafted_here(
+    section: ContextSection, request: ProjectionRequest, timeout_s: float | None
+) -> Outcome:
+    """One synchronous draft in the calling thread, exactly as ``projection.compose`` makes it
+    (an awaitable it returns is run to completion; one over the limit is discarded)."""
+    started = time.perf_counter()
+    try:
+        result = section.draft(request)
+        if inspect.isawaitable(result):
+            result = run_to_completion(result, timeout_s)
+        rows, meta = _as_rows(result, section.name)
+        elapsed = time.perf_counter() - started
+        if timeout_s is not None and elapsed > timeout_s:
+            raise overran(elapsed, timeout_s)
+    except (Exception, SystemExit) as exc:  # sys.exit() in a provider fails its section only
+        return exc
+    return rows, meta
+
+
+def _stuck(timeout_s: float) -> TimeoutError:
+    return TimeoutError(
+        f"no result within the {timeout_s:.3f}s limit (context.provider_timeout_ms); no longer "
+        "awaited (a synchronous provider cannot be cancelled, so its worker thread runs on)"
+    )
+
+
+class _OneHop:
+    """A turn composed in one worker thread: the view opened, every section's synchronous draft
+    made in draft order, the view closed, the projection assembled and the observers told, as
+    ``projection.compose`` does it, for one hand-off to the executor instead of one per read.
+
+    Why: on a store that reads in worker threads anyway (the embedded SQLite store), a hop per
+    read (open the view, each section's reads, close and record) cost more than the reads of a
+    one-turn composition (bench/async_bench.py); the loop gains nothing from awaiting them.
+
+    The loop keeps the time limit: it waits until the draft in progress has run for
+    ``context.provider_timeout_ms``, then takes the turn back (``give_up``): that draft is
+    reported late, the sections not yet drafted are drafted the ordinary way (``_drafts``) on
+    the same view, and the loop closes the view and records. Everything the two threads share
+    is read and written under ``lock``; ``finishing`` (the thread is past its last draft) and
+    ``given_up`` (the loop took the turn back) exclude each other."""
+
+    def __init__(
+        self,
+        request: ProjectionRequest,
+        host: PluginHost,
+        strict: bool,
+        drafting: Drafting,
+        timeout_s: float | None,
+    ) -> None:
+        self.request, self.host, self.strict, self.drafting, self.timeout_s = (
+            request,
+            host,
+            strict,
+            drafting,
+            timeout_s,
+        )
+        self.lock = threading.Lock()
+        self.pending = collections.deque(reg for reg, why in drafting if why is None)
+        self.outcomes: dict[int, Outcome] = {}
+        #: The draft in progress in the thread, and when it started.
+        self.running: tuple[Registered[ContextSection], float] | None = None
+        self.manager: Any = None
+        self.seen: ProjectionRequest = request
+        self.position: Any = None
+        self.finishing = False
+        self.given_up = False
+
+    # ------------------------------------------------------------------ the worker thread
+
+    def run(self) -> ProjectedContext | None:
+        """The turn, in the worker thread; None when the loop took it back first."""
+        request = self.request
+        manager = request.knowledge_store.consistent_read()
+        view = manager.__enter__()
+        try:
+            position = position_of(view) if request.record and not request.incognito else None
+            seen = request if view is request.knowledge_store else request.with_store(view)
+        except BaseException as exc:
+            manager.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        with self.lock:
+            if self.given_up:  # the turn was cancelled before its view opened: nobody else closes it
+                manager.__exit__(None, None, None)
+                return None
+            self.manager, self.seen, self.position = manager, seen, position
+        try:
+            while True:
+                with self.lock:
+                    if self.given_up:
+                        return None  # the loop owns the view now
+                    if not self.pending:
+                        self.finishing = True
+                        break
+                    reg = self.pending.popleft()
+                    self.running = (reg, time.perf_counter())
+                outcome = _drafted_here(reg.section, seen, self.timeout_s)
+                with self.lock:
+                    self.running = None
+                    self.outcomes[id(reg)] = outcome
+            plans, skipped = _planned(self.drafting, self.outcomes, row_limit(request.config), self.strict)
+        except BaseException as exc:
+            with self.lock:
+                mine = not self.given_up
+                self.finishing = True
+            if mine:
+                manager.__exit__(type(exc), exc, exc.__traceback__)
+                raise
+            return None
+        manager.__exit__(None, None, None)
+        projection = assemble(request, plans, skipped, self.host, position)
+        if projection.injection is not None:
+            self.host.notify_projection(projection, request)
+        return projection
+
+    # ------------------------------------------------------------------ the loop
+
+    def _patience(self, timeout_s: float) -> float:
+        """How long to wait before looking again: until the draft in progress reaches the
+        limit; a whole limit while none is running (the view opening, or between drafts)."""
+        with self.lock:
+            running = self.running
+        if running is None:
+            return timeout_s
+        return max(running[1] + timeout_s - time.perf_counter(), 0.0)
+
+    def _take_back(self, overdue: float | None) -> tuple[dict[int, Outcome], Drafting] | None:
+        """Take the turn back from the thread, unless it is past its last draft (or, with
+        ``overdue``, unless the draft in progress has run that long): what was drafted, with
+        the draft in progress as late, and the sections still to draft."""
+        with self.lock:
+            if self.finishing:
+                return None
+            running = self.running
+            if overdue is not None and (running is None or time.perf_counter() - running[1] < overdue):
+                return None
+            self.given_up = True
+            outcomes = dict(self.outcomes)
+            if running is not None and overdue is not None:
+                outcomes[id(running[0])] = _stuck(overdue)
+            return outcomes, tuple((reg, None) for reg in self.pending)
+
+    async def compose(self) -> ProjectedContext:
+        """The turn's projection: the thread's, or the loop's once it took the turn back."""
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(None, contextvars.copy_context().run, self.run)
+        timeout_s = self.timeout_s
+        try:
+            if timeout_s is None:
+                done = await asyncio.shield(future)
+            else:
+                while True:
+                    finished, _ = await asyncio.wait((future,), timeout=self._patience(timeout_s))
+                    if finished:
+                        done = future.result()
+                        break
+                    taken = self._take_back(timeout_s)
+                    if taken is not None:
+                        return await self._finish_here(*taken)
+        except asyncio.CancelledError:
+            if self._take_back(None) is not None and self.manager is not None:
+                await asyncio.shield(asyncio.to_thread(self.manager.__exit__, None, None, None))
+            raise
+        assert done is not None  # the thread returns None only once the loop took the turn back
+        return done
+
+    async def _finish_here(self, outcomes: dict[int, Outcome], rest: Drafting) -> ProjectedContext:
+        """The rest of the turn on the loop, after the draft in progress overran the limit: the
+        sections not yet drafted drafted the ordinary way, on the same view."""
+        request, manager, host = self.request, self.manager, self.host
+        try:
+            outcomes.update(await _drafts(rest, self.seen, self.timeout_s))
+            plans, skipped = _planned(self.drafting, outcomes, row_limit(request.config), self.strict)
+            projection = assemble(request, plans, skipped, host, self.position)
+        except BaseException as exc:
+            await asyncio.shield(asyncio.to_thread(manager.__exit__, type(exc), exc, exc.__traceback__))
+            raise
+
+        def close_then_record() -> None:
+            manager.__exit__(None, None, None)
+            if projection.injection is not None:
+                host.notify_projection(projection, request)
+
+        await asyncio.shield(asyncio.to_thread(close_then_record))
+        return projection
+
+
 async def acompose(
     request: ProjectionRequest, *, host: PluginHost | None = None, strict: bool | None = None
 ) -> ProjectedContext:
     """``projection.compose`` without blocking the event loop: the same projection for the same
     request, with the turn's providers drafting concurrently (see the module docstring)."""
     request, host, strict, drafting, timeout_s = prepare(request, host, strict)
-    limit = row_limit(request.config)
-    skipped: list[Skipped] = []
-    plans: list[SectionPlan] = []
     store = request.knowledge_store if needs_memory(drafting) else None
+    if _one_hop(store, drafting):
+        return await _OneHop(request, host, strict, drafting, timeout_s).compose()
     after: list[Callable[[], Any]] = []
     recording = request.record and not request.incognito
     position = None
@@ -239,23 +480,7 @@ async def acompose(
             position = await asyncio.to_thread(position_of, view)
         seen = request if view is None or view is request.knowledge_store else request.with_store(view)
         outcomes = await _drafts(drafting, seen, timeout_s)
-        for reg, why in drafting:
-            if why is not None:
-                skipped.append((reg, why, None))
-                continue
-            outcome = outcomes[id(reg)]
-            if not isinstance(outcome, BaseException):
-                rows, meta = outcome
-                try:  # laying the rows out belongs to the section too, as on the sync path
-                    plan = SectionPlan(reg.section, reg.plugin, rows, meta, limit)
-                except (Exception, SystemExit) as exc:
-                    outcome = exc
-                else:
-                    plans.append(plan)
-                    continue
-            if not isinstance(outcome, (Exception, SystemExit)):
-                raise outcome
-            skipped.append((reg, None, draft_failed(reg, outcome, strict)))
+        plans, skipped = _planned(drafting, outcomes, row_limit(request.config), strict)
         projection = assemble(request, plans, skipped, host, position)
         if projection.injection is not None:
             # Told once the view is closed, in the worker thread that closes it.

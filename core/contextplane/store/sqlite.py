@@ -407,6 +407,14 @@ class SQLiteKnowledgeStore(StoreLifecycle):
     # executor, and reads outside a view take a pooled reader, so concurrent turns do not
     # queue on the writer's lock. bench/async_bench.py measures what the hop costs.
 
+    @property
+    def threaded_async(self) -> bool:
+        """True when this store's async reads are only its synchronous ones in a worker thread
+        (no embedder with its own ``aembed``): ``aprojection.acompose`` then composes the whole
+        turn in one worker thread, which is cheaper than a hop per read."""
+        embedder = self._embedder
+        return embedder is None or not hasattr(embedder, "aembed")
+
     def _off_loop(self, read: Callable[[StoreView | None], T], view: StoreView | None) -> T:
         """Run ``read`` in the calling worker thread: on ``view``, else on a pooled reader (the
         main connection for ``:memory:``, which has no second connection)."""
