@@ -43,7 +43,7 @@ import functools
 import inspect
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -251,6 +251,23 @@ def _planned(
     return plans, skipped
 
 
+#: Set inside ``per_read()``: every turn takes the per-read route, whatever its store.
+_per_read: contextvars.ContextVar[bool] = contextvars.ContextVar("contextplane_per_read", default=False)
+
+
+@contextlib.contextmanager
+def per_read() -> Iterator[None]:
+    """Compose the turns inside on the per-read route (each section's ``adraft`` awaited, each
+    read its own hop) even on a store that reads in worker threads, where ``acompose`` would
+    compose the turn in one worker thread: how the conformance kit checks a section's ``adraft``
+    against its ``draft`` (CTX-ASYNC-PARITY) whatever store the check uses."""
+    token = _per_read.set(True)
+    try:
+        yield
+    finally:
+        _per_read.reset(token)
+
+
 def reads_in_threads(store: Any) -> bool:
     """True when the store's async reads would only run its synchronous ones in worker threads:
     it says so (``threaded_async``, the embedded store without an async embedder), or it has no
@@ -269,7 +286,7 @@ def _one_hop(store: Any, drafting: Drafting) -> bool:
     threads anyway and every section that drafts has a synchronous form."""
     return (
         store is not None
-        and getattr(store, "consistent_read", None) is not None
+        and not _per_read.get()
         and reads_in_threads(store)
         and not any(why is None and inspect.iscoroutinefunction(reg.section.draft) for reg, why in drafting)
     )
@@ -348,7 +365,11 @@ class _OneHop:
     def run(self) -> ProjectedContext | None:
         """The turn, in the worker thread; None when the loop took it back first."""
         request = self.request
-        manager = request.knowledge_store.consistent_read()
+        store = request.knowledge_store
+        opener = getattr(store, "consistent_read", None)
+        if opener is None:
+            warn_no_view(store)
+        manager = contextlib.nullcontext(store) if opener is None else opener()
         view = manager.__enter__()
         try:
             position = position_of(view) if request.record and not request.incognito else None
