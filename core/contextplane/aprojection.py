@@ -39,11 +39,10 @@ import asyncio
 import collections
 import contextlib
 import contextvars
-import functools
 import inspect
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -135,53 +134,48 @@ def _late(section: ContextSection, timeout_s: float) -> TimeoutError:
 
 
 @contextlib.asynccontextmanager
-async def aconsistent_view(store: Any, after: list[Callable[[], Any]] | None = None) -> AsyncIterator[Any]:
-    """``projection.consistent_view`` for an event loop: the store's ``aconsistent_read()``
-    when it has one, else its ``consistent_read()`` opened and closed in a worker thread.
-
-    ``after``: callables the body appends, run once the view is closed, in the worker thread
-    that closed it (one hand-off for both: acompose's observers)."""
-    pending = after if after is not None else []
-
-    def run_after() -> None:
-        for call in pending:
-            call()
-
-    native = None if store is None else getattr(store, "aconsistent_read", None)
-    if native is None and (store is None or getattr(store, "consistent_read", None) is None):
-        if store is not None:
-            warn_no_view(store)
-        yield store
-        if pending:
-            await asyncio.shield(asyncio.to_thread(run_after))
+async def aconsistent_view(store: Any, locate: bool = False) -> AsyncIterator[tuple[Any, Any]]:
+    """``projection.consistent_view`` for an event loop, with the history position the view
+    reads at when ``locate`` (a recorded turn; else None): the store's ``aconsistent_read()``
+    when it has one, else its ``consistent_read()`` opened, and the position asked, in one
+    worker thread (both are I/O), and closed in another."""
+    if store is None:
+        yield None, None
+        return
+    native = getattr(store, "aconsistent_read", None)
+    if native is None and getattr(store, "consistent_read", None) is None:
+        warn_no_view(store)
+        yield store, (await asyncio.to_thread(position_of, store) if locate else None)
         return
     if native is not None:
         async with native() as view:
-            yield view
-        if pending:
-            await asyncio.shield(asyncio.to_thread(run_after))
+            yield view, (await asyncio.to_thread(position_of, view) if locate else None)
         return
     manager = store.consistent_read()
-    opening = asyncio.ensure_future(asyncio.to_thread(manager.__enter__))
+
+    def open_and_locate() -> tuple[Any, Any]:
+        view = manager.__enter__()
+        try:
+            return view, (position_of(view) if locate else None)
+        except BaseException as exc:
+            manager.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+
+    opening = asyncio.ensure_future(asyncio.to_thread(open_and_locate))
     try:
-        view = await asyncio.shield(opening)
+        opened = await asyncio.shield(opening)
     except asyncio.CancelledError:
         # Cancelled while the thread opens the view: close it once it is open, never leak it.
         opening.add_done_callback(lambda f: _close_late(f, manager))
         raise
     try:
-        yield view
+        yield opened
     except BaseException as exc:
         closing = asyncio.to_thread(manager.__exit__, type(exc), exc, exc.__traceback__)
         if not await asyncio.shield(closing):
             raise
     else:
-
-        def close_then_run_after() -> None:
-            manager.__exit__(None, None, None)
-            run_after()
-
-        await asyncio.shield(asyncio.to_thread(close_then_run_after))
+        await asyncio.shield(asyncio.to_thread(manager.__exit__, None, None, None))
 
 
 def _close_late(opened: asyncio.Future[Any], manager: Any) -> None:
@@ -492,20 +486,14 @@ async def acompose(
     store = request.knowledge_store if needs_memory(drafting) else None
     if _one_hop(store, drafting):
         return await _OneHop(request, host, strict, drafting, timeout_s).compose()
-    after: list[Callable[[], Any]] = []
     recording = request.record and not request.incognito
-    position = None
-    async with aconsistent_view(store, after) as view:
-        if recording and view is not None:
-            # Asking the view where it reads is I/O (a query), so not on the loop.
-            position = await asyncio.to_thread(position_of, view)
+    async with aconsistent_view(store, locate=recording) as (view, position):
         seen = request if view is None or view is request.knowledge_store else request.with_store(view)
         outcomes = await _drafts(drafting, seen, timeout_s)
         plans, skipped = _planned(drafting, outcomes, row_limit(request.config), strict)
         projection = assemble(request, plans, skipped, host, position)
-        if projection.injection is not None:
-            # Told once the view is closed, in the worker thread that closes it.
-            after.append(functools.partial(host.notify_projection, projection, request))
+    if projection.injection is not None:  # told once the view is closed
+        await host.anotify_projection(projection, request)
     return projection
 
 
