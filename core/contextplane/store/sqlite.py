@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -454,8 +455,19 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         return await asyncio.to_thread(self._off_loop, read, _on)
 
     async def aadd_chunk(self, content: str, *args: Any, **attrs: Any) -> str:
-        """``add_chunk`` in a worker thread (writes wait for the write lock there, not on the loop)."""
-        return await asyncio.to_thread(self.add_chunk, content, *args, **attrs)
+        """``add_chunk`` without blocking the loop: an embedder with its own ``aembed`` (a remote
+        service) embeds the row on the loop and only the SQL runs in a worker thread (where
+        writes wait for the write lock); any other write runs whole in a worker thread."""
+        embedder = self._embedder
+        if embedder is None or not hasattr(embedder, "aembed"):
+            return await asyncio.to_thread(self.add_chunk, content, *args, **attrs)
+        bound = inspect.signature(self.add_chunk).bind(content, *args, **attrs)
+        bound.apply_defaults()
+        now_text, prepared = self._prepared([bound.arguments])  # validated before embedding
+        text = prepared[0][0]
+        vectors = self._packed([text], await aembed(embedder, [text]), embedder.dimensions)
+        outcomes = await asyncio.to_thread(self._write_prepared, prepared, vectors, now_text, single=True)
+        return outcomes[0]
 
     async def asupersede(self, old_id: str, content: str, **attrs: Any) -> str:
         """``supersede`` in a worker thread."""
