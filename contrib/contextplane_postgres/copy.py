@@ -40,6 +40,7 @@ import apsw
 import attrs
 import numpy as np
 
+from contextplane.backends.sqlite.connection import records_path
 from contextplane.errors import StoreError
 from contextplane.memory.model import read_timestamp
 from contextplane.memory.stamps import legacy_kind_and_policy
@@ -54,6 +55,13 @@ from contextplane_postgres.store import copy_rows
 SOURCE_VERSIONS: Final[frozenset[int]] = frozenset({1, 2, 3})
 #: Source tables the copy leaves behind (this backend has no place for them yet).
 NOT_COPIED: Final[tuple[str, ...]] = ("chunk_history", "turn_inputs")
+#: The per-turn record tables the embedded backend keeps in its records file.
+RECORDS_FILE_TABLES: Final[tuple[str, ...]] = (
+    "injection_log",
+    "prompt_snapshots",
+    "prefix_texts",
+    "turn_inputs",
+)
 DEFAULT_BATCH_ROWS: Final[int] = 5_000
 
 BatchCallback = Callable[[str, int, int], None]
@@ -155,11 +163,28 @@ class _Source:
         dims = _meta(self.conn, "vector_dimensions")
         self.dims = int(dims) if dims is not None and "chunks_vec" in tables else None
         self.embedder = _meta(self.conn, "vector_embedder") or "copied"
+        #: Where each per-turn record table is read: the records file beside the store
+        #: (``records_path``), for a table it has adopted from the memory file; else the memory
+        #: file, where an earlier version kept it. The memory file's old copies are then ignored.
+        self.records_conn: apsw.Connection | None = None
+        self._where: dict[str, apsw.Connection] = {}
+        beside = Path(records_path(path))
+        if beside.is_file():
+            self.records_conn = _open_records(beside)
+            adopted = _adopted(self.records_conn)
+            for table in _tables(self.records_conn) & set(RECORDS_FILE_TABLES):
+                if table in adopted or table not in tables:
+                    self._where[table] = self.records_conn
+            self.tables = tables | set(self._where)
+
+    def conn_of(self, table: str) -> apsw.Connection:
+        """The connection that holds ``table`` (the records file or the memory file)."""
+        return self._where.get(table, self.conn)
 
     def count(self, table: str) -> int:
         if table not in self.tables:
             return 0
-        return _count(self.conn, f"SELECT count(*) FROM {table}")
+        return _count(self.conn_of(table), f"SELECT count(*) FROM {table}")
 
     def chunks(self, after: int, limit: int) -> list[tuple[Any, ...]]:
         typed = (
@@ -182,13 +207,29 @@ class _Source:
 
     def rows(self, table: str, columns: str, after: int, limit: int) -> list[tuple[Any, ...]]:
         return list(
-            self.conn.execute(
+            self.conn_of(table).execute(
                 f"SELECT rowid, {columns} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?", (after, limit)
             )
         )
 
     def close(self) -> None:
+        if self.records_conn is not None:
+            self.records_conn.close()
         self.conn.close()
+
+
+def _open_records(path: Path) -> apsw.Connection:
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    conn.set_busy_timeout(30_000)
+    return conn
+
+
+def _adopted(conn: apsw.Connection) -> set[str]:
+    """The tables whose earlier rows the records file has taken over from the memory file."""
+    if "_records_meta" not in _tables(conn):
+        return set()
+    keys = [str(r[0]) for r in conn.execute("SELECT key FROM _records_meta WHERE key LIKE 'adopted:%'")]
+    return {t for k in keys for t in k.removeprefix("adopted:").split(",")}
 
 
 def _chunk_values(src: _Source, row: tuple[Any, ...]) -> tuple[list[Any], Any]:
@@ -385,7 +426,7 @@ def _copy_records(
     if table not in src.tables:
         return TableCopy(table, 0, 0, 0)
     last = cursors.get(table, 0)
-    already = _count(src.conn, f"SELECT count(*) FROM {table} WHERE rowid <= ?", (last,))
+    already = _count(src.conn_of(table), f"SELECT count(*) FROM {table} WHERE rowid <= ?", (last,))
     copied = 0
     for batch in _batches(src, table, columns_text, last, batch_rows):
         cursors[table] = int(batch[-1][0])

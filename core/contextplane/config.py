@@ -69,6 +69,11 @@ def _unit(_i: object, a: attrs.Attribute[Any], v: float) -> None:
         raise _FieldError(a.name, v)
 
 
+def _share(_i: object, a: attrs.Attribute[Any], v: float) -> None:
+    if not 0 <= v <= 1:
+        raise _FieldError(a.name, v)
+
+
 def _tier(_i: object, a: attrs.Attribute[Any], v: int) -> None:
     if v not in (1, 2, 3):
         raise _FieldError(a.name, v)
@@ -95,6 +100,12 @@ class ContextConfig:
     #: One row's text is cut to this many chars (at a line boundary, with a marker); 0 = no bound.
     max_row_chars: int = attrs.field(
         default=4_000, validator=_row_bound, metadata=_expect("0 (no bound) or a whole number >= 200")
+    )
+    #: The relevance floor: a retrieved row whose relevance (``SearchHit.relevance``, 0 to 1: the
+    #: share of the query's meaningful terms it matches, IDF-weighted, or its embedding's cosine
+    #: similarity, whichever is higher) is below this is not injected. 0 injects every hit.
+    min_relevance: float = attrs.field(
+        default=0.3, validator=_share, metadata=_expect("a number from 0 to 1")
     )
     inject_min_trust: int = attrs.field(default=1, validator=_tier, metadata=_expect("1, 2 or 3"))
     capture_full_text: bool = attrs.field(default=False, metadata=_expect("true or false"))

@@ -23,7 +23,10 @@ class Embedder(Protocol):
     @property
     def name(self) -> str: ...
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+    def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
+        """One vector per text. A list of lists, or a 2-D numpy array (texts x dimensions),
+        which the embedded store packs in one call instead of float by float."""
+        ...
 
 
 @runtime_checkable
@@ -31,13 +34,14 @@ class AsyncEmbedder(Embedder, Protocol):
     """An ``Embedder`` that can also embed without blocking an event loop (a remote embedding
     service, a model server): ``aembed`` returns what ``embed`` would for the same texts."""
 
-    async def aembed(self, texts: Sequence[str]) -> list[list[float]]: ...
+    async def aembed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]: ...
 
 
-async def aembed(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
+async def aembed(embedder: Embedder, texts: Sequence[str]) -> Sequence[Sequence[float]]:
     """``texts`` embedded off the event loop: the embedder's own ``aembed`` when it has one, else
     its ``embed`` in a worker thread (a local model is CPU work that would stall the loop)."""
     native = getattr(embedder, "aembed", None)
     if native is not None:
-        return list(await native(texts))
+        vectors: Sequence[Sequence[float]] = await native(texts)
+        return vectors
     return await asyncio.to_thread(embedder.embed, texts)

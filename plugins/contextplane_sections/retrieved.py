@@ -2,8 +2,10 @@
 
 Only rows whose effective delivery policy is "retrieved" are injected: "always" rows are
 already in the always-on section and "on_demand" rows reach the model only through the
-``memory_recall`` tool. Rows below ``context.inject_min_trust`` are dropped; equal ranks are
-ordered by trust tier (the core's row order breaks rank ties by tier).
+``memory_recall`` tool. Rows below ``context.inject_min_trust`` are dropped, and so are rows
+below the relevance floor ``context.min_relevance`` (a question the store cannot answer
+injects nothing rather than its nearest noise); equal ranks are ordered by trust tier (the
+core's row order breaks rank ties by tier).
 """
 
 from __future__ import annotations
@@ -34,18 +36,22 @@ def _options(request: ProjectionRequest) -> dict[str, Any]:
 
 def _draft_of(hits: list[SearchHit], request: ProjectionRequest) -> Draft:
     floor = min_trust(request.config)
+    relevance_floor = request.config.context.min_relevance
     rows = []
-    dropped = 0
+    dropped = irrelevant = 0
     for hit in hits:
         chunk = hit.chunk
         policy = chunk.delivery_policy or "retrieved"
         if policy != "retrieved":
             continue
+        if hit.relevance is not None and hit.relevance < relevance_floor:
+            irrelevant += 1
+            continue
         if chunk.trust_tier < floor:
             dropped += 1
             continue
         rows.append(memory_row(chunk, hit.rank))
-    return Draft(rows, {"hits": len(hits), "below_min_trust": dropped})
+    return Draft(rows, {"hits": len(hits), "below_min_trust": dropped, "below_min_relevance": irrelevant})
 
 
 def draft(request: ProjectionRequest) -> Draft:

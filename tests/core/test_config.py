@@ -38,6 +38,14 @@ from contextplane.config import env_overrides, find_config_file, structure
             "invalid value for context.inject_min_trust: expected 1, 2 or 3, got 4",
         ),
         (
+            {"context": {"min_relevance": 1.5}},
+            "invalid value for context.min_relevance: expected a number from 0 to 1, got 1.5",
+        ),
+        (
+            {"context": {"min_relevance": "high"}},
+            'invalid value for context.min_relevance: expected a number from 0 to 1, got "high"',
+        ),
+        (
             {"context": {"budget_pct": 8, "bogus": 1}},
             "unknown key context.bogus: remove it or check its spelling",
         ),

@@ -36,7 +36,8 @@ def test_delivered_names_the_section_the_place_and_the_chars(deploy: tuple[Any, 
     add = backend.memories.add_chunk
     always = add("Deploy window is Tuesday 14:00 UTC", "hot", "operator", namespace=WEB)
     fact = add("Priya approves every production deploy", "fact", "operator", namespace=WEB)
-    other = add("The deploy checklist lives in the wiki", "fact", "operator", namespace=WEB)
+    # relevant enough to pass the relevance floor: it shares the query's rarer terms too
+    other = add("Production deploys need a second approver", "fact", "operator", namespace=WEB)
     projection = turn(host, backend, "who approves a production deploy?")
     got = explain(always, backend=backend, host=host, session_id="s1", turn_index=1)
     assert (got.verdict, got.reason) == ("delivered", None)
@@ -94,7 +95,9 @@ def test_filtered_by_lifecycle_then(deploy: tuple[Any, Any]) -> None:
     store.set_expires_at(expired, datetime.now(UTC) - timedelta(minutes=5), by="priya")
     wrong = store.add_chunk("The deploy bot is called Bender", "fact", "operator", namespace=WEB)
     store.invalidate_chunk(wrong, reason="the bot was renamed", by="priya")
-    turn(host, backend, "deploy Friday tool freeze bot")
+    # a question about the tool: the lifecycle verdicts come first whatever the query, and the
+    # successor answers it (a five-topic question would leave each row under the relevance floor)
+    turn(host, backend, "which deploy tool do we use?")
 
     def why(memory_id: str) -> Any:
         return explain(memory_id, backend=backend, host=host, session_id="s1", turn_index=1)
@@ -135,6 +138,27 @@ def test_filtered_by_the_turn_scope_policy_and_trust(tmp_path: Path) -> None:
         got = explain(external, backend=backend, host=host, session_id="s1", turn_index=1)
         assert got.reason == "below_min_trust"
         assert (got.evidence["trust_tier"], got.evidence["inject_min_trust"]) == (1, 2)
+
+
+def test_filtered_below_the_relevance_floor_names_the_relevance_and_the_floor(deploy: tuple[Any, Any]) -> None:
+    host, backend = deploy
+    add = backend.memories.add_chunk
+    fact = add("Priya approves every production deploy", "fact", "operator", namespace=WEB)
+    # "deploy" is in every row: it carries no information, so this row answers almost nothing
+    weak = add("The deploy checklist lives in the wiki", "fact", "operator", namespace=WEB)
+    add("Deploy logs are kept for a week", "fact", "operator", namespace=WEB)
+    projection = turn(host, backend, "who approves a production deploy?")
+    retrieved = projection.section("retrieved")
+    assert retrieved is not None and fact in retrieved.item_ids and weak not in retrieved.item_ids
+    got = explain(weak, backend=backend, host=host, session_id="s1", turn_index=1)
+    assert (got.verdict, got.reason) == ("filtered", "below_min_relevance")
+    assert got.evidence["min_relevance"] == 0.3 and 0 <= got.evidence["relevance"] < 0.3
+    assert got.evidence["section"] == "retrieved" and got.evidence["rank"] >= 1
+    assert "is below context.min_relevance = 0.3" in got.summary
+    # with the floor lowered the same turn delivers it: the verdict named the rule that decided
+    host_open = host_with(config(min_relevance=0.0))
+    now = explain(weak, backend=backend, host=host_open, query="who approves a production deploy?")
+    assert now.verdict == "delivered"
 
 
 def test_filtered_incognito_recorded_and_now(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ the lifecycle changes since would alter; explain's verdict for a past turn is th
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -47,7 +48,11 @@ class Motd:
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[tuple[PluginHost, SQLiteBackend, Motd]]:
     motd = Motd()
-    conf = config(retrieved_k=6)
+    # The scenario's turns ask compound questions that must deliver rows of four different
+    # topics at once; under the relevance floor each of them answers under 0.3 of such a question
+    # (relevance is the share of the question a row answers), so the floor is off here. The floor's
+    # own replay is test_a_turn_decided_by_the_relevance_floor_replays_after_the_corpus_moves.
+    conf = config(retrieved_k=6, min_relevance=0.0)
     host = host_with(conf)
     host.register(motd, "motd", version="1.0")
     backend = SQLiteBackend(tmp_path / "scenario.sqlite3", config=conf)
@@ -191,3 +196,39 @@ def test_every_turn_of_a_changing_session_replays_byte_for_byte(
         in retrieved
     )
     assert f"memory {freeze}'s lifecycle changed after the turn: expiry set to" in retrieved
+
+
+def test_a_turn_decided_by_the_relevance_floor_replays_after_the_corpus_moves(tmp_path: Path) -> None:
+    """Relevance is relative to the corpus (IDF), so rows written after a turn change every
+    row's relevance now; the replay must score against the corpus of then and match."""
+    conf = config()
+    host = host_with(conf)
+    with contextlib.closing(SQLiteBackend(tmp_path / "floor.sqlite3", config=conf)) as backend:
+        add = backend.memories.add_chunk
+        approver = add("Priya approves production deploys", "fact", "operator", namespace=WEB)
+        canary = add("The canary checks every production deploy", "fact", "operator", namespace=WEB)
+        noise = [add(f"Filler note number {i} about lunch", "fact", "operator", namespace=WEB) for i in range(30)]
+        question = "who approves production deploys?"
+        assembler = ContextAssembler(host=host, knowledge_store=backend.memories, backend=backend)
+        then = assembler.assemble(question, session_id="floor", turn_index=1)
+        retrieved = then.projected_context.section("retrieved")
+        assert retrieved is not None and set(retrieved.item_ids) == {approver, canary}
+        scopes = ["", WEB, "session:floor"]
+
+        def relevance(memory_id: str) -> float:
+            hits = backend.memories.search(question, 50, deliverable=True, namespaces=scopes)
+            return next(h.relevance or 0.0 for h in hits if h.chunk.id == memory_id)
+
+        before = relevance(canary)
+        for i in range(12):  # fewer rows than a tenth of the store would be, each with two query terms
+            add(f"Production deploy log entry {i}", "fact", "operator", namespace=WEB)
+        assert relevance(canary) < before  # the corpus moved: "production" and "deploy" say less now
+        report = replay(backend, "floor", 1, host=host)
+        assert report.identical, [(d.label, d.reasons) for d in report.changed]
+        now = replay(backend, "floor", 1, host=host, now=True)
+        assert [d.label for d in now.changed] == ["retrieved"]
+        past = explain(canary, backend=backend, host=host, session_id="floor", turn_index=1)
+        assert past.verdict == "delivered"
+        assert explain(noise[0], backend=backend, host=host, session_id="floor", turn_index=1).verdict == (
+            "never_retrieved"
+        )

@@ -211,9 +211,17 @@ def test_v1_fts_index_is_kept_not_rebuilt(tmp_path: Path) -> None:
         extra_sql="DROP TRIGGER chunks_ai; INSERT INTO chunks(content, created_at, updated_at) "
         "VALUES ('never indexed', '2025-01-01T00:00:00.000000Z', '2025-01-01T00:00:00.000000Z');",
     )
+    conn = connect(path)
+    try:
+        m.ensure_schema(conn, str(path))
+        matches = conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH 'indexed'").fetchall()
+        assert matches == [(1,)]
+        assert conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH 'never'").fetchall() == []
+    finally:
+        conn.close()
+    # The stemming step (a separate, later step: issue 11) rebuilds the index from the rows.
     with SQLiteKnowledgeStore(path) as store:
-        assert [h.chunk.id for h in store.search("indexed")] == ["1"]
-        assert store.search("never") == []
+        assert sorted(h.chunk.id for h in store.search("indexed")) == ["1", "2"]
 
 
 def test_v1_without_fts_gets_one_built(tmp_path: Path) -> None:

@@ -317,11 +317,15 @@ class TestSearch:
     def test_vector_leg_contributes(self, hybrid_store: SQLiteKnowledgeStore) -> None:
         a = hybrid_store.add_chunk("alpha beta gamma delta")
         hybrid_store.add_chunk("epsilon zeta")
-        # "gammas" is not an FTS token match ('gamma' != 'gammas'), only the vector shares 'alpha'
-        hits = hybrid_store.search("alpha gammas", k=5)
-        assert hits and hits[0].chunk.id == a
-        # fused scores are reciprocal-rank sums: at most 2 / (60 + 1)
-        assert 0 < hits[0].score <= 2 / 61 + 1e-12
+        # "kappa" is in no row; the vector leg returns both rows, the FTS leg only the first
+        hits = hybrid_store.search("alpha kappa", k=5)
+        assert [h.chunk.id for h in hits][:1] == [a] and len(hits) == 2
+        # fused score = lexical relevance + cosine similarity (each in [0, 1]); relevance is
+        # the larger: found by both legs, the first row's score exceeds its relevance
+        assert hits[0].relevance is not None and 0 < hits[0].relevance <= 1
+        assert hits[0].relevance < hits[0].score <= 2
+        # found by the vector leg alone, the second row's score is its similarity
+        assert hits[1].score == pytest.approx(hits[1].relevance, abs=1e-9)
 
     @pytest.mark.parametrize("hybrid", [False, True])
     def test_filtered_out_candidates_do_not_hide_deliverable_rows(self, db_path: Path, hybrid: bool) -> None:

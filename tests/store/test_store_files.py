@@ -91,7 +91,8 @@ def exercise(store: SQLiteKnowledgeStore) -> None:
         "confirmed",
     )
     assert [c.id for c in store.list_chunks(deliverable=True, delivery_policy="always")] == ["-4"]
-    assert {h.chunk.id for h in store.search("deploy window")} == {"0", "3"}
+    # stemmed full text (issue 11): "deploys" in row -4 matches "deploy"
+    assert {h.chunk.id for h in store.search("deploy window")} == {"-4", "0", "3"}
     new = store.add_chunk("a fresh memory about deploys", source_type="operator")
     assert int(new) == 10  # after the largest id, never reusing one
     assert store.set_review_state("0", "confirmed").review_state == "confirmed"

@@ -8,7 +8,8 @@ pipeline decides (the first rule that applies is the verdict):
 2. **filtered** because of the memory's state then: ``purged``, ``not_written_yet``,
    ``rejected``, ``superseded`` (by #id), ``invalidated``, ``expired``; because of the turn:
    ``incognito``, ``out_of_scope`` (not in the turn's scopes), ``policy_on_demand``,
-   ``below_min_trust``; or because the section that carries its policy did not run:
+   ``below_min_trust``, ``below_min_relevance`` (the search found it, but it answers too little
+   of the query: under ``context.min_relevance``); or because the section that carries its policy did not run:
    ``goal_turn``, ``not_selected`` (a subagent's contract), ``section_disabled``,
    ``section_failed``;
 3. **shed**: the section drafted it, the budget shed it (which step, under which budget);
@@ -356,6 +357,34 @@ def _cut_off(trace: SearchTrace, k: int) -> str:
     return "; ".join(parts) or "no leg returned it"
 
 
+def _below_relevance(turn: _Turn, chunk: MemoryChunk, memory_id: str) -> Verdict | None:
+    """The search returned it within the section's k, but the relevance floor kept it out: ask
+    the search the section asked (same query, k, scopes, view) and read the row's relevance."""
+    request = turn.request
+    k = int(request.config.context.retrieved_k)
+    floor = float(request.config.context.min_relevance)
+    if chunk.effective_delivery_policy != "retrieved" or not request.query.strip() or k == 0 or floor <= 0:
+        return None
+    hits = turn.view.search(request.query, k, deliverable=True, namespaces=list(request.namespaces))
+    hit = next((h for h in hits if h.chunk.id == memory_id), None)
+    if hit is None or hit.relevance is None or hit.relevance >= floor:
+        return None
+    return _filtered(
+        turn,
+        memory_id,
+        "below_min_relevance",
+        f"the search ranked it {hit.rank} for {request.query!r}, but its relevance "
+        f"{hit.relevance:.3f} is below context.min_relevance = {floor:g} (it answers too little "
+        "of the query to be injected)",
+        {
+            "section": "retrieved",
+            "rank": hit.rank,
+            "relevance": round(hit.relevance, 6),
+            "min_relevance": floor,
+        },
+    )
+
+
 def _never_retrieved(
     turn: _Turn, projection: ProjectedContext, chunk: MemoryChunk, memory_id: str
 ) -> Verdict | None:
@@ -455,6 +484,7 @@ def judge(turn: _Turn, memory_id: str, host: PluginHost, events: Sequence[Histor
         or _request_rules(turn, chunk, memory_id)
         or _section_rules(turn, projection, chunk, memory_id, host)
         or _shed(turn, projection, memory_id)
+        or _below_relevance(turn, chunk, memory_id)
         or _never_retrieved(turn, projection, chunk, memory_id)
     )
     if verdict is not None:

@@ -20,6 +20,7 @@ import click
 from contextplane.authority import SECTION_SEPARATOR
 from contextplane.backends import store_path
 from contextplane.backends.sqlite import SQLiteSnapshotStore
+from contextplane.backends.sqlite.connection import records_source
 from contextplane.cli_common import CommandGroup, command_backend, load
 from contextplane.errors import StoreError
 from contextplane.observability.snapshots import as_dict, snapshot_time
@@ -38,7 +39,7 @@ def _opened(db: str | None, trajectories: str | None, config_path: str | None) -
     (inspecting never creates a table nor prunes), and the trajectory directory beside it.
 
     Snapshots live in ``--db`` when given, else in the plugin backend's store, else in
-    ``observability.telemetry_db``, else in the memory store's file (``store_path``)."""
+    ``observability.telemetry_db``, else in the memory store's records file (``store_path``)."""
     config, host = load(config_path)
     obs = config.observability
     home = Path(db) if db else store_path(config)
@@ -52,7 +53,11 @@ def _opened(db: str | None, trajectories: str | None, config_path: str | None) -
         with command_backend(config_path, None, write=False, host=host) as (_c, _h, backend):
             yield backend.snapshots, tdir
         return
-    path = home if db or not obs.telemetry_db else config.resolve_path(obs.telemetry_db)
+    if db or not obs.telemetry_db:
+        # a memory store's snapshots are in its records file (an older store's: in the store)
+        path = Path(records_source(home, read_only=True)[0])
+    else:
+        path = config.resolve_path(obs.telemetry_db)
     store = SQLiteSnapshotStore(path, retention_days=0, retention_count=0, read_only=True)
     try:
         yield store, tdir

@@ -1,4 +1,5 @@
-"""Command line: ``contextplane memory ...`` (browse and curate memories) and
+"""Command line: ``contextplane memory ...`` (browse and curate memories, ``reindex`` the
+vectors) and
 ``contextplane migrate`` (bring a store to the current schema, with ``--dry-run``).
 
 The root ``contextplane`` group registers these with ``add_command``. Every command opens the
@@ -474,7 +475,9 @@ def expire_command(
 @_store_options
 @_json_option
 def reindex_command(rebuild: bool, config_path: str | None, db: Path | None, as_json: bool) -> None:
-    """Embed the memories that have no vector yet (written before an embedder was configured)."""
+    """Embed the memories that have no vector yet (written before an embedder was configured),
+    then retrain the vector index (off the write path: a store past 65,536 vectors is never
+    retrained inside a write)."""
     with _open(config_path, db, write=True) as store:
         if not getattr(store, "vectors_enabled", False) or not hasattr(store, "reindex_vectors"):
             raise StoreError(
@@ -482,7 +485,12 @@ def reindex_command(rebuild: bool, config_path: str | None, db: Path | None, as_
                 "hook provides one), so there are no vectors to build"
             )
         count = store.reindex_vectors(rebuild=rebuild)
-    click.echo(json.dumps({"embedded": count}) if as_json else f"embedded {count} memories")
+        train = getattr(store, "train_vector_index", None)
+        lists = int(train()) if callable(train) else 0
+    if as_json:
+        click.echo(json.dumps({"embedded": count, "lists": lists}))
+    else:
+        click.echo(f"embedded {count} memories")
 
 
 @click.command("migrate", cls=Command)
@@ -520,10 +528,12 @@ def migrate_command(
 
             try:
                 result = migrate.ensure_schema(conn, str(path), on_batch=on_batch, batch_rows=batch_rows)
+                bar = None
+                stemmed = migrate.migrate_stemming(conn, on_batch=on_batch, batch_rows=batch_rows)
             except apsw.Error as exc:
                 raise connection.store_error(str(path), exc, migrate.MIGRATING) from None
         if as_json:
-            click.echo(json.dumps({"result": _result_dict(result)}, indent=2))
+            click.echo(json.dumps({"result": {**_result_dict(result), "stemmed_rows": stemmed}}, indent=2))
         elif result.created:
             click.echo(f"{path}: created at schema version {migrate.SCHEMA_VERSION}")
         elif result.changed:
@@ -533,8 +543,10 @@ def migrate_command(
             )
             for change in result.normalised:
                 click.echo(f"  {change}")
-        else:
+        elif not stemmed:
             click.echo(f"{path}: already at schema version {migrate.SCHEMA_VERSION}; nothing to do")
+        if stemmed and not as_json:
+            click.echo(f"{path}: full-text index rebuilt with stemming; {stemmed} rows")
     finally:
         conn.close()
 

@@ -130,7 +130,9 @@ def connect(
         if not read_only and (mode is None or str(mode[0]).lower() != "wal"):
             conn.execute("PRAGMA journal_mode = WAL").fetchone()
         conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA mmap_size = 1073741824")
+        # Map the whole file (address space only; pages still come from the OS cache): past
+        # the map every page is a pread and a copy, and a million memories make a 3 GB file.
+        conn.execute("PRAGMA mmap_size = 68719476736")
         conn.execute("PRAGMA cache_size = -65536")
         conn.execute("PRAGMA temp_store = MEMORY")
     except StoreError:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, Final
@@ -44,6 +45,8 @@ from contextplane.memory.stamps import LEGACY_DOMAIN_TABLE, DomainRule
 from contextplane.memory.trust import SOURCE_TYPE_TIERS, UNKNOWN_SOURCE_TIER, initial_review_state
 
 SCHEMA_VERSION: Final[int] = 3
+
+log = logging.getLogger("contextplane.store")
 
 TYPED_MEMORY_BACKFILL: Final[str] = "typed_memory_backfill"
 REVIEW_STATE_BACKFILL: Final[str] = "review_state_backfill"
@@ -380,7 +383,7 @@ def _ensure_fts(conn: apsw.Connection) -> None:
     the triggers exactly ours, dropping any legacy trigger that fires on metadata updates."""
     existing = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()
     rebuild = False
-    if existing is None or "".join(str(existing[0]).split()) != "".join(_FTS_SQL.split()):
+    if existing is None or not fts_sql_is_current(str(existing[0])):
         if existing is not None:
             conn.execute("DROP TABLE chunks_fts")
         conn.execute(_FTS_SQL)
@@ -389,8 +392,8 @@ def _ensure_fts(conn: apsw.Connection) -> None:
         conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'chunks'")
     )
     for name, sql in triggers.items():
-        if name.startswith("chunks_vec"):
-            continue  # vector-index triggers belong to the vector layer
+        if name.startswith(("chunks_vec", "chunks_fts_stem")):
+            continue  # vector-index and stemming-build triggers belong to their own steps
         if _FTS_TRIGGERS.get(name) != sql:
             conn.execute(f'DROP TRIGGER "{name}"')
     for name, sql in _FTS_TRIGGERS.items():
@@ -770,6 +773,10 @@ def _rebuild_chunks(conn: apsw.Connection, path: str, shape: ChunksShape) -> Non
     conn.execute("CREATE INDEX IF NOT EXISTS chunks_namespace ON chunks(namespace)")
     if not shape.id_is_rowid and table_exists(conn, "chunks_fts"):
         conn.execute("DROP TABLE chunks_fts")  # indexed by the old rowids: rebuilt by _ensure_fts
+        if table_exists(conn, "_kb_meta"):
+            conn.execute("DELETE FROM _kb_meta WHERE key = ?", (STEMMED_FTS,))  # and stemmed again
+    if table_exists(conn, "_kb_meta"):
+        conn.execute("DELETE FROM _kb_meta WHERE key = ?", (READ_INDEXES,))  # the rewrite lost them
 
 
 def normalise_chunks(conn: apsw.Connection, path: str) -> tuple[str, ...]:
@@ -894,12 +901,11 @@ END;
 #: (``contextplane.memory.consolidation.content_hash``). Nullable, so the ALTER is O(1).
 V3_COLUMNS: Final[tuple[tuple[str, str], ...]] = (("content_hash", "INTEGER"),)
 
-#: The duplicate key; same-subject lookups; and the delivery policy, so the always-on section
-#: (a handful of rows) is an index lookup, not a scan of the store, now and as of the past.
+#: The duplicate key and same-subject lookups. The always-on section's index is the read
+#: path's ``chunks_always`` (``ensure_read_indexes``): one partial index of the always-on rows
+#: by scope, now and as of the past.
 _V3_INDEXES: Final[str] = """
 CREATE INDEX IF NOT EXISTS chunks_subject ON chunks(subject, namespace) WHERE subject != '';
-CREATE INDEX IF NOT EXISTS chunks_delivery_policy ON chunks(delivery_policy)
-    WHERE delivery_policy IS NOT NULL;
 """
 #: Built when the content-hash pass is done (or at once for a new store): one sort of the
 #: filled column is cheaper than keeping the index through a million-row UPDATE.
@@ -934,7 +940,7 @@ def ensure_v3_schema(conn: apsw.Connection) -> list[str]:
         has_history
         and not ({n for n, _ in V3_COLUMNS} - column_names(conn, "chunks"))
         # a version-1 table rewritten in the v2 shape (``normalise_chunks``) lost its indexes
-        and {"chunks_subject", "chunks_delivery_policy"} <= indexes
+        and "chunks_subject" in indexes
     ):
         return []
     with write_transaction(conn):
@@ -1013,3 +1019,217 @@ def run_v3_backfill(
             conn.execute("DELETE FROM _kb_meta WHERE key = ?", (_cursor_key(p),))
         conn.execute(_CONTENT_HASH_INDEX)
     return total
+
+
+# --------------------------------------------------------------------------- read path (issue 11)
+#
+# Steps that are not part of the version-1 migration and do not change SCHEMA_VERSION: each is
+# idempotent, marked done in ``_kb_meta`` under its own key, and safe to run from several
+# processes at once (every decision is re-read inside the write transaction that acts on it).
+
+#: Marker: the read-path indexes exist (the always-on list and the deliverable filter).
+READ_INDEXES: Final[str] = "read_indexes"
+#: Marker: ``chunks_fts`` uses the stemming tokenizer.
+STEMMED_FTS: Final[str] = "stemmed_fts"
+#: Rows the stemming step indexes at open; a larger store keeps its old index (readable, just
+#: unstemmed) until ``contextplane migrate`` runs the step, in resumable batches.
+INLINE_STEMMING_MAX_ROWS: Final[int] = 50_000
+
+#: The full-text index with the Porter stemmer over unicode61: "deploys", "deployed" and
+#: "deploying" all match "deploy".
+STEMMED_FTS_SQL: Final[str] = _FTS_SQL.replace(
+    "tokenize='unicode61 remove_diacritics 2'", "tokenize='porter unicode61 remove_diacritics 2'"
+)
+_STEM_TABLE: Final[str] = "chunks_fts_stem"
+_STEM_CURSOR: Final[str] = "stemmed_fts_cursor"
+_STEM_HIGH: Final[str] = "stemmed_fts_high"
+#: While the stemmed index is being built beside the old one, writes keep it current: rows past
+#: the high-water mark (written after the build began) and rows the build already covered.
+_COVERED: Final[str] = (
+    "({id} > (SELECT CAST(value AS INTEGER) FROM _kb_meta WHERE key = '" + _STEM_HIGH + "') OR "
+    "{id} <= (SELECT CAST(value AS INTEGER) FROM _kb_meta WHERE key = '" + _STEM_CURSOR + "'))"
+)
+_STEM_ADD: Final[str] = (
+    f"INSERT INTO {_STEM_TABLE}(rowid, content, heading) VALUES (new.id, new.content, new.heading)"
+)
+_STEM_DELETE: Final[str] = (
+    f"INSERT INTO {_STEM_TABLE}({_STEM_TABLE}, rowid, content, heading) "
+    "VALUES ('delete', old.id, old.content, old.heading)"
+)
+_STEM_TRIGGERS: Final[tuple[str, ...]] = (
+    f"CREATE TRIGGER IF NOT EXISTS {_STEM_TABLE}_ai AFTER INSERT ON chunks "
+    f"WHEN {_COVERED.format(id='new.id')} BEGIN {_STEM_ADD}; END",
+    f"CREATE TRIGGER IF NOT EXISTS {_STEM_TABLE}_ad AFTER DELETE ON chunks "
+    f"WHEN {_COVERED.format(id='old.id')} BEGIN {_STEM_DELETE}; END",
+    f"CREATE TRIGGER IF NOT EXISTS {_STEM_TABLE}_au AFTER UPDATE OF content, heading ON chunks "
+    f"WHEN {_COVERED.format(id='old.id')} BEGIN {_STEM_DELETE}; {_STEM_ADD}; END",
+)
+
+#: The always-on list reads its 20 rows by scope from an index of only the always-on rows,
+#: instead of every row in scope (the namespace index alone: 274 ms at 1M). Partial, so it is
+#: tiny and building it is one table scan (no sort of a million keys inside a migration).
+_READ_INDEX_SQL: Final[tuple[str, ...]] = (
+    "CREATE INDEX IF NOT EXISTS chunks_always ON chunks(namespace, id) WHERE delivery_policy = 'always'",
+    # an earlier schema-3 build indexed every non-NULL policy for the same lookup: one is enough
+    "DROP INDEX IF EXISTS chunks_delivery_policy",
+)
+
+
+def fts_sql_is_current(sql: str) -> bool:
+    """True for either full-text definition this version writes (plain, or stemmed; a renamed
+    table's SQL carries its name quoted)."""
+    flat = "".join(sql.replace('"chunks_fts"', "chunks_fts").split())
+    return flat in ("".join(_FTS_SQL.split()), "".join(STEMMED_FTS_SQL.split()))
+
+
+def ensure_read_indexes(conn: apsw.Connection) -> bool:
+    """Create the read-path indexes once; True when this call created them."""
+    if not table_exists(conn, "chunks") or _read_indexes_done(conn):
+        return False
+    with write_transaction(conn):
+        if _read_indexes_done(conn):
+            return False
+        for statement in _READ_INDEX_SQL:
+            conn.execute(statement)
+        _meta_set(conn, READ_INDEXES, format_timestamp(utc_now()))
+    return True
+
+
+def _read_indexes_done(conn: apsw.Connection) -> bool:
+    if _meta_get(conn, READ_INDEXES) is None:
+        return False
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'chunks_always'")
+    return found.fetchone() is not None
+
+
+def stemming_pending(conn: apsw.Connection) -> bool:
+    return table_exists(conn, "chunks") and _meta_get(conn, STEMMED_FTS) is None
+
+
+def stemming_rows_left(conn: apsw.Connection) -> int:
+    """Rows the stemming step has still to index (0 when done)."""
+    if not stemming_pending(conn):
+        return 0
+    cursor = int(_meta_get(conn, _STEM_CURSOR) or 0)
+    high = _meta_get(conn, _STEM_HIGH)
+    if high is None:
+        return int(scalar(conn, "SELECT count(*) FROM chunks"))
+    return int(scalar(conn, "SELECT count(*) FROM chunks WHERE id > ? AND id <= ?", (cursor, int(high))))
+
+
+def migrate_stemming(
+    conn: apsw.Connection,
+    *,
+    on_batch: BatchCallback | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> int:
+    """Rebuild ``chunks_fts`` with the stemming tokenizer; return the rows indexed.
+
+    The new index is built beside the old one, in id-ordered batches, each committed with its
+    cursor (a kill resumes from the cursor; a batch is never indexed twice because the cursor
+    moves in the same transaction). Rows written meanwhile reach the new index through its
+    triggers. Searches keep reading the old index until the last transaction swaps the two,
+    so the store stays readable and consistent throughout. An empty store swaps at once."""
+    if not stemming_pending(conn):
+        return 0
+    if batch_rows < 1:
+        raise StoreError(f"batch_rows: {batch_rows} must be at least 1")
+    with write_transaction(conn):
+        if not stemming_pending(conn):
+            return 0
+        if not table_exists(conn, _STEM_TABLE):
+            conn.execute(STEMMED_FTS_SQL.replace("TABLE chunks_fts", f"TABLE {_STEM_TABLE}", 1))
+            for key, value in FTS_CONFIG.items():
+                conn.execute(f"INSERT INTO {_STEM_TABLE}({_STEM_TABLE}, rank) VALUES (?, ?)", (key, value))
+            high = int(scalar(conn, "SELECT coalesce(max(id), 0) FROM chunks"))
+            # below the lowest id: a version-1 store may hold ids of 0 and below
+            low = int(scalar(conn, "SELECT min(coalesce(min(id), 1), 1) - 1 FROM chunks"))
+            _meta_set(conn, _STEM_HIGH, str(high))
+            _meta_set(conn, _STEM_CURSOR, str(low))
+            for trigger in _STEM_TRIGGERS:
+                conn.execute(trigger)
+    total = stemming_rows_left(conn)
+    done = 0
+    while True:
+        with write_transaction(conn):
+            if not stemming_pending(conn):
+                return done
+            cursor = int(_meta_get(conn, _STEM_CURSOR) or 0)
+            high = int(_meta_get(conn, _STEM_HIGH) or 0)
+            row = conn.execute(
+                "SELECT id FROM chunks WHERE id > ? AND id <= ? ORDER BY id LIMIT 1 OFFSET ?",
+                (cursor, high, batch_rows - 1),
+            ).fetchone()
+            upto = high if row is None else int(row[0])
+            if cursor < upto:
+                conn.execute(
+                    f"INSERT INTO {_STEM_TABLE}(rowid, content, heading) "
+                    "SELECT id, content, heading FROM chunks WHERE id > ? AND id <= ? ORDER BY id",
+                    (cursor, upto),
+                )
+                done += int(conn.changes())
+            _meta_set(conn, _STEM_CURSOR, str(upto))
+            if upto >= high:
+                _swap_stemmed(conn)
+        if on_batch is not None:
+            on_batch(min(done, total), total)
+        if upto >= high:
+            return done
+
+
+def _swap_stemmed(conn: apsw.Connection) -> None:
+    """Inside the build's last transaction: the stemmed index becomes ``chunks_fts``."""
+    for name in ("ai", "ad", "au"):
+        conn.execute(f'DROP TRIGGER IF EXISTS "chunks_fts_{name}"')
+        conn.execute(f'DROP TRIGGER IF EXISTS "{_STEM_TABLE}_{name}"')
+    conn.execute("DROP TABLE IF EXISTS chunks_fts")
+    conn.execute(f"ALTER TABLE {_STEM_TABLE} RENAME TO chunks_fts")
+    for body in _FTS_TRIGGERS.values():
+        conn.execute(body)
+    conn.execute(f"DELETE FROM _kb_meta WHERE key IN ('{_STEM_CURSOR}', '{_STEM_HIGH}')")
+    _meta_set(conn, STEMMED_FTS, format_timestamp(utc_now()))
+
+
+#: Marker: the row count at the last ``ANALYZE`` (the planner's statistics).
+ANALYZED_ROWS: Final[str] = "analyzed_rows"
+#: Statistics are refreshed when the table has doubled since they were taken (and from 1,000
+#: rows on: below that every plan is fast). ``analysis_limit`` samples, so ANALYZE takes
+#: milliseconds at 1M rows.
+_ANALYZE_MIN_ROWS: Final[int] = 1_000
+
+
+def analyze_due(conn: apsw.Connection) -> bool:
+    rows = int(scalar(conn, "SELECT coalesce(max(id), 0) FROM chunks"))
+    last = int(_meta_get(conn, ANALYZED_ROWS) or 0)
+    return rows >= _ANALYZE_MIN_ROWS and rows >= 2 * last
+
+
+def maybe_analyze(conn: apsw.Connection) -> bool:
+    """Refresh the planner's statistics when due (see ``analyze_due``); True when it ran."""
+    if not table_exists(conn, "chunks") or not analyze_due(conn):
+        return False
+    with write_transaction(conn):
+        rows = int(scalar(conn, "SELECT coalesce(max(id), 0) FROM chunks"))
+        conn.execute("PRAGMA analysis_limit = 1000")
+        conn.execute("ANALYZE chunks")
+        _meta_set(conn, ANALYZED_ROWS, str(rows))
+    return True
+
+
+def prepare_read_path(conn: apsw.Connection, path: str) -> None:
+    """At open, after ``ensure_schema``: the read indexes, the stemmed full-text index (at once
+    up to ``INLINE_STEMMING_MAX_ROWS`` rows, else one warning naming the command that builds
+    it) and fresh planner statistics when due."""
+    ensure_read_indexes(conn)
+    if stemming_pending(conn):
+        left = stemming_rows_left(conn)
+        if left <= INLINE_STEMMING_MAX_ROWS:
+            migrate_stemming(conn)
+        else:
+            log.warning(
+                "%s: the full-text index is not stemmed yet (%d rows to index); searches use the "
+                "old index until `contextplane migrate` builds the new one (resumable, in batches)",
+                path,
+                left,
+            )
+    maybe_analyze(conn)

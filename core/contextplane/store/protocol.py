@@ -32,11 +32,18 @@ from contextplane.memory.model import MemoryChunk
 
 @attrs.frozen
 class SearchHit:
-    """One ranked search result. ``rank`` 1 is the best; ``score`` is higher-is-better."""
+    """One ranked search result. ``rank`` 1 is the best; ``score`` is higher-is-better.
+
+    ``relevance`` is how well the row answers the query on a fixed scale, [0, 1], the same at
+    any store size: the embedded store gives the IDF-weighted share of the query's meaningful
+    terms the row matches, or the cosine similarity of the embeddings, whichever is higher.
+    The retrieved section injects no row below ``context.min_relevance``. ``None`` (a store
+    that cannot say) is never filtered."""
 
     chunk: MemoryChunk
     score: float
     rank: int
+    relevance: float | None = None
 
 
 @runtime_checkable

@@ -3,10 +3,11 @@ gives for "never retrieved".
 
 It re-runs ``search``'s own statement (``sql.search_sql``, the same candidate sizes for the
 same ``k``) with the final cut lifted, so the row's place in the fused list is the place that
-search gave it; when ``search`` would have fallen back to the exact form (fewer than ``k``
-results), the trace does too. Then, per leg, the row's rank among the leg's candidates before
-any filter (the cut the fast form makes) and among those that pass the filters: full text by
-BM25 over every match, the vector leg among the vectors its probed lists hold.
+search gave it; when ``search`` would have widened its candidates or fallen back to the
+exact form (fewer than ``k`` results), the trace does too. Then, per leg, the row's rank
+among the leg's candidates before any filter (the cut the fast form makes) and among those
+that pass the filters: full text by BM25 over every match, the vector leg among the vectors
+its probed lists hold.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from typing import Any
 import apsw
 
 from contextplane.store import migrate, sql, vector_index
-from contextplane.store.fts_query import to_match_expression
 from contextplane.store.protocol import LegRank, SearchTrace
+from contextplane.store.query_terms import FtsPlan
 
 #: How far past ``k`` the lifted final cut reaches (a fused list never holds more than 2n).
 _LIFT = 4
@@ -88,15 +89,22 @@ def trace(
     now: Any,
     vector: bytes | None,
     probes: int,
+    plan: FtsPlan,
+    indexed: int,
+    width: int = 1,
+    widest: int = 16,
 ) -> SearchTrace:
     """The trace of ``search(query, k, deliverable=True, namespaces=namespaces, now=now)``
-    for the row ``chunk_id`` (caller holds the connection's lock)."""
-    params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "nc": max(k * 8, 80)}
+    for the row ``chunk_id`` (caller holds the connection's lock): the same full-text plan
+    (``plan``: the query's informative terms), the same widening from ``width`` while the
+    filters leave fewer than ``k`` rows, and the exact form past ``widest``."""
+    base = max(k * 8, 80)
+    params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "nc": base}
     clauses: list[str] = []
     sql.scope_filter(namespaces, params, clauses, indexed=False)
     sql.deliverable_filter(False, now, params, clauses)
     where = " AND ".join(clauses) or "1"
-    expression = to_match_expression(query)
+    expression = plan.expression
     if expression is None and vector is None:
         return SearchTrace(
             query, k, "none", None, (), (LegRank("fts", None, 0, 0, None, "the query has no word"),)
@@ -104,16 +112,25 @@ def trace(
     if vector is not None:
         params["v"] = vector
         params["probes"] = probes
-    if expression is not None:
-        params["q"] = expression
+    params["q"] = expression
+    params["ideal"] = max(plan.ideal, 1e-6)
     lifted = {**params, "k": params["n"] * _LIFT}
     form = "fast"
-    rows = [int(r[0]) for r in conn.execute(sql.search_sql(expression, vector, where, exact=False), lifted)]
-    if len(rows) < k and clauses:
-        form = "exact"
-        rows = [
-            int(r[0]) for r in conn.execute(sql.search_sql(expression, vector, where, exact=True), lifted)
-        ]
+    while True:
+        if width > widest:
+            form = "exact"
+            rows = [
+                int(r[0]) for r in conn.execute(sql.search_sql(expression, vector, where, exact=True), lifted)
+            ]
+            break
+        lifted["nc"] = params["nc"] = base * width
+        statement = sql.search_sql(expression, vector, where, exact=False)
+        # search's own cut (k rows) decides whether it widens; the lifted list is the evidence
+        kept = conn.execute(statement, {**lifted, "k": k}).fetchall()
+        if len(kept) >= k or not clauses or indexed <= base * width:
+            rows = [int(r[0]) for r in conn.execute(statement, lifted)]
+            break
+        width *= 4
     legs = []
     if expression is not None:
         legs.append(_fts_leg(conn, expression, chunk_id, where, params))

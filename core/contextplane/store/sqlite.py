@@ -4,12 +4,13 @@ Why apsw: the stdlib ``sqlite3`` here cannot load extensions. WAL lets readers r
 writer; a busy timeout plus ``BEGIN IMMEDIATE`` makes concurrent writers (threads or
 processes) wait instead of failing (``connection``).
 
-Search is hybrid when an embedder is configured: a BM25 top-n from FTS5 and a vector top-n,
-fused by reciprocal rank (RRF, k=60) in one SQL statement. Without an embedder, or when
-sqlite-vec cannot be loaded (one warning at open), search is FTS-only. Each leg first takes
-its best ``8k`` (at least 80) candidates unfiltered, then joins and filters only those (scope,
-deliverable); if that leaves fewer than ``k`` results the statement is re-run with every
-candidate filtered before the cut, so filters can slow a search down but never hide a row.
+Search is hybrid when an embedder is configured: a BM25 top-n from FTS5 over the query's
+meaningful terms (``query_terms``) and a vector top-n, fused by relevance in one SQL statement
+(``sql.search_sql``). Without an embedder, or when sqlite-vec cannot be loaded (one warning at
+open), search is FTS-only. Each leg first takes its best ``8k`` (at least 80) candidates
+unfiltered, then joins and filters only those (scope, deliverable); if that leaves fewer than
+``k`` results the candidates are widened 4x, then 16x, then every candidate is filtered before
+the cut, so filters can slow a search down but never hide a row.
 
 The vector leg is an inverted-file (IVF) index over sqlite-vec distances, in ``vector_index``
 (its layout, training, and why IVF rather than sqlite-vec's ``vec0`` KNN). The store is one
@@ -26,7 +27,7 @@ import contextlib
 import inspect
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -39,19 +40,22 @@ from contextplane.memory.consolidation import Consolidation
 from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import MemoryChunk, to_utc, utc_now, validate_text
 from contextplane.store import history as store_history
-from contextplane.store import migrate, ranks, sql, vector_index
+from contextplane.store import migrate, query_terms, ranks, sql, vector_index
 from contextplane.store.columns import as_id, chunk_from_row
 from contextplane.store.connection import SQLITE_HEADER as SQLITE_HEADER
 from contextplane.store.connection import connect as connect
 from contextplane.store.connection import is_read_only, store_error
-from contextplane.store.fts_query import to_match_expression
 from contextplane.store.lifecycle import StoreLifecycle
 from contextplane.store.protocol import SearchHit, SearchTrace
+from contextplane.store.query_terms import TermStats
 
 # Re-exported: callers import the warning from here (and from ``contextplane.store``).
 from contextplane.store.vector_index import VectorSearchUnavailableWarning as VectorSearchUnavailableWarning
 
 T = TypeVar("T")
+
+#: The widest fast form: 16 times the base candidates (16 x 8k) before filtering every one.
+WIDEST = 16
 
 
 class SQLiteKnowledgeStore(StoreLifecycle):
@@ -94,6 +98,9 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         self._read_only_reason = (
             "it was opened with read_only=True" if read_only else "the file or its directory is not writable"
         )
+        self._term_stats = TermStats()
+        #: Per scope set, the candidate widening the last search needed (see ``search``).
+        self._widths: dict[tuple[str, ...] | None, int] = {}
         try:
             if self._read_only:
                 migrate.require_current(self._conn, self.path)
@@ -101,6 +108,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
                 migrate.ensure_schema(
                     self._conn, self.path, on_batch=on_migrate_batch, batch_rows=migrate_batch_rows
                 )
+                migrate.prepare_read_path(self._conn, self.path)
             # Called directly, not through a helper method: both may warn with stacklevel=4,
             # counted from this frame, so the warning names the code that opened the store.
             if embedder is not None and vector_index.load_sqlite_vec(self.conn, self.path, sqlite_vec_path):
@@ -364,41 +372,71 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         _on: StoreView | None = None,
         _vector: bytes | None = None,
     ) -> list[SearchHit]:
-        """Hybrid (BM25 + vector, fused by reciprocal rank) or FTS-only search. Raw user text is
-        never FTS syntax (see ``fts_query``). ``include_superseded`` admits superseded rows but
-        still never rejected, expired or otherwise-invalidated ones. (``_vector``: the query
-        already embedded, by ``asearch``.)"""
+        """Hybrid (BM25 + vector, fused by relevance) or FTS-only search; each hit carries
+        its relevance (0 to 1, see ``SearchHit``). Raw user text is never FTS syntax (see
+        ``fts_query``); function words and terms too common to inform are not scored.
+        ``include_superseded`` admits superseded rows but still never rejected, expired or
+        otherwise-invalidated ones. (``_vector``: the query already embedded, by ``asearch``.)"""
         validate_text(query, "query", storable=False)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
-        params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "nc": max(k * 8, 80)}
+        base = max(k * 8, 80)
+        params: dict[str, Any] = {"k": k, "n": max(k * 4, 40)}
         clauses: list[str] = []
         sql.scope_filter(namespaces, params, clauses, indexed=False)
         if deliverable:
             sql.deliverable_filter(include_superseded, now, params, clauses)
         where = " AND ".join(clauses) or "1"
-        expression = to_match_expression(query)
+        scope_key = None if namespaces is None else tuple(namespaces)
         # embed before taking the lock: a slow embedder must not stall other threads' reads
         vector = _vector
         if vector is None and self._embedder is not None and query.strip():
             vector = self._embed([query])[0]
         with self._reading(_on) as conn:
-            if expression is None and vector is None:
+            plan = self._term_stats.plan(conn, query, _corpus_of(_on))
+            if plan.expression is None and vector is None:
                 return []
             if vector is not None:
                 params["v"] = vector
                 params["probes"] = self._probes(conn)
-            if expression is not None:
-                params["q"] = expression
-            rows = conn.execute(sql.search_sql(expression, vector, where, exact=False), params).fetchall()
-            if len(rows) < k and clauses:
-                # The filters may have starved the over-fetched candidates: redo with every
-                # candidate filtered before the cut (exact, slower on large stores).
-                rows = conn.execute(sql.search_sql(expression, vector, where, exact=True), params).fetchall()
+            params["q"] = plan.expression
+            params["ideal"] = max(plan.ideal, 1e-6)
+            statement = sql.search_sql(plan.expression, vector, where, exact=False)
+            # Candidates per leg: the fast form takes ``nc`` unfiltered, then filters. When the
+            # filters (a small scope, many rejected rows) leave fewer than k, widen 4x, then 16x,
+            # then filter every candidate (exact). A leg that saw all its matches cannot gain by
+            # widening; the width that worked is remembered per scope set, so the next turn in
+            # the same scopes starts there instead of falling off a cliff every time.
+            indexed = plan.postings if vector is None else max(plan.postings, self._vector_count(conn))
+            width = self._widths.get(scope_key, 1)
+            rows: list[Any] = []
+            while True:
+                if width > WIDEST:
+                    exact = sql.search_sql(plan.expression, vector, where, exact=True)
+                    rows = conn.execute(exact, params).fetchall()
+                    break
+                params["nc"] = base * width
+                rows = conn.execute(statement, params).fetchall()
+                if len(rows) >= k or not clauses or indexed <= base * width:
+                    break
+                width *= 4
+            if len(self._widths) > 256:
+                self._widths.clear()
+            self._widths[scope_key] = min(width, WIDEST)
         return [
-            SearchHit(chunk=chunk_from_row(row), score=float(row[-1] or 0.0), rank=rank)
+            SearchHit(
+                chunk=chunk_from_row(row),
+                score=float(row[-2] or 0.0),
+                rank=rank,
+                relevance=float(row[-1] or 0.0),
+            )
             for rank, row in enumerate(rows, start=1)
         ]
+
+    def _vector_count(self, conn: apsw.Connection) -> int:
+        """About how many vectors the vector leg could return (the full-text row count: every
+        row has a vector when an embedder is set)."""
+        return query_terms.indexed_rows(conn)
 
     # ------------------------------------------------------------------ async (AsyncKnowledgeStore)
     # Why worker threads and not an async SQLite driver: apsw releases the GIL while SQLite
@@ -497,6 +535,8 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             raise ValidationError(f"chunk_id: {chunk_id!r} names no memory")
         vector = self._embed([query])[0] if self._embedder is not None and query.strip() else None
         with self._reading(_on) as conn:
+            plan = self._term_stats.plan(conn, query, _corpus_of(_on))
+            indexed = plan.postings if vector is None else max(plan.postings, self._vector_count(conn))
             return ranks.trace(
                 conn,
                 query,
@@ -506,7 +546,21 @@ class SQLiteKnowledgeStore(StoreLifecycle):
                 now=now,
                 vector=vector,
                 probes=self._probes(conn) if vector is not None else 0,
+                plan=plan,
+                indexed=indexed,
+                width=self._widths.get(None if namespaces is None else tuple(namespaces), 1),
+                widest=WIDEST,
             )
+
+
+def _corpus_of(view: StoreView | None) -> Hashable | None:
+    """The corpus an as-of view's own full-text index holds (the rows at its position), or None:
+    the read sees the present index, whose version ``query_terms.corpus_version`` reads."""
+    overlay = view.overlay if view is not None else None
+    if overlay is None or not overlay.exact_ranking or not (overlay.written_after or overlay.purged_after):
+        return None
+    return ("as_of", overlay.position.seq)
+
 
 
 class StoreView:

@@ -8,17 +8,21 @@ before an embedder was configured, and embedding in batches with the embedder's 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Final
 
 import apsw
 
 from contextplane.errors import StoreError
+from contextplane.notices import log_once
 from contextplane.store import vector_index
 from contextplane.store.base import StoreBase
 from contextplane.store.migrate import write_transaction
 
 EMBED_BATCH: Final[int] = 256
+
+log = logging.getLogger("contextplane.store")
 
 
 class VectorUpkeep(StoreBase):
@@ -48,6 +52,11 @@ class VectorUpkeep(StoreBase):
             raise StoreError(
                 f"embedder {embedder.name!r}: returned {len(vectors)} vectors for {len(batch)} texts"
             )
+        shape = getattr(vectors, "shape", None)
+        if shape is not None and len(shape) == 2 and shape[1] == dims:
+            # a 2-D array (numpy or alike): packed in one call, not float by float
+            matrix = vector_index.as_float32(vectors)
+            return [matrix[i].tobytes() for i in range(len(batch))]
         out: list[bytes] = []
         for vector in vectors:
             if len(vector) != dims:
@@ -72,12 +81,25 @@ class VectorUpkeep(StoreBase):
 
     def _maybe_train(self) -> None:
         """Train the IVF centroids when the vector count first reaches the threshold, and again
-        each time it doubles, so list sizes stay near sqrt(n)."""
+        each time it doubles while the index is small enough to retrain inside a write
+        (``vector_index.INLINE_TRAINING_MAX_VECTORS``); past that, say once that a reindex is
+        due instead of stalling the write."""
         if self._embedder is None:
             return
         with self._lock:
-            if vector_index.training_due(self.conn, self._vector_index_min_rows):
+            inline, count = vector_index.inline_training_due(self.conn, self._vector_index_min_rows)
+            if inline:
                 self.train_vector_index()
+            elif vector_index.training_due(self.conn, self._vector_index_min_rows):
+                log_once(
+                    log,
+                    ("retrain due", self.path),
+                    logging.INFO,
+                    "%s: the vector index has doubled to %d vectors since it was trained; run "
+                    "`contextplane memory reindex` to retrain it (searches stay correct meanwhile)",
+                    self.path,
+                    count,
+                )
 
     def train_vector_index(
         self, *, iterations: int | None = None, seed: int = 0, use_numpy: bool | None = None

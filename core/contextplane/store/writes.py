@@ -140,6 +140,8 @@ class StoreWrites(VectorUpkeep):
         with self._writing() as conn:
             outcomes = self._consolidate(conn, prepared, vectors, now_text, single=single)
         self._maybe_train()
+        with self._lock:
+            migrate.maybe_analyze(self.conn)  # the planner's statistics, when the table doubled
         return outcomes
 
     def _consolidate(

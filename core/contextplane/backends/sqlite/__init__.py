@@ -1,9 +1,11 @@
 """The embedded backend: memories, summaries, injection log and snapshots in one SQLite file.
 
 The memory store is ``contextplane.store.SQLiteKnowledgeStore``; the record tables open their
-own connections to the same file, so a record write never waits on the memory store's lock.
-Snapshots go to ``observability.telemetry_db`` when the operator names one (telemetry kept
-apart, with its own retention), else to the same file. The trajectory (ADR 0102) is a
+own connections, so a record write never waits on the memory store's lock. Summaries live in
+the memory file; the per-turn records (injection log, snapshots, turn inputs) in its records file
+(``connection.records_path``), because a write to the memory file would empty the page cache
+of the next composition's reads. Snapshots go to ``observability.telemetry_db`` when the
+operator names one (telemetry kept apart, with its own retention). The trajectory (ADR 0102) is a
 directory of JSONL files: ``observability.trajectory_dir``, else ``trajectories`` beside the
 file; ``observability.trajectory = false`` keeps none.
 """
@@ -15,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from contextplane.backends.sqlite.connection import records_path, records_source
 from contextplane.backends.sqlite.injections import SQLiteInjectionLog
 from contextplane.backends.sqlite.snapshots import SQLiteSnapshotStore
 from contextplane.backends.sqlite.summaries import SQLiteSessionSummaries
@@ -25,7 +28,13 @@ from contextplane.records.backend import register_backend
 from contextplane.store.protocol import KnowledgeStore
 from contextplane.store.sqlite import SQLiteKnowledgeStore
 
-__all__ = ["SQLiteBackend", "SQLiteInjectionLog", "SQLiteSessionSummaries", "SQLiteSnapshotStore"]
+__all__ = [
+    "SQLiteBackend",
+    "SQLiteInjectionLog",
+    "SQLiteSessionSummaries",
+    "SQLiteSnapshotStore",
+    "records_path",
+]
 
 
 class SQLiteBackend:
@@ -96,7 +105,8 @@ class SQLiteBackend:
     def injections(self) -> SQLiteInjectionLog:
         with self._lock:
             if self._injections is None:
-                self._injections = SQLiteInjectionLog(self.path, read_only=self.read_only)
+                path, legacy = records_source(self.path, read_only=self.read_only)
+                self._injections = SQLiteInjectionLog(path, read_only=self.read_only, adopt_from=legacy)
             return self._injections
 
     @property
@@ -104,13 +114,15 @@ class SQLiteBackend:
         with self._lock:
             if self._snapshots is None:
                 obs = self.config.observability
-                target = self.config.resolve_path(obs.telemetry_db) if obs.telemetry_db else self.path
+                target = self.config.resolve_path(obs.telemetry_db) if obs.telemetry_db else None
+                path, legacy = records_source(self.path, read_only=self.read_only)
                 self._snapshots = SQLiteSnapshotStore(
-                    target,
+                    target if target is not None else path,
                     retention_days=obs.retention_days,
                     retention_count=obs.retention_count,
                     batch_size=self._snapshot_batch_size,
                     read_only=self.read_only,
+                    adopt_from=None if target is not None else legacy,
                 )
             return self._snapshots
 

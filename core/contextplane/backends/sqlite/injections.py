@@ -9,7 +9,7 @@ import os
 import threading
 from typing import Any
 
-from contextplane.backends.sqlite.connection import connect, has_table
+from contextplane.backends.sqlite.connection import adopt, connect, has_table
 from contextplane.backends.sqlite.connection import translated as _translated
 from contextplane.records.injections import InjectionRow
 
@@ -32,10 +32,19 @@ CREATE INDEX IF NOT EXISTS injection_log_session ON injection_log(session_id, tu
 class SQLiteInjectionLog:
     """``InjectionLog`` in one SQLite file."""
 
-    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        adopt_from: str | os.PathLike[str] | None = None,
+    ) -> None:
+        """``adopt_from``: the memory file an earlier version kept this log in (copied once)."""
         self.path = str(path)
         self._conn = connect(self.path, SCHEMA, "the injection log", read_only=read_only)
         self._lock = threading.Lock()
+        with _translated(self.path, "adopting the injection log of the memory file"):
+            adopt(self._conn, adopt_from, ("injection_log",))
 
     def record(self, row: InjectionRow) -> int:
         with self._lock, _translated(self.path, "recording the injection log row"):

@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from contextplane.backends.sqlite.connection import connect, has_table, translated
+from contextplane.backends.sqlite.connection import adopt, connect, has_table, translated
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
 from contextplane.records.turn_inputs import TURN_INPUT_FIELDS, TurnInputs
 from contextplane.store.connection import is_read_only
@@ -106,6 +106,7 @@ class SQLiteSnapshotStore:
         batch_size: int = 1,
         prune_every: int = 1_000,
         read_only: bool = False,
+        adopt_from: str | os.PathLike[str] | None = None,
     ) -> None:
         self.path = Path(path)
         self.retention_days = retention_days
@@ -113,6 +114,9 @@ class SQLiteSnapshotStore:
         self.batch_size = max(1, batch_size)
         self.prune_every = prune_every
         self._conn = connect(path, SCHEMA, "the prompt snapshots", read_only=read_only)
+        with translated(str(path), "adopting the prompt snapshots and turn inputs of the memory file"):
+            adopt(self._conn, adopt_from, ("prefix_texts", "prompt_snapshots"))
+            adopt(self._conn, adopt_from, ("turn_inputs",))  # its own marker: added by schema 3
         #: Inspecting (``read_only``) never creates the tables nor prunes: an absent table reads
         #: as no snapshots.
         self._read_only = is_read_only(self._conn)  # asked for, or the file is not writable
