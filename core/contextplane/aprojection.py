@@ -8,29 +8,43 @@ for byte, without blocking the loop:
 - **Same output by construction.** The request is checked and resolved by
   ``projection.prepare``, and everything after drafting (the budget, shedding, rendering, the
   reports and the injection record) is ``projection.assemble``: only drafting differs.
-- **Providers run concurrently.** Every section of the turn starts at once: async providers
-  (``adraft``, or an ``async def draft``) are awaited on the loop; synchronous ones run in a
-  worker thread, or on the loop when they declare ``cheap=True`` (see ``ContextSection``).
-  Drafts are collected in draft order, so which provider finishes first changes nothing.
-- **The time limit is enforced.** ``context.provider_timeout_ms`` counts from the moment the
-  turn asks for the drafts (time a provider waits for a worker thread counts). At the limit an
-  async provider is cancelled; a synchronous one in a worker thread cannot be, so the turn
-  stops waiting for it and its thread runs on. Either way the section reports the
-  ``TimeoutError`` and the turn goes on. A cheap provider runs on the loop and is checked
+- **Two routes, one result.** When the turn's memory is read in worker threads anyway (the
+  embedded SQLite store without an async embedder, or any store with no async reads: see
+  ``reads_in_threads``) and every section has a synchronous form, the whole turn is composed
+  in **one worker thread** (``_OneHop``): the view opened, every section's ``draft`` in draft
+  order (``cheap`` ones too), the view closed, the projection assembled and the observers
+  told, as ``projection.compose`` does it, for one hand-off instead of one per read (a hop per
+  read cost more than a one-turn composition's reads: bench/async_bench.py). Otherwise the
+  turn takes the **per-read route**: every section starts at once, async providers (``adraft``,
+  or an ``async def draft``) awaited on the loop, synchronous ones in worker threads (on the
+  loop when ``cheap=True``), collected in draft order, so which finishes first changes
+  nothing. ``per_read()`` forces the per-read route (the conformance kit checks ``adraft`` so).
+- **The time limit is enforced.** On the per-read route ``context.provider_timeout_ms``
+  counts from the moment the turn asks for the drafts (time a provider waits for a worker
+  thread counts): at the limit an async provider is cancelled; a synchronous one in a worker
+  thread cannot be, so the turn stops waiting for it and its thread runs on. On the one-hop
+  route the loop watches the draft in progress: once it has run for the limit the loop takes
+  the turn back, reports that draft late, drafts the sections not yet drafted on the per-read
+  route against the same view, and closes the view and records itself. Either way the section
+  reports the ``TimeoutError`` and the turn goes on. A cheap provider on the loop is checked
   after it returns, as the sync path checks every provider.
 - **One consistent read.** The store's ``consistent_read()`` view is opened once per
-  composition, in a worker thread (opening it is I/O), every section drafts against it, and it
-  is closed in a worker thread; a store may offer ``aconsistent_read()`` (an async context
-  manager) instead. Reads through the view are made off the loop (``contextplane.store.aio``).
-  A late read by an abandoned provider after the view closed is refused by the embedded store.
+  composition, in a worker thread (opening it is I/O; the history position a recorded turn
+  keeps is asked in the same hop), every section drafts against it, and it is closed in a
+  worker thread; a store may offer ``aconsistent_read()`` (an async context manager) instead.
+  Reads through the view are made off the loop (``contextplane.store.aio``). A late read by an
+  abandoned provider after the view closed is refused by the embedded store.
 - **Failures and strict mode** are those of the sync path, reported in draft order: the same
   error text per section (a row the core cannot lay out, or a provider's ``sys.exit()``,
   fails that section only), and in strict mode the same ``SectionError`` for the first
   failing section in draft order.
-- **Recording stays off the loop.** Observers are synchronous (the records observer writes
-  SQLite), so ``observe_projection`` is called in a worker thread (the one that closes the
-  view: one hand-off for both); the composition awaits it, so the injection-log row is written
-  before the turn's first model call records its snapshot.
+- **Recording stays off the loop.** On the one-hop route the observers are told in the turn's
+  worker thread, after the view closed. On the per-read route ``PluginHost.anotify_projection``
+  awaits an observer's async twin (the records observer's, which awaits a backend's async
+  record methods, ``contextplane.records.aio``, or writes a thread-backed backend's rows in one
+  worker thread) and calls the others in a worker thread. Either way the composition awaits
+  it, so the injection-log row is written before the turn's first model call records its
+  snapshot.
 """
 
 from __future__ import annotations
