@@ -923,3 +923,64 @@ def test_failures_and_strict_mode_on_the_one_hop_route() -> None:
     with pytest.raises(SectionError, match="context section 'fails' of plugin 'p' failed: RuntimeError: boom"):
         asyncio.run(acompose_projected_context("q", store, host=strict, budget_tokens=0, record=False))
     assert not store.open and [e for e, _ in store.events][-2:] == ["open", "close"]
+
+
+# --- observers on the async path -------------------------------------------------------------
+
+
+class Twin:
+    """An observer with an async twin: the sync path calls the hook, the async path the twin."""
+
+    def __init__(self, name: str, seen: list[tuple[str, str, int]], fail: bool = False) -> None:
+        self.plugin_name = name
+        self.seen = seen
+        self.fail = fail
+
+    @hookimpl
+    def observe_projection(self, projection: Any) -> None:
+        self.seen.append((self.plugin_name, "sync", threading.get_ident()))
+
+    async def aobserve_projection(self, projection: Any) -> None:
+        self.seen.append((self.plugin_name, "async", threading.get_ident()))
+        if self.fail:
+            raise OSError("disk full")
+
+
+class Plain:
+    def __init__(self, name: str, seen: list[tuple[str, str, int]]) -> None:
+        self.plugin_name = name
+        self.seen = seen
+
+    @hookimpl
+    def observe_projection(self, projection: Any) -> None:
+        self.seen.append((self.plugin_name, "sync", threading.get_ident()))
+
+
+def test_anotify_awaits_async_twins_on_the_loop_and_runs_the_rest_in_a_thread_in_order() -> None:
+    seen: list[tuple[str, str, int]] = []
+    notes = SectionPlugin(context=[ContextSection("n", 10, Shed.DROP_ROWS, lambda _r: rows("n", 1), NOTE)])
+    host = host_of(notes, Plain("a_plain", seen), Twin("b_twin", seen, fail=True), Plain("c_plain", seen))
+
+    async def main() -> int:
+        await acompose_projected_context("q", InMemoryBackend(), host=host, budget_tokens=0, session_id="s")
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert [(name, form) for name, form, _ in seen] == [
+        ("a_plain", "sync"),
+        ("b_twin", "async"),
+        ("c_plain", "sync"),
+    ]
+    threads = {name: thread for name, _, thread in seen}
+    assert threads["b_twin"] == loop_thread and loop_thread not in (threads["a_plain"], threads["c_plain"])
+    assert [f.describe() for f in host.failures] == [
+        "plugin 'b_twin' failed during observe_projection: OSError: disk full"
+    ]
+    seen.clear()
+    compose_projected_context("q", InMemoryBackend(), host=host, budget_tokens=0, session_id="s")
+    assert [(name, form) for name, form, _ in seen] == [("a_plain", "sync"), ("b_twin", "sync"), ("c_plain", "sync")]
+    strict = host_of(notes, Twin("b_twin", [], fail=True), strict=True)
+    with pytest.raises(
+        SectionError, match=r"plugin 'b_twin' failed during observe_projection: OSError: disk full \(strict mode\)"
+    ):
+        asyncio.run(acompose_projected_context("q", InMemoryBackend(), host=strict, budget_tokens=0))
