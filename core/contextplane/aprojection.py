@@ -141,10 +141,7 @@ async def _guarded(
 def _late(section: ContextSection, timeout_s: float) -> TimeoutError:
     if section.asynchronous or section.cheap:
         return over_limit(timeout_s)
-    return TimeoutError(
-        f"no result within the {timeout_s:.3f}s limit (context.provider_timeout_ms); no longer "
-        "awaited (a synchronous provider cannot be cancelled, so its worker thread runs on)"
-    )
+    return _stuck(timeout_s)
 
 
 @contextlib.asynccontextmanager
@@ -320,6 +317,7 @@ def _drafted_here(
 
 
 def _stuck(timeout_s: float) -> TimeoutError:
+    """The error of a synchronous provider still running in a worker thread at the limit."""
     return TimeoutError(
         f"no result within the {timeout_s:.3f}s limit (context.provider_timeout_ms); no longer "
         "awaited (a synchronous provider cannot be cancelled, so its worker thread runs on)"
