@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from contextplane.memory.model import REVIEW_STATES, utc_now, validate_review_state
-from contextplane_console import memories
+from contextplane_console import explaining, lineage, memories
 from contextplane_console.errors import refuse
 from contextplane_console.inspector import call_view, sessions_json, snapshot_summary
 from contextplane_console.params import MAX_BODY_BYTES, json_object, only_fields, whole
@@ -84,11 +84,14 @@ async def list_chunks(console: Console, request: Request) -> JSONResponse:
 
 def _detail(console: Console, chunk_id: str) -> dict[str, Any]:
     store = console.backend.memories
-    chunk = memories.require(store, chunk_id)
+    past = lineage.lineage(store, lineage.require(store, chunk_id))
     now = utc_now()
     return {
-        "memory": memories.chunk_json(chunk, now),
-        "chain": [memories.chunk_json(c, now) for c in memories.chain(store, chunk)],
+        "memory": memories.chunk_json(past.chunk, now),
+        "chain": [memories.chunk_json(c, now) for c in past.chain],
+        "supersedes": [memories.chunk_json(c, now) for c in past.supersedes],
+        "history": [lineage.event_json(e) for e in past.history],
+        "history_kept": past.kept,
     }
 
 
@@ -96,10 +99,26 @@ async def get_chunk(console: Console, request: Request) -> JSONResponse:
     return JSONResponse(await console.call(_detail, console, _id(request)))
 
 
+def _history(console: Console, chunk_id: str) -> dict[str, Any]:
+    store = console.backend.memories
+    events = lineage.history_or_404(store, chunk_id)
+    chunk = store.get(chunk_id)
+    return {
+        "memory_id": chunk_id,
+        "lifecycle": "purged" if chunk is None else memories.lifecycle_state(chunk),
+        "history_kept": lineage.keeps_history(store),
+        "events": [lineage.event_json(e) for e in events],
+    }
+
+
+async def chunk_history(console: Console, request: Request) -> JSONResponse:
+    return JSONResponse(await console.call(_history, console, _id(request)))
+
+
 def review_one(console: Console, chunk_id: str, state: object) -> dict[str, Any]:
     store = console.backend.memories
     memories.require(store, chunk_id)
-    store.set_review_state(chunk_id, validate_review_state(state, "state"))
+    store.set_review_state(chunk_id, validate_review_state(state, "state"), by=console.reviewer)
     return _detail(console, chunk_id)
 
 
@@ -145,7 +164,7 @@ async def supersede(console: Console, request: Request) -> JSONResponse:
 def expire_one(console: Console, chunk_id: str, expires_at: str | None) -> dict[str, Any]:
     store = console.backend.memories
     memories.require(store, chunk_id)
-    store.set_expires_at(chunk_id, expires_at)
+    store.set_expires_at(chunk_id, expires_at, by=console.reviewer)
     return _detail(console, chunk_id)
 
 
@@ -169,7 +188,9 @@ async def bulk_review(console: Console, request: Request) -> JSONResponse:
     state = body.get("state")
     if not isinstance(state, str):
         raise refuse("state", f"required: one of {', '.join(memories.BULK_STATES)}")
-    updated = await console.call(memories.bulk_review, console.backend.memories, ids, state)
+    updated = await console.call(
+        memories.bulk_review, console.backend.memories, ids, state, by=console.reviewer
+    )
     now = utc_now()
     return JSONResponse({"state": state, "updated": [memories.chunk_json(c, now) for c in updated]})
 
@@ -238,6 +259,12 @@ async def preview(console: Console, request: Request) -> JSONResponse:
     return JSONResponse(result.as_json())
 
 
+async def explain(console: Console, request: Request) -> JSONResponse:
+    req = explaining.ExplainRequest.from_params(_query(request))
+    verdict = await console.call(explaining.run_explain, console.backend, console.host, req)
+    return JSONResponse(explaining.verdict_json(verdict))
+
+
 # ---------------------------------------------------------------------------- the API itself
 
 
@@ -258,7 +285,8 @@ ROUTES: list[tuple[str, str, Handler, str]] = [
     ("GET", "/api", index, "this list"),
     ("GET", "/api/csrf", csrf, "the CSRF token state-changing requests send as X-CSRF-Token"),
     ("GET", "/api/memory/chunks", list_chunks, "memories, filtered and paged, pending first"),
-    ("GET", "/api/memory/chunks/{chunk_id}", get_chunk, "one memory and its supersession chain"),
+    ("GET", "/api/memory/chunks/{chunk_id}", get_chunk, "one memory, its chain both ways, its history"),
+    ("GET", "/api/memory/chunks/{chunk_id}/history", chunk_history, "a memory's history (also when purged)"),
     ("POST", "/api/memory/chunks/{chunk_id}/review", review, "set the review state"),
     ("POST", "/api/memory/chunks/{chunk_id}/supersede", supersede, "replace with new text"),
     ("POST", "/api/memory/chunks/{chunk_id}/expiry", expiry, "set or clear the expiry"),
@@ -268,4 +296,5 @@ ROUTES: list[tuple[str, str, Handler, str]] = [
     ("GET", "/api/snapshots/call", snapshot_call, "what one model call saw"),
     ("GET", "/api/injections", injections, "the injection log"),
     ("POST", "/api/preview", preview, "compose a projection for a query, recording nothing"),
+    ("GET", "/api/explain", explain, "why a memory was or was not delivered in a turn: one verdict"),
 ]

@@ -28,7 +28,7 @@ from starlette.staticfiles import StaticFiles
 from contextplane import Backend, ContextPlaneError, PluginHost, StoreError
 from contextplane.notices import log_failure
 from contextplane.observability.snapshots import snapshot_time
-from contextplane_console import api, pages
+from contextplane_console import api, explaining, lineage, pages
 from contextplane_console.errors import Refusal
 from contextplane_console.memories import lifecycle_state
 from contextplane_console.security import Guard
@@ -42,10 +42,14 @@ T = TypeVar("T")
 class Console:
     """What every route needs: the backend, the plugin host, the templates and the CSRF token."""
 
-    def __init__(self, backend: Backend, host: PluginHost, *, csrf_token: str) -> None:
+    def __init__(
+        self, backend: Backend, host: PluginHost, *, csrf_token: str, reviewer: str = "console"
+    ) -> None:
         self.backend = backend
         self.host = host
         self.csrf_token = csrf_token
+        #: Who the history says made the console's changes (``by`` of review and expiry events).
+        self.reviewer = reviewer
         self._lock = threading.Lock()
         self.templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -58,6 +62,10 @@ class Console:
         self.templates.filters["when"] = _when
         self.templates.filters["snapshot_time"] = snapshot_time
         self.templates.filters["short"] = lambda sha: (sha or "-")[:12]
+        self.templates.filters["change"] = lineage.change
+        self.templates.filters["id_links"] = lineage.detail_links
+        self.templates.tests["record_list"] = explaining.is_record_list
+        self.templates.globals["columns"] = explaining.columns
         self.templates.globals["csrf_token"] = csrf_token
         self.templates.globals["backend_name"] = backend.name
 
@@ -102,12 +110,18 @@ def create_app(
     loopback_only: bool = True,
     csrf_token: str | None = None,
     cookie_name: str = "contextplane_console",
+    reviewer: str = "console",
 ) -> Guard:
     """The console over ``backend``. ``token`` is required unless ``loopback_only``: a console
-    reachable from other machines without one would hand the memory store to anyone."""
+    reachable from other machines without one would hand the memory store to anyone. ``reviewer``
+    is who the memory history records as making the console's reviews and expiry changes."""
     if token is None and not loopback_only:
         raise ValueError("token: a console that listens beyond loopback needs an access token")
-    console = Console(backend, host, csrf_token=csrf_token or secrets.token_urlsafe(32))
+    if not isinstance(reviewer, str) or not reviewer.strip():
+        raise ValueError(f"reviewer: who the history records for the console's changes, got {reviewer!r}")
+    console = Console(
+        backend, host, csrf_token=csrf_token or secrets.token_urlsafe(32), reviewer=reviewer.strip()
+    )
 
     def bind(handler: Callable[[Console, Request], Any]) -> Callable[[Request], Any]:
         @functools.wraps(handler)

@@ -46,7 +46,13 @@ def access_token(host: str) -> str | None:
     "--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port (0: any free one)."
 )
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file to use.")
-def console(db: str | None, host: str, port: int, config_path: str | None) -> None:
+@click.option(
+    "--reviewer",
+    default="console",
+    show_default=True,
+    help="Who the memory history records as making the console's reviews and expiry changes.",
+)
+def console(db: str | None, host: str, port: int, config_path: str | None, reviewer: str) -> None:
     """Serve the console: memory review, prompt inspector and preview, with its JSON API.
 
     It listens on loopback unless --host says otherwise; anywhere else every request needs
@@ -54,6 +60,10 @@ def console(db: str | None, host: str, port: int, config_path: str | None) -> No
     if db is not None and not Path(db).is_file():
         raise ContextPlaneError(
             f"--db {db}: no store there; pass an existing store, or run `contextplane demo` first"
+        )
+    if not reviewer.strip():
+        raise ContextPlaneError(
+            "--reviewer: must not be empty (who the history records for the console's changes)"
         )
     token = access_token(host)
     config = load_config(config_path)
@@ -66,6 +76,7 @@ def console(db: str | None, host: str, port: int, config_path: str | None) -> No
             token=token,
             loopback_only=token is None,
             cookie_name=f"contextplane_console_{port}",
+            reviewer=reviewer,
         )
         server = ConsoleServer(app, host, port)
         click.echo(f"contextplane console over {backend.name}")

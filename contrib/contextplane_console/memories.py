@@ -176,7 +176,8 @@ def list_page(
     else:
         rows = []
         for state in REVIEW_ORDER if flt.review_state is None else (flt.review_state,):
-            rows.extend(_take(_state_rows(store, flt, state, now), want - len(rows)))
+            need = want - len(rows)
+            rows.extend(_take(_state_rows(store, flt, state, now, need), need))
             if len(rows) >= want:
                 break
         truncated = False
@@ -196,9 +197,13 @@ def _take(rows: Iterator[MemoryChunk], n: int) -> list[MemoryChunk]:
     return out
 
 
-def _state_rows(store: KnowledgeStore, flt: MemoryFilter, state: str, now: datetime) -> Iterator[MemoryChunk]:
+def _state_rows(
+    store: KnowledgeStore, flt: MemoryFilter, state: str, now: datetime, need: int = 0
+) -> Iterator[MemoryChunk]:
     """The rows of one review state that pass every filter, oldest first, read in growing
-    batches (the protocol has no offset, so each batch re-reads the one before it)."""
+    batches (the protocol has no offset, so each batch re-reads the one before it). The first
+    batch is the ``need`` rows wanted (at least 64): when the store applies every filter, a
+    deep page is one read of the rows before it, not a series of re-reads growing to it."""
     # "active" is the store's "deliverable" for every state but rejected (never deliverable)
     deliverable = flt.lifecycle == "active" and state != "rejected"
 
@@ -213,7 +218,7 @@ def _state_rows(store: KnowledgeStore, flt: MemoryFilter, state: str, now: datet
             now=now,
         )
 
-    batch, seen = 64, 0
+    batch, seen = max(64, need), 0
     while True:
         rows = fetch(batch)
         for chunk in rows[seen:]:
@@ -253,9 +258,10 @@ BULK_STATES: Final[tuple[str, ...]] = ("confirmed", "rejected")
 MAX_BULK: Final[int] = 1000
 
 
-def bulk_review(store: KnowledgeStore, ids: Sequence[str], state: str) -> list[MemoryChunk]:
-    """Set ``state`` on every row of ``ids``. Every id is checked first, so a bad selection
-    changes nothing; the rows are then reviewed one by one (the protocol has no batch write)."""
+def bulk_review(store: KnowledgeStore, ids: Sequence[str], state: str, *, by: str) -> list[MemoryChunk]:
+    """Set ``state`` on every row of ``ids``, recorded as done ``by`` the reviewer. Every id is
+    checked first, so a bad selection changes nothing; the rows are then reviewed one by one
+    (the protocol has no batch write)."""
     if state not in BULK_STATES:
         raise refuse("state", f"{state!r} is not one of {', '.join(BULK_STATES)}")
     if not ids:
@@ -265,4 +271,4 @@ def bulk_review(store: KnowledgeStore, ids: Sequence[str], state: str) -> list[M
     missing = [i for i in dict.fromkeys(ids) if store.get(i) is None]
     if missing:
         raise refuse("ids", f"no memory with id {', '.join(map(repr, missing))}; nothing was changed", 404)
-    return [store.set_review_state(i, state) for i in dict.fromkeys(ids)]
+    return [store.set_review_state(i, state, by=by) for i in dict.fromkeys(ids)]

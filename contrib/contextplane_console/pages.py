@@ -17,7 +17,7 @@ from starlette.responses import RedirectResponse, Response
 
 from contextplane import StoreError, ValidationError
 from contextplane.memory.model import DELIVERY_POLICIES, MEMORY_KINDS, utc_now
-from contextplane_console import api, memories
+from contextplane_console import api, explaining, lineage, memories
 from contextplane_console.errors import Refusal, refuse
 from contextplane_console.inspector import call_view, memory_sections
 from contextplane_console.preview import PreviewOptions, run_preview
@@ -92,7 +92,9 @@ async def memory_bulk(console: Console, request: Request) -> Response:
     state = form.get("state", "")
     filters = {k: v for k, v in form.items() if k not in {"ids", "state"}}
     try:
-        done = await console.call(memories.bulk_review, console.backend.memories, ids, state)
+        done = await console.call(
+            memories.bulk_review, console.backend.memories, ids, state, by=console.reviewer
+        )
         flash = f"{'Confirmed' if state == 'confirmed' else 'Rejected'} {len(done)}: " + ", ".join(
             c.id for c in done
         )
@@ -105,8 +107,16 @@ async def memory_bulk(console: Console, request: Request) -> Response:
 
 def _panel(console: Console, chunk_id: str, **extra: Any) -> dict[str, Any]:
     store = console.backend.memories
-    chunk = memories.require(store, chunk_id)
-    return {"chunk": chunk, "chain": memories.chain(store, chunk), "now": utc_now(), **extra}
+    past = lineage.lineage(store, lineage.require(store, chunk_id))
+    return {
+        "chunk": past.chunk,
+        "chain": list(past.chain),
+        "supersedes": list(past.supersedes),
+        "history": list(past.history),
+        "history_kept": past.kept,
+        "now": utc_now(),
+        **extra,
+    }
 
 
 async def memory_detail(console: Console, request: Request) -> Response:
@@ -220,6 +230,31 @@ async def preview_run(console: Console, request: Request) -> Response:
     )
 
 
+# ---------------------------------------------------------------------------- explain
+
+
+async def explain_page(console: Console, request: Request) -> Response:
+    """The explain form, and the verdict once the form says for which turn. With
+    ``HX-Target: explain-result`` only the verdict (or the refusal) is returned."""
+    params = dict(request.query_params)
+    fragment = request.headers.get("hx-target") == "explain-result"
+    verdict, error, status = None, None, 200
+    if fragment or set(params) - {"memory"}:
+        try:
+            req = explaining.ExplainRequest.from_params(params)
+            verdict = await console.call(explaining.run_explain, console.backend, console.host, req)
+        except Refusal as exc:
+            error, status = exc.message, exc.status
+    context = {
+        "verdict": verdict.to_dict() if verdict is not None else None,
+        "error": error,
+        "form": params,
+        "memory_id_keys": explaining.MEMORY_ID_KEYS,
+        "turns": await console.call(explaining.recent_turns, console.backend),
+    }
+    return console.render("_explain_result.html" if fragment else "explain.html", status, **context)
+
+
 async def home(console: Console, request: Request) -> Response:
     return RedirectResponse("/memory", status_code=303)
 
@@ -237,4 +272,5 @@ ROUTES: list[tuple[str, str, Handler, str]] = [
     ("GET", "/call", call, "the prompt inspector: what one model call saw"),
     ("GET", "/preview", preview_form, "the preview form"),
     ("POST", "/preview", preview_run, "run a preview"),
+    ("GET", "/explain", explain_page, "explain a memory in a recorded turn or for a query"),
 ]

@@ -71,7 +71,7 @@ class PreviewOptions:
             context_window=whole(form, "context_window", default=None, lo=1),
             budget_tokens=whole(form, "budget_tokens", default=None, lo=0),
             session_id=(form.get("session_id") or "").strip() or DEFAULT_SESSION,
-            project=_project(project),
+            project=project_id(project),
         )
 
     @classmethod
@@ -87,11 +87,11 @@ class PreviewOptions:
             context_window=json_int(obj, "context_window", lo=1),
             budget_tokens=json_int(obj, "budget_tokens", lo=0),
             session_id=json_text(obj, "session_id", default=DEFAULT_SESSION) or DEFAULT_SESSION,
-            project=_project(json_text(obj, "project")),
+            project=project_id(json_text(obj, "project")),
         )
 
 
-def _project(value: str | None) -> str | None:
+def project_id(value: str | None) -> str | None:
     if value is None or not value.strip():
         return None
     try:

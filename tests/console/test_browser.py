@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -102,17 +103,132 @@ def test_supersede_a_memory_and_see_the_chain(
     assert page.get_attribute("#memory-panel", "data-lifecycle") == "superseded"
     assert "superseded by " + new_id in page.inner_text(".flash")
     screenshot(page, "memory-chain")
+    # the old row's history: created, then superseded by the new row (by the operator write)
+    events = page.locator("#history tbody tr").evaluate_all("rows => rows.map(r => r.dataset.event)")
+    assert events == ["created", "superseded"]
+    assert f"superseded by {new_id}" in page.inner_text("#history tr[data-event=superseded]")
     page.click(f"ol#chain li[data-id='{new_id}'] a")
     page.wait_for_url(f"**/memory/{new_id}")
     assert page.get_attribute("#memory-panel", "data-review") == "confirmed"  # an operator's row
+    # ... and the chain read backwards from the new row: it replaced the old one
+    earlier = page.locator("ol#supersedes li").evaluate_all("items => items.map(i => i.dataset.id)")
+    assert earlier == [row.id]
+    assert f"replaced by {new_id}" in page.inner_text(f"ol#supersedes li[data-id='{row.id}']")
+    assert page.inner_text("#chain").startswith("Not superseded")
+    assert f"supersedes {row.id}" in page.inner_text("#history tr[data-event=created]")
+    screenshot(page, "memory-chain-backward")
     page.fill("#expiry-form input[name=expires_at]", "2020-01-01T00:00:00Z")
     page.click("#expiry-form button:not([name])")
     page.wait_for_selector("#memory-panel[data-lifecycle=expired]")
     assert deployment.store.get(new_id).is_expired()
+    assert page.inner_text("#history tr[data-event=expiry] td.by") == "console"
+    assert deployment.store.history(new_id)[-1].actor == "console"
     page.fill("#expiry-form input[name=expires_at]", "next week")
     page.click("#expiry-form button:not([name])")
     page.wait_for_selector("#memory-panel .error")
     assert "expires_at: 'next week' is not an ISO-8601 timestamp" in page.inner_text("#memory-panel .error")
+    clean(page)
+
+
+def test_the_history_panel_records_who_reviewed(
+    page: Any, console: Console, deployment: Deployment, offline: list[str]
+) -> None:
+    row = find(deployment, "Runbook excerpt")
+    page.goto(f"{console.url}/memory/{row.id}")
+    assert page.locator("#history tbody tr").count() == 1
+    assert page.inner_text("#history tr[data-event=created] td.by") == row.source_type
+    page.click("#review-actions button[data-action=confirmed]")
+    page.wait_for_selector("#memory-panel[data-review=confirmed]")
+    page.click("#review-actions button[data-action=rejected]")
+    page.wait_for_selector("#memory-panel[data-review=rejected]")
+    reviews = page.locator("#history tr[data-event=review]")
+    assert reviews.count() == 2
+    assert reviews.locator("td.by").all_inner_texts() == ["console", "console"]
+    assert "review state set to rejected" in reviews.nth(1).inner_text()
+    assert [(e.event, e.actor, e.review_state) for e in deployment.store.history(row.id)[1:]] == [
+        ("review", "console", "confirmed"),
+        ("review", "console", "rejected"),
+    ]
+    screenshot(page, "memory-history")
+    clean(page)
+
+
+def test_run_an_explain_and_read_the_verdict(
+    page: Any, console: Console, deployment: Deployment, offline: list[str]
+) -> None:
+    from contextplane.explain import explain
+
+    old = find(deployment, "The database migration tool is Flyway")
+    new = find(deployment, "The database migration tool is Alembic")
+    # from the memory row: the explain form, with the recent recorded turns to pick from
+    page.goto(f"{console.url}/memory/{old.id}")
+    page.click("#explain a.explain-link")
+    page.wait_for_url(f"**/explain?memory={old.id}")
+    assert page.input_value("#explain-turn-form input[name=memory]") == old.id
+    page.click(f"#recent-turns a[href*='session={SESSION}&turn=1']")
+    page.wait_for_selector("#explain-result[data-verdict]")
+    assert page.inner_text("#verdict") == "filtered" and page.inner_text("#verdict-reason") == "(superseded)"
+    assert page.inner_text("#verdict-summary") == f"memory {old.id} was filtered: it was superseded by #{new.id}"
+    assert page.inner_text("#verdict-evidence dd[data-key=by]") == "operator"
+    screenshot(page, "explain-filtered")
+    page.click("#superseding a.memory-id")
+    page.wait_for_url(f"**/memory/{new.id}")
+
+    # from the inspector: a delivered memory id's explain link, for that turn
+    always = find(deployment, "The website deploy window is Tuesday")
+    page.goto(f"{console.url}/call?session={SESSION}&turn=1&call=0")
+    page.click(f"#projected-sections tr[data-section=always_on] a.explain-link[data-id='{always.id}']")
+    page.wait_for_selector("#explain-result[data-verdict]")
+    assert page.inner_text("#verdict") == "delivered"
+    assert page.inner_text("#verdict-evidence dd[data-key=section]") == "always_on"
+    assert page.inner_text("#verdict-evidence dd[data-key=position]") == "1"
+    assert page.inner_text("#verdict-evidence dd[data-key=chars]") == "145"
+    screenshot(page, "explain-delivered")
+
+    # the form, by hand: a recorded turn where it was shed, then a query it is never retrieved for
+    priya = find(deployment, "Priya Raman approves")
+    page.fill("#explain-turn-form input[name=memory]", priya.id)
+    page.fill("#explain-turn-form input[name=session]", SESSION)
+    page.fill("#explain-turn-form input[name=turn]", "5")
+    page.click("#explain-turn-form button[type=submit]")
+    page.wait_for_selector("#explain-result[data-verdict=shed]")
+    assert page.inner_text("#verdict-evidence dd[data-key=budget_chars]") == "16000"
+    assert page.inner_text("#verdict-evidence table[data-key=shed_steps] td[data-key=action]") == "drop_row"
+    screenshot(page, "explain-shed")
+
+    vendor = find(deployment, "Vendor doc: the CDN purge")
+    page.fill("#explain-query-form input[name=memory]", vendor.id)
+    page.fill("#explain-query", "Which database migration tool did we settle on?")
+    page.click("#explain-query-form button[type=submit]")
+    page.wait_for_selector("#explain-result[data-verdict=never_retrieved]")
+    legs = page.locator("#verdict-evidence table[data-key=legs] tbody tr")
+    assert legs.count() == 1 and legs.locator("td[data-key=leg]").inner_text() == "fts"
+    assert legs.locator("td[data-key=note]").inner_text() == "no word of the query occurs in it"
+    assert page.inner_text("#verdict-evidence dd[data-key=k]") == "8"
+    core = explain(vendor.id, backend=deployment.backend, host=deployment.host,
+                   query="Which database migration tool did we settle on?")
+    assert page.inner_text("#verdict-summary") == core.summary  # the core's verdict, not the console's
+    picks = page.locator("#recent-turns a.explain-link").evaluate_all("links => links.map(a => a.dataset.id)")
+    assert picks and set(picks) == {vendor.id}  # the turns to try next are for this memory
+    screenshot(page, "explain-never-retrieved")
+
+    # evidence whose keys the console was not written for (issue 11's relevance floor) still shows
+    runbook = find(deployment, "Runbook excerpt")
+    page.fill("#explain-turn-form input[name=memory]", runbook.id)
+    page.fill("#explain-turn-form input[name=turn]", "1")
+    page.click("#explain-turn-form button[type=submit]")
+    page.wait_for_selector("#explain-result[data-reason=below_min_relevance]")
+    assert page.inner_text("#verdict-reason") == "(below min relevance)"
+    assert page.inner_text("#verdict-evidence dd[data-key=min_relevance]") == "0.3"
+    assert float(page.inner_text("#verdict-evidence dd[data-key=relevance]")) < 0.3
+    screenshot(page, "explain-below-relevance")
+
+    # a turn that was never recorded: the refusal, in place
+    page.fill("#explain-turn-form input[name=memory]", vendor.id)
+    page.fill("#explain-turn-form input[name=turn]", "9")
+    page.click("#explain-turn-form button[type=submit]")
+    page.wait_for_selector("#explain-result .error")
+    assert "recorded turns of this session: 1, 2, 4, 5, 6" in page.inner_text("#explain-result .error")
     clean(page)
 
 
@@ -192,13 +308,21 @@ def test_hostile_memory_text_renders_inert(
         name: deployment.store.add_chunk(text, "general", "conversation", namespace="project:website")
         for name, text in HOSTILE.items()
     }
-    for where in ("/memory", "/memory?q=runbook", *(f"/memory/{i}" for i in ids.values())):
+    # the explain view shows the query in its summary and evidence: hostile queries, too
+    explains = [
+        "/explain?" + urlencode({"memory": ids[name], "query": text, "project": "website"})
+        for name, text in HOSTILE.items()
+    ]
+    for where in ("/memory", "/memory?q=runbook", *(f"/memory/{i}" for i in ids.values()), *explains):
         page.goto(console.url + where)
         page.wait_for_load_state("networkidle")
         assert page.evaluate("window.__pwned") is None, where
         assert page.locator("main img, main svg, main script").count() == 0, where
         assert page.locator("a[href^='javascript:' i]").count() == 0, where
         assert page.locator("[onerror], [onload], [onmouseover]").count() == 0, where
+        if where.startswith("/explain"):
+            assert page.locator("#explain-result[data-verdict]").count() == 1, where
+            assert page.inner_text("#verdict-turn q") in HOSTILE.values()  # shown as text
     page.goto(f"{console.url}/memory/{ids['script']}")
     assert page.inner_text("#memory-content") == HOSTILE["script"]  # shown as text, exactly
     page.goto(f"{console.url}/memory")

@@ -94,3 +94,24 @@ def test_the_readme_console_command_opens_the_demo_store(tmp_path) -> None:
         assert httpx.get(url + "api/snapshots/sessions").json()["sessions"][0]["snapshots"] == 6
     finally:
         _stop(proc)
+
+
+def test_the_reviewer_option_is_who_the_history_records(deployment: Deployment) -> None:
+    db = deployment.root / "memory.sqlite3"
+    row = next(c for c in deployment.store.list_chunks(review_state="pending"))
+    proc, printed = _console_process(db, "--reviewer", "priya@ops")
+    try:
+        url = printed.split("open ", 1)[1].split()[0]
+        csrf = httpx.get(url + "api/csrf").json()["csrf_token"]
+        r = httpx.post(
+            f"{url}api/memory/chunks/{row.id}/review",
+            json={"state": "confirmed"},
+            headers={"X-CSRF-Token": csrf, "Origin": url.rstrip("/")},
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["history"][-1]["by"] == "priya@ops"
+    finally:
+        _stop(proc)
+    assert deployment.store.history(row.id)[-1].actor == "priya@ops"
+    res = CliRunner().invoke(main, ["console", "--db", str(db), "--reviewer", "  "])
+    assert res.exit_code == 2 and "--reviewer: must not be empty" in res.output

@@ -147,3 +147,31 @@ def test_filters_round_trip_through_their_parameters() -> None:
     for kind, scope in combos:
         parsed = MemoryFilter.from_params({"memory_kind": kind, "scope": scope})
         assert parsed.memory_kind is None and parsed.scope == ("" if scope == "global" else None)
+
+
+@pytest.mark.parametrize("flt", FILTERS, ids=lambda f: repr(f.as_params()))
+def test_a_deep_page_agrees_with_the_brute_force_answer(store: Any, flt: MemoryFilter) -> None:
+    expected = brute(store, flt)
+    for offset in (64, 300, len(expected) - 3):
+        page = list_page(store, flt, max(0, offset), 50)
+        assert [c.id for c in page.items] == expected[max(0, offset) : max(0, offset) + 50], offset
+
+
+class CountingStore:
+    """The store, counting its ``list_chunks`` reads (the only cost a deep page has)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store, self.reads = store, []
+
+    def list_chunks(self, **kw: Any) -> Any:
+        self.reads.append((kw["review_state"], kw["limit"]))
+        return self.store.list_chunks(**kw)
+
+
+def test_a_deep_page_reads_each_review_state_once_when_the_store_applies_every_filter(store: Any) -> None:
+    """340 pending rows, then 30 confirmed: offset 300 reads the pending rows once (not 64,
+    then 256, then 1,024 re-reading the ones before) and the confirmed rows once."""
+    counting = CountingStore(store)
+    page = list_page(counting, MemoryFilter(), 300, 50)  # type: ignore[arg-type]
+    assert [c.id for c in page.items] == brute(store, MemoryFilter())[300:350]
+    assert counting.reads == [("pending", 351), ("confirmed", 64)]
