@@ -147,13 +147,23 @@ class StoreWrites(VectorUpkeep):
         return list(self._write(rows, single=False))
 
     def _write(self, rows: Iterable[Mapping[str, Any]], *, single: bool) -> list[WriteOutcome]:
-        now = utc_now()
-        now_text = format_timestamp(now)
-        cache: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        prepared = [self._prepare(row, now, now_text, index, cache) for index, row in enumerate(rows)]
+        now_text, prepared = self._prepared(rows)
         if not prepared:
             return []
         vectors = self._embed([p[0] for p in prepared]) if self._embedder is not None else None
+        return self._write_prepared(prepared, vectors, now_text, single=single)
+
+    def _prepared(self, rows: Iterable[Mapping[str, Any]]) -> tuple[str, list[tuple[Any, ...]]]:
+        """The rows validated and stamped (no I/O: the async write prepares on the loop)."""
+        now = utc_now()
+        now_text = format_timestamp(now)
+        cache: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        return now_text, [self._prepare(row, now, now_text, index, cache) for index, row in enumerate(rows)]
+
+    def _write_prepared(
+        self, prepared: list[tuple[Any, ...]], vectors: list[bytes] | None, now_text: str, *, single: bool
+    ) -> list[WriteOutcome]:
+        """Prepared (and embedded) rows written in one transaction, consolidated."""
         with self._writing() as conn:
             outcomes = self._consolidate(conn, prepared, vectors, now_text, single=single)
         self._maybe_train()

@@ -629,6 +629,24 @@ class InMemorySessionSummaries:
         with self._lock:
             return len(self._rows)
 
+    # Async forms (records.aio): list operations under a lock held for microseconds, run in place.
+
+    async def aadd(
+        self, session_id: str, summary: str, *, topic: str = "", kind: str = "session", at: str | None = None
+    ) -> str:
+        return self.add(session_id, summary, topic=topic, kind=kind, at=at)
+
+    async def anewest(self, limit: int, *, exclude_session: str | None = None) -> list[SessionSummary]:
+        return self.newest(limit, exclude_session=exclude_session)
+
+    async def arelevant(
+        self, query: str, limit: int, *, exclude_session: str | None = None
+    ) -> list[SessionSummary]:
+        return self.relevant(query, limit, exclude_session=exclude_session)
+
+    async def acount(self) -> int:
+        return self.count()
+
 
 class InMemoryInjectionLog:
     """``InjectionLog`` in a list."""
@@ -647,6 +665,14 @@ class InMemoryInjectionLog:
         with self._lock:
             out = [r for r in self._rows if session_id is None or r.session_id == session_id]
         return out if limit is None else out[:limit]
+
+    # Async forms (records.aio): list operations under a lock held for microseconds, run in place.
+
+    async def arecord(self, row: InjectionRow) -> int:
+        return self.record(row)
+
+    async def arows(self, session_id: str | None = None, limit: int | None = None) -> list[InjectionRow]:
+        return self.rows(session_id, limit)
 
 
 class InMemorySnapshotStore:
@@ -718,6 +744,31 @@ class InMemorySnapshotStore:
 
     def prune(self, now: float | None = None) -> int:
         return 0
+
+    # Async forms (records.aio): list operations under a lock held for microseconds, run in place.
+
+    async def aregister_prefix(self, sha256: str, text: str | None, sections_json: str) -> None:
+        self.register_prefix(sha256, text, sections_json)
+
+    async def aput(self, row: SnapshotRow) -> None:
+        self.put(row)
+
+    async def aflush(self) -> None:
+        self.flush()
+
+    async def aget(self, session_id: str, turn_index: int, call_index: int = 0) -> PromptSnapshot | None:
+        return self.get(session_id, turn_index, call_index)
+
+    async def alist(
+        self, session_id: str | None = None, *, limit: int | None = None
+    ) -> builtins.list[PromptSnapshot]:
+        return self.list(session_id, limit=limit)
+
+    async def aput_inputs(self, inputs: TurnInputs) -> None:
+        self.put_inputs(inputs)
+
+    async def aget_inputs(self, session_id: str, turn_index: int) -> TurnInputs | None:
+        return self.get_inputs(session_id, turn_index)
 
 
 class InMemoryBackend:

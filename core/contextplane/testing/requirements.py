@@ -414,6 +414,14 @@ _ALL: tuple[Requirement, ...] = (
         "first, and list(limit=n) keeps the n newest snapshots, in key order.",
     ),
     Requirement(
+        "RECORDS-ASYNC-PARITY",
+        "records",
+        "Through contextplane.records.aio (a part's own async methods where it has them), the summaries' "
+        "aadd, anewest and arelevant, the injection log's arecord and arows, the snapshot store's "
+        "aregister_prefix, aput, aflush, aget and alist, and aput_inputs and aget_inputs of a store that "
+        "keeps turn inputs, give what their synchronous twins give.",
+    ),
+    Requirement(
         "RECORDS-TRAJECTORY",
         "records",
         "trajectory.append returns the session's entry references counting from '1', and read(session) "
