@@ -18,6 +18,7 @@ from typing import Any
 from contextplane.config import Config
 from contextplane.embedding import Embedder
 from contextplane.errors import ConfigError
+from contextplane.memory.consolidation import Consolidation
 from contextplane.observability.trajectory import TrajectoryWriter
 from contextplane.records.backend import register_backend
 from contextplane_postgres.database import Database
@@ -117,7 +118,12 @@ class PostgresBackend:
             **extra,
         )
         try:
-            self._memories = PostgresKnowledgeStore(self.db, embedder=embedder, fts_cap=fts_candidates)
+            self._memories = PostgresKnowledgeStore(
+                self.db,
+                embedder=embedder,
+                fts_cap=fts_candidates,
+                consolidation=Consolidation.from_config(self.config),
+            )
         except BaseException:
             self.db.close()
             raise

@@ -45,6 +45,22 @@ def enc_opt(text: str | None) -> str | None:
     return None if text is None else enc(text)
 
 
+#: Every character Python's ``str.split()`` splits on (``str.isspace``), as a regular
+#: expression class of PostgreSQL's (``\uXXXX`` escapes, standard-conforming strings).
+_WHITESPACE: Final[str] = (
+    r"[\t\n\v\f\r \u001c-\u001f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+"
+)
+
+
+def content_key(expr: str) -> str:
+    """SQL for the key exact duplicates are looked up by: md5 of the text without any
+    whitespace. Two texts equal after ``consolidation.normalise_content`` (whitespace runs
+    collapsed) always share it, so an index on it finds every duplicate; rows sharing a key
+    are then compared by their normalised text. An expression, not a stored column: a store
+    upgraded to it rewrites no row (a rewrite re-inserts every row into the HNSW index)."""
+    return f"md5(regexp_replace({expr}, '{_WHITESPACE}', '', 'g'))"
+
+
 #: The select list, for ``... FROM chunks AS c``; ``chunk_from_row`` reads it in this order.
 COLUMNS: Final[tuple[str, ...]] = (
     "id",

@@ -100,9 +100,7 @@ def copy(src: Path, dst: str | None, schema: str, batch_rows: int, as_json: bool
     if result.vectors:
         click.echo(f"  vectors: {result.vectors}")
     for table, rows in result.not_copied:
-        click.echo(
-            f"  {table}: {rows} in the source, not copied (this backend keeps no lifecycle history yet)"
-        )
+        click.echo(f"  {table}: {rows} in the source, not copied")
 
 
 @store.command("init")
@@ -131,7 +129,15 @@ def status(url: str | None, schema: str) -> None:
             out: dict[str, Any] = {"destination": db.shown}
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             out["schema_version"] = int(row[0]) if row else None
-            for table in ("chunks", "session_summaries", "injection_log", "prompt_snapshots", "trajectory"):
+            for table in (
+                "chunks",
+                "chunk_history",
+                "session_summaries",
+                "injection_log",
+                "prompt_snapshots",
+                "turn_inputs",
+                "trajectory",
+            ):
                 found = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
                 out[table] = int(found[0]) if found else 0
     finally:

@@ -18,12 +18,15 @@ Why it is shaped this way:
 - A destination that already holds memories that did not come from this source is refused:
   merging two stores would renumber one of them.
 
-The lifecycle history is not copied: this backend keeps none yet (issue 14 added it to the
-embedded store after this backend was written). A schema-3 store is read like a schema-2 one:
-its memories and records are copied, its ``chunk_history`` events and ``turn_inputs`` rows
-(what ``explain`` and ``replay`` read) are left in the file, and the result counts them
-(``CopyResult.not_copied``), so the command says what stayed behind. A store newer than
-schema 3 is refused, naming its version, rather than copied without what it holds.
+- The lifecycle history (``chunk_history``) is copied event by event with its ``seq``, after
+  the memories, in batches with the same cursor; so are the turn inputs. A turn recorded on
+  the embedded store names a history position (a ``seq``): kept, it names the same state
+  here, so ``explain`` and ``replay`` answer on PostgreSQL as they did on the file. A row the
+  source has no event for (a version-1 or -2 store, or a schema-3 one whose history pass had
+  not finished) gets a ``migrated`` event in the copy's last transaction, and the history
+  starts there, as ``contextplane migrate`` would have made it start on the file. A store
+  newer than schema 3 is refused, naming its version, rather than copied without what it
+  holds.
 """
 
 from __future__ import annotations
@@ -42,19 +45,25 @@ import numpy as np
 
 from contextplane.backends.sqlite.connection import records_path
 from contextplane.errors import StoreError
-from contextplane.memory.model import read_timestamp
+from contextplane.memory.history import MIGRATION_NOTE
+from contextplane.memory.model import format_timestamp, read_timestamp, utc_now
 from contextplane.memory.stamps import legacy_kind_and_policy
 from contextplane.memory.trust import initial_review_state, trust_tier
+from contextplane.records.turn_inputs import TURN_INPUT_FIELDS, TurnInputs
 from contextplane.store.connection import connect as connect_sqlite
+from contextplane_postgres import history as pg_history
 from contextplane_postgres import schema as pg_schema
 from contextplane_postgres.codec import enc, enc_opt
 from contextplane_postgres.database import Database
+from contextplane_postgres.records import inputs_args
 from contextplane_postgres.store import copy_rows
 
-#: Embedded schema versions this copy reads (of version 3, all but the history: see above).
+#: Embedded schema versions this copy reads.
 SOURCE_VERSIONS: Final[frozenset[int]] = frozenset({1, 2, 3})
-#: Source tables the copy leaves behind (this backend has no place for them yet).
-NOT_COPIED: Final[tuple[str, ...]] = ("chunk_history", "turn_inputs")
+#: Source tables the copy leaves behind (none now; the report keeps the field for tools).
+NOT_COPIED: Final[tuple[str, ...]] = ()
+#: The embedded store's ``_kb_meta`` key for when its history starts (its v3 migration).
+SOURCE_HISTORY_STARTED: Final[str] = "history_started_at"
 #: The per-turn record tables the embedded backend keeps in its records file.
 RECORDS_FILE_TABLES: Final[tuple[str, ...]] = (
     "injection_log",
@@ -296,6 +305,12 @@ _RECORDS: Final[tuple[tuple[str, str, str], ...]] = (
         "history_messages, history_chars, stripped, trajectory_refs, full_text) VALUES "
         f"({', '.join(['%s'] * 17)}) ON CONFLICT (session_id, turn_index, call_index) DO NOTHING",
     ),
+    (
+        "turn_inputs",
+        ", ".join(TURN_INPUT_FIELDS),
+        f"INSERT INTO turn_inputs({', '.join(TURN_INPUT_FIELDS)}) VALUES "
+        f"({', '.join(['%s'] * len(TURN_INPUT_FIELDS))}) ON CONFLICT (session_id, turn_index) DO NOTHING",
+    ),
 )
 
 
@@ -313,7 +328,42 @@ def _record_values(table: str, row: tuple[Any, ...]) -> tuple[Any, ...]:
         values[0] = enc(str(values[0]))
         values[5] = bool(values[5])
         values[16] = enc_opt(values[16])
+    elif table == "turn_inputs":
+        fields = dict(zip(TURN_INPUT_FIELDS, values, strict=True))
+        fields["state_exact"], fields["goal_turn"] = bool(fields["state_exact"]), bool(fields["goal_turn"])
+        return inputs_args(TurnInputs(**fields))
     return tuple(values)
+
+
+#: The source's history columns, and their types for the binary ``COPY``.
+_HISTORY_COLUMNS: Final[str] = (
+    "chunk_id, at, event, actor, review_state, expires_at, invalidated_at, invalidation_reason, "
+    "updated_at, detail"
+)
+_HISTORY_TYPES: Final[list[str]] = [
+    "bigint", "bigint", "timestamptz", "text", "text", "text",
+    "timestamptz", "timestamptz", "text", "timestamptz", "text",
+]  # fmt: skip
+
+
+def _event_values(row: tuple[Any, ...]) -> list[Any]:
+    seq, chunk_id, at, event, actor, review, expires, invalidated, reason, updated, detail = row
+    stamp = _ts(at)
+    if stamp is None:
+        raise StoreError(f"history event {seq}: unreadable time {at!r}; the copy stopped before it")
+    return [
+        int(seq),
+        int(chunk_id),
+        stamp,
+        str(event),
+        enc(str(actor or "")),
+        review,
+        _ts(expires),
+        _ts(invalidated),
+        enc_opt(None if reason is None else str(reason)),
+        _ts(updated),
+        enc_opt(detail),
+    ]
 
 
 def source_vector_dims(path: str | os.PathLike[str]) -> int | None:
@@ -397,18 +447,81 @@ def _copy(src: _Source, db: Database, batch_rows: int, on_batch: BatchCallback |
         if on_batch is not None:
             on_batch("chunks", already + copied, total)
     tables.append(TableCopy("chunks", total, copied, already))
+    tables.append(_copy_history(src, db, key, cursors, batch_rows, on_batch))
     for table, columns_text, insert in _RECORDS:
         tables.append(_copy_records(src, db, key, cursors, table, columns_text, insert, batch_rows, on_batch))
     with db.transaction() as conn:
-        for table in ("chunks", "session_summaries", "injection_log"):
+        for table, column in (
+            ("chunks", "id"),
+            ("session_summaries", "id"),
+            ("injection_log", "id"),
+            ("chunk_history", "seq"),
+        ):
             conn.execute(
-                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                f"greatest((SELECT max(id) FROM {table}), 1), (SELECT max(id) FROM {table}) IS NOT NULL)"
+                f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), "
+                f"greatest((SELECT max({column}) FROM {table}), 1), "
+                f"(SELECT max({column}) FROM {table}) IS NOT NULL)"
             )
+        _start_history(src, conn)
         cursors["done"] = 1
         pg_schema.meta_set(conn, key, json.dumps(cursors))
     left = tuple((t, n) for t in NOT_COPIED if (n := src.count(t)))
     return CopyResult(str(src.path), db.shown, resumed, tuple(tables), vectors_done, left)
+
+
+def _copy_history(
+    src: _Source,
+    db: Database,
+    key: str,
+    cursors: dict[str, int],
+    batch_rows: int,
+    on_batch: BatchCallback | None,
+) -> TableCopy:
+    """The source's events with their ``seq``, in ``seq`` order, a batch per transaction."""
+    table = "chunk_history"
+    if table not in src.tables:
+        return TableCopy(table, 0, 0, 0)
+    total = src.count(table)
+    last = cursors.get(table, 0)
+    already = _count(src.conn, f"SELECT count(*) FROM {table} WHERE rowid <= ?", (last,))
+    copied = 0
+    names = "seq, " + _HISTORY_COLUMNS
+    for batch in _batches(src, table, _HISTORY_COLUMNS, last, batch_rows):
+        cursors[table] = int(batch[-1][0])
+        with db.transaction() as conn:
+            with (
+                conn.cursor() as cur,
+                cur.copy(f"COPY chunk_history ({names}) FROM STDIN WITH (FORMAT BINARY)") as cp,
+            ):
+                cp.set_types(_HISTORY_TYPES)
+                for row in batch:
+                    cp.write_row(_event_values(row))
+            copied += len(batch)
+            pg_schema.meta_set(conn, key, json.dumps(cursors))
+        if on_batch is not None:
+            on_batch(table, already + copied, total)
+    return TableCopy(table, total, copied, already)
+
+
+def _start_history(src: _Source, conn: Any) -> None:
+    """Every copied row without an event gets a ``migrated`` one (the history starts there),
+    and the destination learns when the history starts (the source's time, else now)."""
+    started = (
+        read_timestamp(_meta(src.conn, SOURCE_HISTORY_STARTED)) if "chunk_history" in src.tables else None
+    )
+    stamp = started or utc_now()
+    cur = conn.execute(
+        "INSERT INTO chunk_history(chunk_id, at, event, actor, review_state, expires_at, invalidated_at, "
+        "invalidation_reason, updated_at, detail) SELECT c.id, %s, 'migrated', '', c.review_state, "
+        "c.expires_at, c.invalidated_at, c.invalidation_reason, c.updated_at, %s FROM chunks AS c "
+        "WHERE NOT EXISTS (SELECT 1 FROM chunk_history AS h WHERE h.chunk_id = c.id) ORDER BY c.id",
+        (stamp, json.dumps({"note": MIGRATION_NOTE})),
+    )
+    if started is not None or cur.rowcount:
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+            (pg_history.HISTORY_STARTED_KEY, format_timestamp(stamp)),
+        )
 
 
 def _copy_records(

@@ -21,6 +21,7 @@ from contextplane.observability.trajectory import TrajectoryEntry, TrajectoryRea
 from contextplane.records.injections import InjectionRow
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
 from contextplane.records.summaries import SessionSummary, validate_summary
+from contextplane.records.turn_inputs import TURN_INPUT_FIELDS, TurnInputs
 from contextplane.store.fts_query import fts_terms
 from contextplane_postgres import sql
 from contextplane_postgres.codec import dec, enc, enc_opt
@@ -165,6 +166,47 @@ def _snapshot(r: tuple[Any, ...]) -> PromptSnapshot:
     return decode_snapshot(SnapshotRow(*values))
 
 
+_INPUT_COLUMNS = ", ".join(TURN_INPUT_FIELDS)
+_INPUTS_UPSERT = (
+    f"INSERT INTO turn_inputs({_INPUT_COLUMNS}) VALUES ({', '.join(['%s'] * len(TURN_INPUT_FIELDS))}) "
+    "ON CONFLICT (session_id, turn_index) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in TURN_INPUT_FIELDS[2:])
+)
+#: Text fields that may hold anything a caller typed (NUL included): escaped as every text is.
+_INPUT_TEXTS = frozenset(
+    {
+        "session_id",
+        "query",
+        "state",
+        "surface",
+        "project",
+        "only_sections",
+        "skills_index",
+        "extra",
+        "config",
+        "config_base_dir",
+        "plugins",
+        "sections",
+        "trajectory_ref",
+    }
+)
+
+
+def inputs_args(inputs: TurnInputs) -> tuple[Any, ...]:
+    return tuple(
+        enc_opt(v) if name in _INPUT_TEXTS else v
+        for name, v in zip(TURN_INPUT_FIELDS, attrs.astuple(inputs), strict=True)
+    )
+
+
+def inputs_from_row(row: tuple[Any, ...]) -> TurnInputs:
+    values: dict[str, Any] = {
+        name: (None if v is None else dec(v)) if name in _INPUT_TEXTS else v
+        for name, v in zip(TURN_INPUT_FIELDS, row, strict=True)
+    }
+    return TurnInputs(**values)
+
+
 class PostgresSnapshotStore:
     """``SnapshotStore``: rows keyed by (session, turn, call), prefix texts once per hash,
     retention by age and count (applied on open and every ``prune_every`` rows)."""
@@ -285,6 +327,31 @@ class PostgresSnapshotStore:
                 (enc(session_id), turn_index, call_index),
             ).fetchone()
         return None if row is None else _snapshot(row)
+
+    # turn inputs (``contextplane.records.TurnInputStore``)
+
+    def put_inputs(self, inputs: TurnInputs) -> None:
+        """Store one turn's inputs (a recomposed turn replaces its earlier composition's)."""
+        with self.db.record_transaction() as conn:
+            conn.execute(_INPUTS_UPSERT, inputs_args(inputs))
+
+    def get_inputs(self, session_id: str, turn_index: int) -> TurnInputs | None:
+        with self.db.connection("read from") as conn:
+            row = conn.execute(
+                f"SELECT {_INPUT_COLUMNS} FROM turn_inputs WHERE session_id = %s AND turn_index = %s",
+                (enc(session_id), turn_index),
+            ).fetchone()
+        return None if row is None else inputs_from_row(row)
+
+    def list_inputs(self, session_id: str | None = None) -> builtins.list[TurnInputs]:
+        where, args = ("WHERE session_id = %s", (enc(session_id),)) if session_id is not None else ("", ())
+        with self.db.connection("read from") as conn:
+            rows = conn.execute(
+                f"SELECT {_INPUT_COLUMNS} FROM turn_inputs {where} "
+                'ORDER BY session_id COLLATE "C", turn_index',
+                args,
+            ).fetchall()
+        return [inputs_from_row(r) for r in rows]
 
     def sessions(self) -> builtins.list[tuple[str, int, float]]:
         """(session id, snapshot count, newest created_at) per session, newest first."""

@@ -10,7 +10,9 @@ opening a fresh database at once run each step exactly once.
 Step 1 is the memory table (every D4/D7 attribute, a generated ``tsvector`` with its GIN
 index, the scope index); step 2 adds the records (session summaries with their own
 ``tsvector``, the injection log, prompt snapshots, prefix texts, the trajectory); step 3 an
-index for the always-on listing. The vector
+index for the always-on listing; step 4 the lifecycle history (``history``: the append-only
+``chunk_history``, one ``migrated`` event per row already there), the content key exact
+duplicates are found by, and the turn inputs ``explain`` and ``replay`` read. The vector
 column and its HNSW index are not a step: their width is the embedder's, so ``attach_vectors``
 adds them the first time a store is opened with an embedder and records which one.
 """
@@ -23,8 +25,9 @@ from typing import Any, Final
 import psycopg
 
 from contextplane.errors import StoreError
+from contextplane_postgres import history as pg_history
 
-SCHEMA_VERSION: Final[int] = 3
+SCHEMA_VERSION: Final[int] = 4
 
 #: Text-search configuration: no stemming and no stop words, like FTS5's unicode61 tokenizer
 #: on the embedded store, so a word matches the same rows on both.
@@ -125,8 +128,14 @@ CREATE TABLE IF NOT EXISTS trajectory (
 #: index that is a scan of the whole table (69 ms at 100k rows, bench/postgres_bench.py).
 _STEP_3: Final[str] = "CREATE INDEX IF NOT EXISTS chunks_delivery_policy ON chunks (delivery_policy, id);"
 
-#: version reached -> DDL that reaches it from the version before.
-STEPS: Final[dict[int, str]] = {1: _STEP_1, 2: _STEP_2, 3: _STEP_3}
+#: version reached -> DDL that reaches it from the version before, or a function that does
+#: (called inside the step's transaction, for a step that also fills what it adds).
+STEPS: Final[dict[int, str | Callable[[psycopg.Connection[Any]], None]]] = {
+    1: _STEP_1,
+    2: _STEP_2,
+    3: _STEP_3,
+    4: pg_history.step_4,
+}
 assert max(STEPS) == SCHEMA_VERSION
 
 
@@ -169,7 +178,11 @@ def ensure_schema(
         start = found
         for version in range(found + 1, target + 1):
             with conn.transaction():
-                conn.execute(STEPS[version])
+                step = STEPS[version]
+                if callable(step):
+                    step(conn)
+                else:
+                    conn.execute(step)
                 conn.execute(
                     "INSERT INTO meta(key, value) VALUES ('schema_version', %s) "
                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value",

@@ -11,26 +11,34 @@ back. Supersession chains therefore stay linear under any concurrency.
 Reads outside a composition run on any pooled connection; ``consistent_read()`` holds one
 connection in a ``REPEATABLE READ READ ONLY`` transaction for the whole composition, so every
 section of one projection sees one committed state (ADR D2).
+
+Every write also consolidates (``consolidate``: duplicates, same-subject supersession, near
+duplicates, as on the embedded store) and appends its lifecycle events (``history``) in its
+own transaction; ``history``, ``history_position`` and ``as_of`` are ``MemoryHistory``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Final, Self
 
 import numpy as np
 import psycopg
 
 from contextplane.embedding import Embedder
 from contextplane.errors import StoreError, ValidationError
+from contextplane.memory.consolidation import Consolidation, WriteOutcome
+from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import (
     SUPERSEDED_PREFIX,
     MemoryChunk,
     parse_timestamp,
+    to_utc,
     utc_now,
     validate_namespace,
     validate_review_state,
@@ -39,10 +47,12 @@ from contextplane.memory.model import (
 from contextplane.memory.stamps import creation_stamps
 from contextplane.store.fts_query import fts_terms
 from contextplane.store.protocol import SearchHit
+from contextplane_postgres import history as pg_history
 from contextplane_postgres import schema as pg_schema
 from contextplane_postgres import sql
 from contextplane_postgres.codec import SELECT_COLUMNS, as_id, chunk_from_row, dec, enc
 from contextplane_postgres.connection import explain, translated
+from contextplane_postgres.consolidate import consolidate
 from contextplane_postgres.database import Database
 
 #: ``add_chunk`` keywords; ``expires_in_days`` is turned into ``expires_at``.
@@ -172,11 +182,30 @@ def prepare_row(row: Mapping[str, Any], now: datetime, index: int) -> list[Any]:
     ]
 
 
+#: What ``purge`` deletes (on ``chunks AS c``): expired rows and rows invalidated for a reason
+#: other than supersession, never a superseded row nor one that superseded another.
+_PURGEABLE: Final[str] = f"""((c.expires_at IS NOT NULL AND c.expires_at <= %(now)s)
+     OR (c.invalidated_at IS NOT NULL
+         AND left(coalesce(c.invalidation_reason, ''), 14) <> '{SUPERSEDED_PREFIX}'))
+    AND NOT (c.invalidated_at IS NOT NULL
+             AND left(coalesce(c.invalidation_reason, ''), 14) = '{SUPERSEDED_PREFIX}')
+    AND NOT EXISTS (SELECT 1 FROM chunks AS s
+        WHERE s.invalidation_reason = '{SUPERSEDED_PREFIX}' || c.id::text)"""
+
+
 class PostgresKnowledgeStore:
     """``KnowledgeStore`` on PostgreSQL (``contextplane_postgres.PostgresBackend`` opens it)."""
 
-    def __init__(self, db: Database, *, embedder: Embedder | None = None, fts_cap: int = sql.FTS_CAP) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        embedder: Embedder | None = None,
+        fts_cap: int = sql.FTS_CAP,
+        consolidation: Consolidation | None = None,
+    ) -> None:
         self.db = db
+        self._consolidation = consolidation if consolidation is not None else Consolidation()
         #: The backend this store belongs to; set by the backend that wraps it.
         self.backend: Any = None
         self._embedder: Embedder | None = None
@@ -242,6 +271,11 @@ class PostgresKnowledgeStore:
                 yield conn
         else:
             with view.lock, translated(self.db.url, "read from"):
+                if view.closed:
+                    raise StoreError(
+                        f"{self.db.shown}: read through a consistent view after its composition ended (a "
+                        "provider abandoned at context.provider_timeout_ms reads on); read inside draft"
+                    )
                 yield view.conn
 
     # ------------------------------------------------------------------ consistent reads
@@ -256,9 +290,78 @@ class PostgresKnowledgeStore:
                 with conn.transaction():
                     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                     conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchall()  # the snapshot starts here
-                    yield PostgresStoreView(self, conn)
+                    # The view's time: every commit it sees happened before it, so the position
+                    # it reports names exactly its state, and every read through it evaluates
+                    # the deliverable filter then (one composition, one state, one time).
+                    view = PostgresStoreView(self, conn, now=utc_now())
+                    try:
+                        yield view
+                    finally:
+                        view.closed = True
             except psycopg.Error as exc:
                 raise explain(exc, self.db.url, doing="read from") from None
+
+    # ------------------------------------------------------------------ history and as-of reads
+
+    def history(self, chunk_id: str) -> list[HistoryEvent]:
+        """Every lifecycle event of one row, oldest first (also for a purged row)."""
+        key = as_id(chunk_id)
+        if key is None:
+            return []
+        with self.db.connection("read from") as conn:
+            return pg_history.events(conn, key)
+
+    def history_position(self) -> HistoryPosition:
+        """The position of the latest committed event, at the current time."""
+        with self.db.connection("read from") as conn:
+            return HistoryPosition(pg_history.latest_seq(conn), utc_now())
+
+    @contextlib.contextmanager
+    def as_of(
+        self, when: HistoryPosition | datetime, *, exact_ranking: bool = True
+    ) -> Iterator[PostgresStoreView]:
+        """A read view of the store as it was at ``when``: a ``HistoryPosition`` (what a
+        composition recorded) or an aware time (the position of the last event by then).
+
+        Rows written later are invisible, every row has the lifecycle state it had then, and the
+        deliverable filter is evaluated at that time, for ``get``, ``list_chunks`` and ``search``
+        alike (see ``history``). ``exact_ranking`` is accepted for the protocol's callers:
+        full-text ranking here never depends on the rest of the corpus, so it always is."""
+        if isinstance(when, datetime):
+            when = to_utc(when, "as_of")
+        elif not isinstance(when, HistoryPosition):
+            raise ValidationError(
+                f"as_of: expected a HistoryPosition or an aware datetime, got {type(when).__name__}"
+            )
+        with self.db.connection("read from") as conn:
+            # The shadowing view is found by name: a statement psycopg prepared on this
+            # connection before would still read the table, so none is prepared meanwhile.
+            threshold = conn.prepare_threshold
+            conn.prepare_threshold = None
+            try:
+                with conn.transaction(force_rollback=True):
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    position = (
+                        pg_history.position_at(conn, self.db.shown, when)
+                        if isinstance(when, datetime)
+                        else when
+                    )
+                    latest = pg_history.latest_seq(conn)
+                    if position.seq > latest:
+                        raise StoreError(
+                            f"{self.db.shown}: history position {position.seq} is after the latest event "
+                            f"({latest}); it was recorded by another store"
+                        )
+                    overlay = pg_history.overlay(conn, self.db.schema, position)
+                    view = PostgresStoreView(self, conn, now=position.at, position=position, overlay=overlay)
+                    try:
+                        yield view
+                    finally:
+                        view.closed = True
+            except psycopg.Error as exc:
+                raise explain(exc, self.db.url, doing="read the past of") from None
+            finally:
+                conn.prepare_threshold = threshold
 
     # ------------------------------------------------------------------ writes
 
@@ -278,8 +381,9 @@ class PostgresKnowledgeStore:
         epoch: str = "",
         expires_at: datetime | str | None = None,
         expires_in_days: int | None = None,
-    ) -> str:
-        """Store one row stamped per D7; return its id."""
+    ) -> WriteOutcome:
+        """Store one row stamped per D7, consolidated per ``memory.consolidation``; return its
+        id as a ``WriteOutcome`` (stored, a duplicate, superseded rows, near duplicates)."""
         row = {
             "content": content,
             "domain": domain,
@@ -295,17 +399,24 @@ class PostgresKnowledgeStore:
             "expires_at": expires_at,
             "expires_in_days": expires_in_days,
         }
-        return self.add_chunks([row])[0]
+        return self._write([row], single=True)[0]
 
     def add_chunks(self, rows: Iterable[Mapping[str, Any]]) -> list[str]:
-        """Bulk insert in one transaction (all rows or none), validated and embedded first."""
+        """Bulk insert in one transaction (all rows or none), validated and embedded first.
+        Exact duplicates and same-subject rows are consolidated as for ``add_chunk``; near
+        duplicates are looked for on single writes only (as on the embedded store)."""
+        return list(self._write(rows, single=False))
+
+    def _write(self, rows: Iterable[Mapping[str, Any]], *, single: bool) -> list[WriteOutcome]:
         now = utc_now()
         prepared = [prepare_row(row, now, index) for index, row in enumerate(rows)]
         if not prepared:
             return []
         vectors = self._embed([dec(p[1]) for p in prepared]) if self._embedder is not None else None
         with self.db.transaction() as conn:
-            return [str(i) for i in self._insert(conn, prepared, vectors)]
+            return consolidate(
+                conn, INSERT_COLUMNS, prepared, vectors, now, self._consolidation, self._insert, single=single
+            )
 
     def _insert(
         self,
@@ -338,7 +449,9 @@ class PostgresKnowledgeStore:
             raise StoreError(f"{self.db.shown}: no memory with id {chunk_id!r}")
         return chunk
 
-    def _update(self, chunk_id: str, assignments: str, params: dict[str, Any]) -> MemoryChunk:
+    def _update(
+        self, chunk_id: str, assignments: str, params: dict[str, Any], event: str, actor: str
+    ) -> MemoryChunk:
         key = as_id(chunk_id)
         with self.db.transaction() as conn:
             row = (
@@ -350,32 +463,44 @@ class PostgresKnowledgeStore:
                     {**params, "id": key, "now": utc_now()},
                 ).fetchone()
             )
-        if row is None:
-            raise StoreError(f"{self.db.shown}: no memory with id {chunk_id!r}")
+            if row is None:
+                raise StoreError(f"{self.db.shown}: no memory with id {chunk_id!r}")
+            assert key is not None
+            pg_history.record_change(conn, key, event, actor)
         return chunk_from_row(row)
 
     def set_review_state(self, chunk_id: str, state: str, *, by: str = "") -> MemoryChunk:
-        """Confirm, reject or reset a row to pending (D7 step 2). ``by`` is accepted for the
-        protocol and not kept: this backend has no lifecycle history yet."""
-        return self._update(chunk_id, "review_state = %(state)s", {"state": validate_review_state(state)})
+        """Confirm, reject or reset a row to pending (D7 step 2); ``by`` says who did (kept in
+        the history)."""
+        checked = validate_review_state(state)
+        actor = validate_text(by, "by")
+        return self._update(chunk_id, "review_state = %(state)s", {"state": checked}, "review", actor)
 
     def set_expires_at(
         self, chunk_id: str, expires_at: datetime | str | None, *, by: str = ""
     ) -> MemoryChunk:
-        """Set (or clear, with ``None``) a row's expiry (``by``: as for ``set_review_state``)."""
+        """Set (or clear, with ``None``) a row's expiry; ``by`` as for ``set_review_state``."""
         value = None if expires_at is None else parse_timestamp(expires_at, "expires_at")
-        return self._update(chunk_id, "expires_at = %(at)s", {"at": value})
+        actor = validate_text(by, "by")
+        return self._update(chunk_id, "expires_at = %(at)s", {"at": value}, "expiry", actor)
 
     def invalidate_chunk(
         self, chunk_id: str, *, superseded_by: str | None = None, reason: str | None = None, by: str = ""
     ) -> MemoryChunk:
         """Stamp ``invalidated_at`` and a reason (``superseded_by:<id>`` for a supersession);
         the row is kept for audit (D7). ``by``: as for ``set_review_state``."""
+        actor = validate_text(by, "by")
         with self.db.transaction() as conn:
-            return self._invalidate(conn, chunk_id, superseded_by=superseded_by, reason=reason)
+            return self._invalidate(conn, chunk_id, superseded_by=superseded_by, reason=reason, actor=actor)
 
     def _invalidate(
-        self, conn: psycopg.Connection[Any], chunk_id: str, *, superseded_by: str | None, reason: str | None
+        self,
+        conn: psycopg.Connection[Any],
+        chunk_id: str,
+        *,
+        superseded_by: str | None,
+        reason: str | None,
+        actor: str = "",
     ) -> MemoryChunk:
         if superseded_by is not None and reason is not None:
             raise ValidationError("reason: give either superseded_by or reason, not both")
@@ -402,6 +527,10 @@ class PostgresKnowledgeStore:
             ).fetchone()
         )
         if row is not None:
+            assert key is not None
+            event = "superseded" if superseded_by is not None else "invalidated"
+            detail = {"by": text[len(SUPERSEDED_PREFIX) :]} if superseded_by is not None else None
+            pg_history.record_change(conn, key, event, actor, detail=detail)
             return chunk_from_row(row)
         current = self._require(conn, chunk_id)  # raises when there is no such row
         raise StoreError(
@@ -423,26 +552,41 @@ class PostgresKnowledgeStore:
         row["content"] = content
         prepared = [prepare_row(row, utc_now(), 0)]
         vectors = self._embed([content]) if self._embedder is not None else None
+        actor = str(row.get("source_type", ""))
         with self.db.transaction() as conn:
-            new_id = str(self._insert(conn, prepared, vectors)[0])
-            self._invalidate(conn, old.id, superseded_by=new_id, reason=None)
+            ids = self._insert(conn, prepared, vectors)
+            new_id = str(ids[0])
+            # raises (rolling the insert back) if someone invalidated the old row meanwhile;
+            # the events go last, so the history lock is never held while waiting on a row
+            self._invalidate_quietly(conn, old.id, new_id)
+            pg_history.record_created(conn, ids, {ids[0]: json.dumps({"supersedes": old.id})})
+            pg_history.record_change(conn, int(old.id), "superseded", actor, detail={"by": new_id})
         return new_id
+
+    def _invalidate_quietly(self, conn: psycopg.Connection[Any], old_id: str, new_id: str) -> None:
+        """``_invalidate`` for ``supersede``, whose events are appended by the caller."""
+        updated = conn.execute(
+            "UPDATE chunks AS c SET invalidated_at = %(now)s, invalidation_reason = %(why)s, "
+            "updated_at = %(now)s WHERE c.id = %(id)s AND c.invalidated_at IS NULL RETURNING c.id",
+            {"now": utc_now(), "why": f"{SUPERSEDED_PREFIX}{new_id}", "id": as_id(old_id)},
+        ).fetchone()
+        if updated is None:
+            current = self._require(conn, old_id)
+            raise StoreError(
+                f"{self.db.shown}: memory {old_id} is already invalidated ({current.invalidation_reason}); "
+                + (f"supersede {current.superseded_by} instead" if current.superseded_by else "nothing to do")
+            )
 
     def purge(self, now: datetime | None = None) -> int:
         """Delete expired rows and rows invalidated for a reason other than supersession; never
         a superseded row nor one that superseded another (the chain stays readable)."""
+        params = {"now": now or utc_now()}
         with self.db.transaction() as conn:
-            cur = conn.execute(
-                f"""DELETE FROM chunks AS c WHERE
-                    ((c.expires_at IS NOT NULL AND c.expires_at <= %(now)s)
-                     OR (c.invalidated_at IS NOT NULL
-                         AND left(coalesce(c.invalidation_reason, ''), 14) <> '{SUPERSEDED_PREFIX}'))
-                    AND NOT (c.invalidated_at IS NOT NULL
-                             AND left(coalesce(c.invalidation_reason, ''), 14) = '{SUPERSEDED_PREFIX}')
-                    AND NOT EXISTS (SELECT 1 FROM chunks AS s
-                        WHERE s.invalidation_reason = '{SUPERSEDED_PREFIX}' || c.id::text)""",
-                {"now": now or utc_now()},
-            )
+            # Lock the rows first: a row another writer changes meanwhile must not be deleted
+            # with a 'purged' event that copies its state from before that change.
+            conn.execute(f"SELECT c.id FROM chunks AS c WHERE {_PURGEABLE} FOR UPDATE", params).fetchall()
+            pg_history.record_purged(conn, _PURGEABLE, params, utc_now())
+            cur = conn.execute(f"DELETE FROM chunks AS c WHERE {_PURGEABLE}", params)
             return int(cur.rowcount)
 
     # ------------------------------------------------------------------ reads
@@ -540,22 +684,61 @@ class PostgresKnowledgeStore:
 
 
 class PostgresStoreView:
-    """One composition's point-in-time view (``consistent_read``): reads see the state
-    committed when it opened; writes and anything else go to the store itself."""
+    """One composition's point-in-time view (``consistent_read``), or the store as of a past
+    position (``as_of``): reads see that state, with the deliverable filter evaluated at the
+    view's time; writes and anything else go to the store itself."""
 
-    def __init__(self, store: PostgresKnowledgeStore, conn: psycopg.Connection[Any]) -> None:
+    def __init__(
+        self,
+        store: PostgresKnowledgeStore,
+        conn: psycopg.Connection[Any],
+        *,
+        now: datetime | None = None,
+        position: HistoryPosition | None = None,
+        overlay: pg_history.AsOfOverlay | None = None,
+    ) -> None:
         self.store = store
         self.conn = conn
         self.lock = threading.Lock()
+        #: The time the deliverable filter is evaluated at when a read names none.
+        self.now = now
+        self._position = position
+        #: For an as-of view: what it changed to show the past (None for a present view).
+        self.overlay = overlay
+        #: Set when the view's transaction ends: a late read is refused, never run on a
+        #: connection that went back to the pool.
+        self.closed = False
 
     def get(self, chunk_id: str) -> MemoryChunk | None:
         return self.store.get(chunk_id, _on=self)
 
     def list_chunks(self, **filters: Any) -> list[MemoryChunk]:
+        if filters.get("now") is None and self.now is not None:
+            filters["now"] = self.now
         return self.store.list_chunks(**filters, _on=self)
 
     def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
+        if options.get("now") is None and self.now is not None:
+            options["now"] = self.now
         return self.store.search(query, k, **options, _on=self)
+
+    def history_position(self) -> HistoryPosition:
+        """The position this view reads at: for a present view, its newest visible event at
+        the time it opened (what a composition records to be replayed)."""
+        if self._position is None:
+            with self.store._reading(self) as conn:
+                seq = pg_history.latest_seq(conn)
+            self._position = HistoryPosition(seq, self.now or utc_now())
+        return self._position
+
+    def history(self, chunk_id: str) -> list[HistoryEvent]:
+        """The row's events up to this view's position."""
+        key = as_id(chunk_id)
+        if key is None:
+            return []
+        upto = self.history_position().seq
+        with self.store._reading(self) as conn:
+            return pg_history.events(conn, key, upto)
 
     @contextlib.contextmanager
     def consistent_read(self) -> Iterator[PostgresStoreView]:

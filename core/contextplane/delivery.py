@@ -13,7 +13,6 @@ few functions that know that type.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
@@ -147,14 +146,16 @@ async def adeliver(
     role_of: Callable[[M], str] = plain_role,
     host: PluginHost | None = None,
 ) -> Delivered[M]:
-    """``deliver`` for an event loop: the same messages, and the observers (the records
-    observer writes the snapshot into SQLite) are called in a worker thread, awaited, so the
-    loop never waits on a record and the snapshot is written before the model is called."""
+    """``deliver`` for an event loop: the same messages, and the observers told through
+    ``PluginHost.anotify_model_call`` (the records observer's async twin awaits a backend's
+    async snapshot store, or writes an embedded one in a worker thread; other observers run in
+    a worker thread), awaited, so the loop never waits on a record and the snapshot is written
+    before the model is called."""
     delivered = _placed(projection, history, prefix, call_index, wrap, is_frame, text_of, role_of)
     request = projection.request
     if request is not None and request.record:
         chosen = host if host is not None else get_host()
-        await asyncio.to_thread(chosen.notify_model_call, delivered.call, request)
+        await chosen.anotify_model_call(delivered.call, request)
     return delivered
 
 

@@ -18,8 +18,10 @@ does.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import importlib.metadata as md
+import inspect
 import logging
 import os
 import reprlib
@@ -452,19 +454,48 @@ class PluginHost:
         """The first ``Embedder`` a plugin offers (plugins asked in name order), else None."""
         return self._first("embedder", _protocol_problems(Embedder), "an Embedder")
 
-    def _notify(self, hook_name: str, kwargs: Mapping[str, Any]) -> list[PluginFailure]:
+    def _notify(
+        self, hook_name: str, kwargs: Mapping[str, Any], impls: Iterable[pluggy.HookImpl] | None = None
+    ) -> list[PluginFailure]:
         failures = []
-        for impl in self._impls(hook_name):
+        for impl in self._impls(hook_name) if impls is None else impls:
             try:
                 self._call(impl, kwargs)
             except (Exception, SystemExit) as exc:  # a plugin calling sys.exit() is a failure too
-                dist = self._meta.get(impl.plugin_name, (None, None))[0]
-                failure = PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc))
-                failures.append(failure)
-                self.failures.append(failure)
-                if self.strict:
-                    raise SectionError(failure.describe() + " (strict mode)") from exc
-                self._log(failure, exc)
+                failures.append(self._observer_failed(impl, hook_name, exc))
+        return failures
+
+    def _observer_failed(self, impl: pluggy.HookImpl, hook_name: str, exc: BaseException) -> PluginFailure:
+        dist = self._meta.get(impl.plugin_name, (None, None))[0]
+        failure = PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc))
+        self.failures.append(failure)
+        if self.strict:
+            raise SectionError(failure.describe() + " (strict mode)") from exc
+        self._log(failure, exc)
+        return failure
+
+    async def _anotify(self, hook_name: str, kwargs: Mapping[str, Any]) -> list[PluginFailure]:
+        """``_notify`` for an event loop, in the same order with the same isolation: an observer
+        whose plugin also has an async twin (``a<hook name>``, a coroutine function taking the
+        same arguments; the records observer has them) is awaited; the others are synchronous
+        and may block, so they are called in a worker thread, consecutive ones in one hop."""
+        failures: list[PluginFailure] = []
+        waiting: list[pluggy.HookImpl] = []
+        for impl in [*self._impls(hook_name), None]:
+            twin = None if impl is None else getattr(impl.plugin, "a" + hook_name, None)
+            if impl is not None and not inspect.iscoroutinefunction(twin):
+                waiting.append(impl)
+                continue
+            if waiting:
+                failures.extend(await asyncio.to_thread(self._notify, hook_name, kwargs, list(waiting)))
+                waiting.clear()
+            if impl is None:
+                break
+            assert twin is not None
+            try:
+                await twin(**{k: kwargs[k] for k in impl.argnames if k in kwargs})
+            except (Exception, SystemExit) as exc:
+                failures.append(self._observer_failed(impl, hook_name, exc))
         return failures
 
     def notify_projection(self, projection: Any, request: Any) -> list[PluginFailure]:
@@ -474,6 +505,14 @@ class PluginHost:
     def notify_model_call(self, call: Any, request: Any) -> list[PluginFailure]:
         """Tell every observer about one model call a projection is delivered to."""
         return self._notify("observe_model_call", {"call": call, "request": request})
+
+    async def anotify_projection(self, projection: Any, request: Any) -> list[PluginFailure]:
+        """``notify_projection`` for an event loop (see ``_anotify``)."""
+        return await self._anotify("observe_projection", {"projection": projection, "request": request})
+
+    async def anotify_model_call(self, call: Any, request: Any) -> list[PluginFailure]:
+        """``notify_model_call`` for an event loop (see ``_anotify``)."""
+        return await self._anotify("observe_model_call", {"call": call, "request": request})
 
     def notify_stable_prefix(self, prefix: Any) -> list[PluginFailure]:
         """Hand a composed stable prefix to every observer."""

@@ -149,7 +149,9 @@ class ContextSection:
     I/O, unless ``cheap=True`` says it only computes. ``adraft`` is for the provider that has
     both forms: each composition calls its native one, so the synchronous path pays nothing for
     the asynchronous one (the conformance kit checks that the two agree). The synchronous
-    composition runs an async ``draft`` to completion on a private event loop.
+    composition runs an async ``draft`` to completion on a private event loop. (When the turn's
+    memory store reads in worker threads anyway, the async composition calls every section's
+    synchronous ``draft`` in the turn's one worker thread instead: see ``aprojection``.)
     """
 
     name: str = attrs.field(validator=_check_name)

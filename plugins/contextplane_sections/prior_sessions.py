@@ -20,7 +20,6 @@ store that is not SQLite gets the same digest through its own backend.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import threading
 import time
@@ -30,6 +29,7 @@ from typing import Any
 
 from contextplane import ContextSection, Draft, ProjectionRequest, Row, SessionSummaries, Shed, hookimpl
 from contextplane.records import SessionSummary
+from contextplane.records.aio import anewest, arelevant
 from contextplane_sections.envelopes import INJECTED_MEMORY
 
 NAME = "prior_sessions"
@@ -70,11 +70,15 @@ def _newest(source: SessionSummaries, limit: int, exclude: str) -> list[SessionS
     if hit is None:
         # One extra, so excluding the active session still leaves ``limit`` entries.
         rows = source.newest(limit + 1)
-        with _cache_lock, contextlib.suppress(TypeError):
-            _cache.setdefault(source, {})[limit] = (now, rows)
+        _keep(source, limit, now, rows)
     else:
         rows = hit
     return [r for r in rows if r.session_id != exclude][:limit]
+
+
+def _keep(source: SessionSummaries, limit: int, now: float, rows: list[SessionSummary]) -> None:
+    with _cache_lock, contextlib.suppress(TypeError):
+        _cache.setdefault(source, {})[limit] = (now, rows)
 
 
 def entry(summary: SessionSummary, rank: int) -> Row:
@@ -85,45 +89,63 @@ def entry(summary: SessionSummary, rank: int) -> Row:
     )
 
 
-def draft(request: ProjectionRequest) -> Draft:
+def _settled(request: ProjectionRequest) -> Draft | None:
+    """The draft when no summaries are read (policy ``off``, no backend, an empty query under
+    ``relevant``), else None."""
     policy = request.config.context.prior_sessions
     if policy == "off":
         return Draft((), {"policy": "off"})
-    source = summaries_for(request)
-    if source is None:
+    if summaries_for(request) is None:
         return Draft((), {"policy": policy, "source": "none"})
+    if policy == "relevant" and not request.query.strip():
+        return Draft((), {"policy": policy, "gate": "closed (empty query: nothing to measure overlap with)"})
+    return None
+
+
+def _draft_of(request: ProjectionRequest, chosen: list[SessionSummary]) -> Draft:
+    policy = request.config.context.prior_sessions
+    meta: dict[str, Any] = {"policy": policy}
+    if policy == "relevant" and not chosen:
+        meta["gate"] = "closed (no prior session overlaps the query)"
+    return Draft([entry(s, i) for i, s in enumerate(chosen, start=1)], meta)
+
+
+def draft(request: ProjectionRequest) -> Draft:
+    settled = _settled(request)
+    if settled is not None:
+        return settled
+    source = summaries_for(request)
+    assert source is not None
     limit = request.config.context.prior_sessions_limit
     exclude = request.session_id
-    meta: dict[str, Any] = {"policy": policy}
-    chosen: list[SessionSummary]
-    if policy == "relevant":
-        if not request.query.strip():
-            meta["gate"] = "closed (empty query: nothing to measure overlap with)"
-            chosen = []
-        else:
-            chosen = source.relevant(request.query, limit, exclude_session=exclude)
-            if not chosen:
-                meta["gate"] = "closed (no prior session overlaps the query)"
+    if request.config.context.prior_sessions == "relevant":
+        chosen = source.relevant(request.query, limit, exclude_session=exclude)
     else:
         chosen = _newest(source, limit, exclude)
-    rows: list[Row] = [entry(s, i) for i, s in enumerate(chosen, start=1)]
-    return Draft(rows, meta)
+    return _draft_of(request, chosen)
 
 
 async def adraft(request: ProjectionRequest) -> Draft:
-    """``draft`` for the async composition: on the loop when no summaries are read (policy
-    ``off``, no backend, a fresh cached newest list), else in a worker thread (the summaries
-    protocol is synchronous; SQLite on the embedded backend)."""
-    policy = request.config.context.prior_sessions
+    """``draft`` for the async composition: the same digest, the summaries read with
+    ``contextplane.records.aio`` (the backend's async reads, or its sync ones in a worker
+    thread); on the loop, with no read, when the cached newest list is fresh."""
+    settled = _settled(request)
+    if settled is not None:
+        return settled
     source = summaries_for(request)
+    assert source is not None
     limit = request.config.context.prior_sessions_limit
-    if (
-        policy == "off"
-        or source is None
-        or (policy == "newest" and _cached(source, limit, time.monotonic()) is not None)
-    ):
-        return draft(request)
-    return await asyncio.to_thread(draft, request)
+    exclude = request.session_id
+    if request.config.context.prior_sessions == "relevant":
+        chosen = await arelevant(source, request.query, limit, exclude_session=exclude)
+    else:
+        now = time.monotonic()
+        rows = _cached(source, limit, now)
+        if rows is None:
+            rows = await anewest(source, limit + 1)
+            _keep(source, limit, now, rows)
+        chosen = [r for r in rows if r.session_id != exclude][:limit]
+    return _draft_of(request, chosen)
 
 
 SECTION = ContextSection(

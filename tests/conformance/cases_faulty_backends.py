@@ -36,6 +36,13 @@ class NewestFirstLog(InMemoryInjectionLog):
             return stored.id
 
 
+class AsyncForgetsTheExclusion(InMemorySessionSummaries):
+    """Fault: the async form ignores ``exclude_session`` (the sync one is right)."""
+
+    async def anewest(self, limit: int, *, exclude_session: str | None = None) -> list[SessionSummary]:
+        return self.newest(limit)
+
+
 class TestLeaksTheActiveSession(BackendConformance):
     capabilities = frozenset()
 
@@ -50,3 +57,11 @@ class TestNewestFirstLog(BackendConformance):
     @pytest.fixture
     def backend(self) -> Any:
         return InMemoryBackend(injections=NewestFirstLog())
+
+
+class TestAsyncForgetsTheExclusion(BackendConformance):
+    capabilities = frozenset()
+
+    @pytest.fixture
+    def backend(self) -> Any:
+        return InMemoryBackend(summaries=AsyncForgetsTheExclusion())

@@ -12,11 +12,18 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from contextplane.memory.consolidation import Consolidation
 from contextplane.memory.history import HistoryPosition
 from contextplane.memory.model import MemoryChunk
 from contextplane.testing.memory import _INHERITED, InMemoryKnowledgeStore
 
-__all__ = ["DeletesOnSupersedeStore", "IgnoresExpiryStore", "InMemoryKnowledgeStore", "PresentAsOfStore"]
+__all__ = [
+    "DeletesOnSupersedeStore",
+    "IgnoresExpiryStore",
+    "InMemoryKnowledgeStore",
+    "PresentAsOfStore",
+    "StoresEveryWriteStore",
+]
 
 
 class IgnoresExpiryStore(InMemoryKnowledgeStore):
@@ -49,3 +56,14 @@ class PresentAsOfStore(InMemoryKnowledgeStore):
     def as_of(self, when: HistoryPosition | datetime) -> Iterator[InMemoryKnowledgeStore]:
         with self.consistent_read() as view:
             yield view
+
+
+class StoresEveryWriteStore(InMemoryKnowledgeStore):
+    """Fault: writes are stored as given, never consolidated (the store before D7's
+    consolidation): copies pile up, a same-subject write leaves two heads, and only identical
+    word sets are reported as near duplicates."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            consolidation=Consolidation(deduplicate=False, auto_supersede=False, near_duplicate_threshold=1.0)
+        )

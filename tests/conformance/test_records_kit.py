@@ -50,5 +50,8 @@ def test_faulty_backends_fail_with_the_named_ids(tmp_path: Path) -> None:
         "RECORDS-SUMMARIES-RELEVANT",
     }
     assert run.failing("TestNewestFirstLog") == {"RECORDS-INJECTIONS-APPEND"}
+    assert run.failing("TestAsyncForgetsTheExclusion") == {"RECORDS-ASYNC-PARITY"}
+    parity = run.by_class("TestAsyncForgetsTheExclusion")["RECORDS-ASYNC-PARITY"].message
+    assert "anewest(5, exclude_session='b') returned" in parity and "newest gave" in parity
     message = run.by_class("TestNewestFirstLog")["RECORDS-INJECTIONS-APPEND"].message
     assert "[RECORDS-INJECTIONS-APPEND] injections.record returns distinct, increasing ids" in message

@@ -32,11 +32,13 @@ from contextplane import (
     hookimpl,
 )
 from contextplane.aio import run_to_completion, stragglers
+from contextplane.aprojection import per_read
 from contextplane.config import structure
 from contextplane.notices import BudgetWarning
 from contextplane.request import ProjectionRequest
 from contextplane.testing.memory import InMemoryBackend
 from contextplane_sections import always_on, retrieved
+from contextplane_sections.envelopes import INJECTED_MEMORY
 
 from .helpers import MEMORY, SectionPlugin, host_of
 
@@ -693,3 +695,292 @@ def test_a_store_with_an_async_view_is_awaited_and_observers_follow_its_close() 
     p = asyncio.run(acompose_projected_context("deploy", backend, host=host, budget_tokens=0, session_id="s"))
     assert store.events == ["open", "close"] and observed == ["observed after close"]
     assert p.section("always_on").item_ids
+
+
+# --- the one-hop route -----------------------------------------------------------------------
+
+
+class SyncOnlyStore:
+    """A store with no async reads (so every read on the async path would be a thread hop),
+    recording the thread its view is opened and closed on, and whether it is open."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryBackend().memories
+        self.events: list[tuple[str, int]] = []
+        self.open = False
+
+    def list_chunks(self, **filters: Any) -> Any:
+        return self.inner.list_chunks(**filters)
+
+    def search(self, query: str, k: int = 10, **options: Any) -> Any:
+        return self.inner.search(query, k, **options)
+
+    @contextlib.contextmanager
+    def consistent_read(self) -> Any:
+        self.events.append(("open", threading.get_ident()))
+        self.open = True
+        try:
+            yield self
+        finally:
+            self.open = False
+            self.events.append(("close", threading.get_ident()))
+
+
+class Forms:
+    """A memory section with both forms, recording which form drafted and on which thread."""
+
+    def __init__(self, name: str, priority: int, envelope: Envelope = MEMORY) -> None:
+        self.calls: list[tuple[str, int]] = []
+        self.section = ContextSection(
+            name, priority, Shed.DROP_ROWS, self.draft, envelope, adraft=self.adraft, carries_memory=True
+        )
+
+    def draft(self, req: Any) -> list[Row]:
+        self.calls.append(("draft", threading.get_ident()))
+        return [Row(f"{self.section.name}-{c.id}", 1, c.content) for c in req.knowledge_store.list_chunks()]
+
+    async def adraft(self, req: Any) -> list[Row]:
+        self.calls.append(("adraft", threading.get_ident()))
+        return self.draft(req)
+
+
+def test_a_turn_on_a_store_that_reads_in_threads_is_composed_in_one_worker_thread() -> None:
+    """Open the view, every draft (cheap ones too), close it, record: one thread, not the loop's,
+    each section's synchronous form, and the sync path's projection."""
+    store = SyncOnlyStore()
+    store.inner.add_chunk("Deploy window: Tuesday.", "hot", "operator")
+    forms = Forms("memory", 30, INJECTED_MEMORY)
+    threads: dict[str, int] = {}
+
+    def cheap(_req: Any) -> list[Row]:
+        threads["cheap"] = threading.get_ident()
+        return rows("w", 1)
+
+    observer = ObserverThreads()
+    host = host_of(
+        SectionPlugin(context=[ContextSection("ws", 10, Shed.NEVER, cheap, WS, cheap=True), forms.section]),
+        always_on,
+        observer,
+    )
+    backend = InMemoryBackend(store)
+
+    async def main() -> tuple[Any, int]:
+        p = await acompose_projected_context("deploy", backend, host=host, budget_tokens=0, session_id="s")
+        return p, threading.get_ident()
+
+    p, loop_thread = asyncio.run(main())
+    worker = store.events[0][1]
+    assert worker != loop_thread
+    assert store.events == [("open", worker), ("close", worker)]
+    assert forms.calls == [("draft", worker)] and threads["cheap"] == worker
+    assert observer.threads == [worker]
+    assert len(backend.injections.rows("s")) == 1
+    sync = compose_projected_context("deploy", backend, host=host, budget_tokens=0, session_id="s2")
+    assert p.text == sync.text and p.sections == sync.sections
+    assert p.section("always_on").item_ids and p.section("memory").item_ids
+
+
+def test_a_store_with_async_reads_or_per_read_takes_the_per_read_route() -> None:
+    """The kit's in-memory store has async reads: each section's adraft is awaited on the loop.
+    ``per_read()`` takes that route on a store that reads in threads too."""
+    forms = Forms("memory", 20)
+    host = host_of(SectionPlugin(context=[forms.section]))
+    native = InMemoryBackend()
+    native.memories.add_chunk("Deploy window: Tuesday.", "hot", "operator")
+    threaded = SyncOnlyStore()
+    threaded.inner.add_chunk("Deploy window: Tuesday.", "hot", "operator")
+
+    async def main() -> int:
+        await acompose_projected_context("q", native, host=host, budget_tokens=0, record=False)
+        with per_read():
+            await acompose_projected_context("q", threaded, host=host, budget_tokens=0, record=False)
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert forms.calls == [("adraft", loop_thread), ("draft", loop_thread)] * 2
+    assert [e for e, _ in threaded.events] == ["open", "close"]
+    assert all(t != loop_thread for _, t in threaded.events)
+
+
+def test_the_embedded_store_reads_in_threads_unless_its_embedder_embeds_on_the_loop(tmp_path: Any) -> None:
+    from contextplane.aprojection import reads_in_threads
+    from contextplane.store.sqlite import SQLiteKnowledgeStore
+
+    class Remote:
+        name, dimensions = "remote", 3
+
+        def embed(self, texts: Any) -> list[list[float]]:
+            return [[1.0, 0.0, 0.0] for _ in texts]
+
+        async def aembed(self, texts: Any) -> list[list[float]]:
+            return self.embed(texts)
+
+    local = SQLiteKnowledgeStore(tmp_path / "a.sqlite3")
+    remote = SQLiteKnowledgeStore(tmp_path / "b.sqlite3", embedder=Remote())
+    try:
+        assert local.threaded_async and reads_in_threads(local)
+        assert not remote.threaded_async and not reads_in_threads(remote)
+        assert reads_in_threads(SyncOnlyStore()) and not reads_in_threads(InMemoryBackend().memories)
+        assert not reads_in_threads(AsyncViewStore())
+    finally:
+        local.close()
+        remote.close()
+
+
+def test_a_draft_stuck_in_the_turns_worker_thread_is_no_longer_awaited_and_the_turn_completes() -> None:
+    """At the limit the loop takes the turn back: the stuck draft is reported, the sections after
+    it draft on the same view, the view is closed and the turn recorded."""
+    release = threading.Event()
+    store = SyncOnlyStore()
+    store.inner.add_chunk("Deploy window: Tuesday.", "hot", "operator")
+    after = Forms("after", 30)
+
+    def stuck(_req: Any) -> list[Row]:
+        release.wait(10)
+        return [Row("late", 1, "late")]
+
+    host = host_of(
+        SectionPlugin(
+            context=[ContextSection("stuck", 10, Shed.DROP_ROWS, stuck, MEMORY, carries_memory=True), after.section]
+        ),
+        config=limit(100),
+    )
+    backend = InMemoryBackend(store)
+
+    async def main() -> tuple[Any, float, bool]:
+        started = time.perf_counter()
+        try:
+            p = await acompose_projected_context("q", backend, host=host, budget_tokens=0, session_id="s")
+            return p, time.perf_counter() - started, store.open
+        finally:
+            release.set()
+
+    p, elapsed, still_open = asyncio.run(main())
+    assert p.section("stuck").error == (
+        "TimeoutError: no result within the 0.100s limit (context.provider_timeout_ms); no longer "
+        "awaited (a synchronous provider cannot be cancelled, so its worker thread runs on)"
+    )
+    assert p.section("after").item_ids and "late" not in p.text
+    assert [c for c, _ in after.calls] == ["adraft", "draft"]  # the ordinary way, once taken back
+    assert not still_open and [e for e, _ in store.events] == ["open", "close"]
+    assert [dict(r.delivered) for r in backend.injections.rows("s")] == [{"after": list(p.section("after").item_ids)}]
+    assert elapsed < 5
+
+
+def test_a_turn_cancelled_while_its_worker_thread_drafts_closes_its_view_and_records_nothing() -> None:
+    entered, release = threading.Event(), threading.Event()
+    store = SyncOnlyStore()
+
+    def slow(_req: Any) -> list[Row]:
+        entered.set()
+        release.wait(10)
+        return rows("s", 1)
+
+    host = host_of(SectionPlugin(context=[ContextSection("slow", 10, Shed.DROP_ROWS, slow, MEMORY, carries_memory=True)]))
+    backend = InMemoryBackend(store)
+
+    async def main() -> bool:
+        turn = asyncio.ensure_future(
+            acompose_projected_context("q", backend, host=host, budget_tokens=0, session_id="s")
+        )
+        while not entered.is_set():
+            await asyncio.sleep(0.001)
+        turn.cancel()
+        try:
+            with pytest.raises(asyncio.CancelledError):
+                await turn
+            return store.open
+        finally:
+            release.set()
+
+    assert asyncio.run(main()) is False
+    assert [e for e, _ in store.events] == ["open", "close"]
+    assert backend.injections.rows("s") == []
+
+
+def test_failures_and_strict_mode_on_the_one_hop_route() -> None:
+    store = SyncOnlyStore()
+
+    def fails(_req: Any) -> list[Row]:
+        raise RuntimeError("boom")
+
+    def slow(_req: Any) -> list[Row]:
+        time.sleep(0.05)
+        return rows("s", 1)
+
+    sections = [
+        ContextSection("slow", 10, Shed.DROP_ROWS, slow, MEMORY, carries_memory=True),
+        ContextSection("fails", 20, Shed.DROP_ROWS, fails, NOTE),
+    ]
+    host = host_of(SectionPlugin(context=sections, name="p"), config=limit(10))
+    sync, other = both(host, knowledge_store=store, record=False)
+    assert "took 0.0" in sync.section("slow").error  # the sync path can only measure it afterwards
+    assert other.section("slow").error.startswith(
+        "TimeoutError: no result within the 0.010s limit (context.provider_timeout_ms); no longer awaited"
+    )
+    assert other.section("fails").error == sync.section("fails").error == "RuntimeError: boom"
+    strict = host_of(SectionPlugin(context=sections, name="p"), config=limit(0), strict=True)
+    with pytest.raises(SectionError, match="context section 'fails' of plugin 'p' failed: RuntimeError: boom"):
+        asyncio.run(acompose_projected_context("q", store, host=strict, budget_tokens=0, record=False))
+    assert not store.open and [e for e, _ in store.events][-2:] == ["open", "close"]
+
+
+# --- observers on the async path -------------------------------------------------------------
+
+
+class Twin:
+    """An observer with an async twin: the sync path calls the hook, the async path the twin."""
+
+    def __init__(self, name: str, seen: list[tuple[str, str, int]], fail: bool = False) -> None:
+        self.plugin_name = name
+        self.seen = seen
+        self.fail = fail
+
+    @hookimpl
+    def observe_projection(self, projection: Any) -> None:
+        self.seen.append((self.plugin_name, "sync", threading.get_ident()))
+
+    async def aobserve_projection(self, projection: Any) -> None:
+        self.seen.append((self.plugin_name, "async", threading.get_ident()))
+        if self.fail:
+            raise OSError("disk full")
+
+
+class Plain:
+    def __init__(self, name: str, seen: list[tuple[str, str, int]]) -> None:
+        self.plugin_name = name
+        self.seen = seen
+
+    @hookimpl
+    def observe_projection(self, projection: Any) -> None:
+        self.seen.append((self.plugin_name, "sync", threading.get_ident()))
+
+
+def test_anotify_awaits_async_twins_on_the_loop_and_runs_the_rest_in_a_thread_in_order() -> None:
+    seen: list[tuple[str, str, int]] = []
+    notes = SectionPlugin(context=[ContextSection("n", 10, Shed.DROP_ROWS, lambda _r: rows("n", 1), NOTE)])
+    host = host_of(notes, Plain("a_plain", seen), Twin("b_twin", seen, fail=True), Plain("c_plain", seen))
+
+    async def main() -> int:
+        await acompose_projected_context("q", InMemoryBackend(), host=host, budget_tokens=0, session_id="s")
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert [(name, form) for name, form, _ in seen] == [
+        ("a_plain", "sync"),
+        ("b_twin", "async"),
+        ("c_plain", "sync"),
+    ]
+    threads = {name: thread for name, _, thread in seen}
+    assert threads["b_twin"] == loop_thread and loop_thread not in (threads["a_plain"], threads["c_plain"])
+    assert [f.describe() for f in host.failures] == [
+        "plugin 'b_twin' failed during observe_projection: OSError: disk full"
+    ]
+    seen.clear()
+    compose_projected_context("q", InMemoryBackend(), host=host, budget_tokens=0, session_id="s")
+    assert [(name, form) for name, form, _ in seen] == [("a_plain", "sync"), ("b_twin", "sync"), ("c_plain", "sync")]
+    strict = host_of(notes, Twin("b_twin", [], fail=True), strict=True)
+    with pytest.raises(
+        SectionError, match=r"plugin 'b_twin' failed during observe_projection: OSError: disk full \(strict mode\)"
+    ):
+        asyncio.run(acompose_projected_context("q", InMemoryBackend(), host=strict, budget_tokens=0))

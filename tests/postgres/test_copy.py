@@ -1,7 +1,8 @@
 """``contextplane store copy SRC DST``: an embedded store moved into PostgreSQL with ids,
 chains, review states, expiry, vectors and records intact; killed midway and resumed, nothing
-lost or doubled; the source file never touched. (The lifecycle history of a schema-3 store is
-not copied, and the copy says so; a newer file is refused.)"""
+lost or doubled; the source file never touched. The lifecycle history and the turn inputs come
+along, so the history of every row and the store as of any position read the same on both
+sides (a newer file is refused)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ from click.testing import CliRunner
 from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.cli import main
 from contextplane.errors import StoreError
+from contextplane.memory.history import HistoryPosition
 from contextplane.records import InjectionRow
 from contextplane.records.snapshots import SnapshotRow
+from contextplane.records.turn_inputs import TurnInputs
 from contextplane_postgres import PostgresBackend
 from contextplane_postgres.copy import copy_store, cursor_key
 from contextplane_postgres.database import Database
@@ -101,8 +104,23 @@ def generate(path: Path, rows: int = ROWS, seed: int = 7) -> dict[str, Any]:
             )
         )
     backend.snapshots.register_prefix("h1", "the prefix text", "[]")
+    m.purge()  # the purged rows' histories stay, ending in 'purged'
+    latest = m.history_position().seq
+    for s in range(12):
+        backend.snapshots.put_inputs(turn_inputs(f"s{s}", s, (latest * (s + 1)) // 12))
     backend.close()
     return {"chains": chains}
+
+
+def turn_inputs(session: str, turn: int, seq: int) -> TurnInputs:
+    return TurnInputs(
+        session_id=session, turn_index=turn, created_at=1.9e9 + turn, query=f"kiwi \x00 {turn}",
+        state='{"goal": "ship"}', state_exact=True, surface="chat", goal_turn=turn % 2 == 0,
+        project="web" if turn % 3 else None, only_sections=None, budget_tokens=4_000, context_window=None,
+        skills_index=None, extra="{}", config="{}", config_sha256="c" * 64, config_base_dir="/srv",
+        plugins='{"retrieved": "1.0"}', history_seq=seq, history_at="2026-06-01T00:00:00.000000Z",
+        projection_sha256=None, sections="[]", budget_chars=16_000, used_chars=turn, trajectory_ref=None,
+    )  # fmt: skip
 
 
 def sha(path: Path) -> str:
@@ -120,6 +138,28 @@ def assert_same(src: Path, dst: PostgresBackend) -> None:
         assert sqlite.injections.rows() == dst.injections.rows()
         assert sqlite.snapshots.list() == dst.snapshots.list()
         assert dst.snapshots.prefix_text("h1") == "the prefix text"
+        inputs = sqlite.snapshots.list_inputs()
+        assert len(inputs) == 12 and dst.snapshots.list_inputs() == inputs
+        assert dst.snapshots.get_inputs("s3", 3) == next(i for i in inputs if i.key == ("s3", 3))
+        # the lifecycle history, event by event, purged rows included
+        mine, theirs = sqlite.memories, dst.memories
+        latest = mine.history_position().seq
+        assert theirs.history_position().seq == latest
+        every = {str(i) for i in range(1, int(a[-1].id) + 1)}
+        purged = every - {c.id for c in a}
+        assert purged and all(theirs.history(i)[-1].event == "purged" for i in purged)
+        assert all(mine.history(i) == theirs.history(i) for i in every)
+        # the store as of the positions the recorded turns name, and as of a time
+        for turn in inputs[::3]:
+            assert turn.history_seq is not None
+            position = HistoryPosition(turn.history_seq, mine.history(str(1))[0].at + timedelta(days=2))
+            with mine.as_of(position) as was, theirs.as_of(position) as now:
+                assert was.list_chunks() == now.list_chunks()
+                assert was.list_chunks(deliverable=True) == now.list_chunks(deliverable=True)
+        middle = mine.history(a[len(a) // 2].id)[0].at
+        with mine.as_of(middle) as was, theirs.as_of(middle) as now:
+            assert was.history_position() == now.history_position()
+            assert was.list_chunks(deliverable=True) == now.list_chunks(deliverable=True)
     finally:
         sqlite.close()
     conn = apsw.Connection(str(src), flags=apsw.SQLITE_OPEN_READONLY)
@@ -141,13 +181,14 @@ KILLER = textwrap.dedent(
     from contextplane_postgres.copy import copy_store
     from contextplane_postgres.database import Database
 
-    src, url, schema = sys.argv[1:4]
+    src, url, schema, which, after = sys.argv[1:6]
     db = Database(url, schema=schema, vectors=True, pool_max_size=2)
     batches = []
 
     def on_batch(table, done, total):
-        batches.append(table)
-        if len(batches) == 4:  # die inside the fifth batch's transaction, without any cleanup
+        if which in ("any", table):
+            batches.append(table)
+        if len(batches) == int(after):  # die inside the next batch's transaction, without any cleanup
             threading.Timer(0.002, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
 
     copy_store(src, db, batch_rows=200, on_batch=on_batch)
@@ -163,7 +204,7 @@ def test_copy_killed_midway_resumes_with_nothing_lost_or_doubled(
     made = generate(src)
     before = sha(src)
     run = subprocess.run(
-        [sys.executable, "-c", KILLER, str(src), pg_url, pg_schema],
+        [sys.executable, "-c", KILLER, str(src), pg_url, pg_schema, "any", "4"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -175,7 +216,12 @@ def test_copy_killed_midway_resumes_with_nothing_lost_or_doubled(
         cursor = json.loads(
             pg.execute(f"SELECT value FROM {pg_schema}.meta WHERE key = %s", (cursor_key(src),)).fetchone()[0]
         )
-    assert 800 <= copied < ROWS + 200 and copied == cursor["chunks"], (copied, cursor)  # whole batches only
+    conn = apsw.Connection(str(src), flags=apsw.SQLITE_OPEN_READONLY)
+    upto = conn.execute("SELECT count(*) FROM chunks WHERE id <= ?", (cursor["chunks"],)).fetchone()[0]
+    total, max_id = conn.execute("SELECT count(*), max(id) FROM chunks").fetchone()
+    conn.close()
+    assert total < ROWS + sum(len(c) - 1 for c in made["chains"])  # the purge left gaps in the ids
+    assert 800 <= copied < ROWS + 200 and copied == upto, (copied, cursor)  # whole batches only
     assert "done" not in cursor
 
     res = CliRunner().invoke(
@@ -185,14 +231,16 @@ def test_copy_killed_midway_resumes_with_nothing_lost_or_doubled(
     report = json.loads(res.output[res.output.index("{") :])
     assert report["resumed"] is True
     chunks = report["tables"]["chunks"]
-    total = ROWS + sum(len(c) - 1 for c in made["chains"])
     assert chunks["source_rows"] == total and chunks["already_copied"] == copied
     assert chunks["copied"] == total - copied
     assert report["vectors"] == total - copied
     conn = apsw.Connection(str(src), flags=apsw.SQLITE_OPEN_READONLY)
     events = conn.execute("SELECT count(*) FROM chunk_history").fetchone()[0]
     conn.close()
-    assert events > total and report["not_copied"] == {"chunk_history": events}  # said, not dropped quietly
+    assert events > total and report["not_copied"] == {}
+    history = report["tables"]["chunk_history"]
+    assert history["source_rows"] == events and history["copied"] + history["already_copied"] == events
+    assert report["tables"]["turn_inputs"] == {"source_rows": 12, "copied": 12, "already_copied": 0}
 
     dst = PostgresBackend(pg_url, schema=pg_schema, embedder=HashEmbedder(32))
     try:
@@ -206,7 +254,7 @@ def test_copy_killed_midway_resumes_with_nothing_lost_or_doubled(
         states = [c.review_state for c in dst.memories.list_chunks()]
         assert {"confirmed", "pending", "rejected"} <= set(states)
         new = dst.memories.add_chunk("written after the copy")  # the sequence moved past the copied ids
-        assert int(new) == total + 1
+        assert int(new) == max_id + 1
         assert dst.summaries.add("later", "a summary") == "31"
         hits = dst.memories.search("kiwi deploy", 5)
         assert hits and all(h.chunk.is_deliverable() for h in hits)
@@ -219,9 +267,51 @@ def test_copy_killed_midway_resumes_with_nothing_lost_or_doubled(
     assert (
         "resumed and finished" in again.output
         and f"chunks: {total} in the source, 0 copied now, {total + 0} before" in again.output
-        and f"chunk_history: {events} in the source, not copied (this backend keeps no lifecycle history yet)"
-        in again.output
+        and f"chunk_history: {events} in the source, 0 copied now, {events} before" in again.output
+        and "turn_inputs: 12 in the source, 0 copied now, 12 before" in again.output
+        and "not copied" not in again.output
     )
+
+
+def test_copy_killed_inside_the_history_resumes_with_no_event_lost_or_doubled(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    src = tmp_path / "memory.sqlite3"
+    generate(src, rows=1_000)
+    run = subprocess.run(
+        [sys.executable, "-c", KILLER, str(src), pg_url, pg_schema, "chunk_history", "2"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == -9, run.stdout + run.stderr
+    conn = apsw.Connection(str(src), flags=apsw.SQLITE_OPEN_READONLY)
+    events, max_id = conn.execute(
+        "SELECT (SELECT count(*) FROM chunk_history), (SELECT max(id) FROM chunks)"
+    ).fetchone()
+    conn.close()
+    with psycopg.connect(pg_url) as pg:
+        copied = pg.execute(f"SELECT count(*) FROM {pg_schema}.chunk_history").fetchone()[0]
+        cursor = json.loads(
+            pg.execute(f"SELECT value FROM {pg_schema}.meta WHERE key = %s", (cursor_key(src),)).fetchone()[0]
+        )
+    assert cursor["chunks"] == max_id and "done" not in cursor  # every memory in, the history half-way
+    assert 400 <= copied < events and copied == cursor["chunk_history"], (copied, cursor, events)
+    db = Database(pg_url, schema=pg_schema, vectors=True)
+    try:
+        result = copy_store(src, db, batch_rows=200)
+    finally:
+        db.close()
+    assert result.resumed and result.table("chunk_history").already == copied
+    assert result.table("chunk_history").copied == events - copied
+    dst = PostgresBackend(pg_url, schema=pg_schema, embedder=HashEmbedder(32))
+    try:
+        assert_same(src, dst)  # every row's history event by event, so none lost or doubled
+        with psycopg.connect(pg_url) as pg:
+            assert pg.execute(f"SELECT count(*) FROM {pg_schema}.chunk_history").fetchone()[0] == events
+    finally:
+        dst.close()
 
 
 def test_a_destination_holding_other_memories_is_refused(tmp_path: Path, pg_url: str, pg_schema: str) -> None:
@@ -271,7 +361,7 @@ def test_the_store_command_is_plugged_into_the_command_line() -> None:
 
 def test_store_init_and_status(pg_url: str, pg_schema: str) -> None:
     res = CliRunner().invoke(main, ["store", "init", pg_url, "--schema", pg_schema])
-    assert res.exit_code == 0 and res.output.strip().endswith(f"(schema {pg_schema}): at schema version 3")
+    assert res.exit_code == 0 and res.output.strip().endswith(f"(schema {pg_schema}): at schema version 4")
     res = CliRunner().invoke(main, ["store", "status", pg_url, "--schema", pg_schema])
     status = json.loads(res.output)
-    assert status["schema_version"] == 3 and status["chunks"] == 0 and status["trajectory"] == 0
+    assert status["schema_version"] == 4 and status["chunks"] == 0 and status["trajectory"] == 0

@@ -1,14 +1,14 @@
 """The conformance kits on the PostgreSQL backend, opened the way a deployment opens it:
 ``[store] backend = "postgres"`` in the configuration, ``contextplane.open_backend(host)``,
-the plugin's ``backend`` hook. Every STORE-* and RECORDS-* requirement must pass, but the
-lifecycle history ones (``known_gaps``, strict xfails: they fail the suite once they pass)."""
+the plugin's ``backend`` hook. Every STORE-* and RECORDS-* requirement must pass, the
+lifecycle history and as-of ones included (no known gaps)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import apsw
 import pytest
@@ -42,19 +42,8 @@ def configured_backend(pg_url: str) -> Iterator[Callable[[], Any]]:
         drop_schema(pg_url, schema)
 
 
-_NO_HISTORY = "PostgreSQL backend has no lifecycle history yet (issue 14 landed after it)"
-
-
 class TestPostgresStore(KnowledgeStoreConformance):
     capabilities = frozenset({"migration", "concurrent_writes", "consistent_read"})
-    known_gaps: ClassVar[Mapping[str, str]] = {
-        "STORE-HISTORY-APPEND": _NO_HISTORY,
-        "STORE-ASOF-LIFECYCLE": _NO_HISTORY,
-        "STORE-ASOF-MEMBERSHIP": _NO_HISTORY,
-        "STORE-ASOF-EXPIRY": _NO_HISTORY,
-        "STORE-ASOF-REPLAY": _NO_HISTORY,
-        "STORE-ASOF-TIME": _NO_HISTORY,
-    }
 
     @pytest.fixture
     def store(self, configured_backend: Callable[[], Any]) -> Any:

@@ -113,6 +113,7 @@ def _grant_least_privileges(url: str, schema: str, role: str) -> None:
         conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
         conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}")
         conn.execute(f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {role}")
+        conn.execute(f"REVOKE UPDATE, DELETE, TRUNCATE ON {schema}.chunk_history FROM {role}")
 
 
 def test_a_role_without_rights_is_told_what_to_grant(pg_url: str, limited_role: tuple[str, str]) -> None:
@@ -148,6 +149,14 @@ def test_the_documented_least_privileges_are_enough_for_every_read_and_write(
         assert m.purge() == 1
         with m.consistent_read() as view:
             assert [h.chunk.id for h in view.search("kiwi deploy")] == [b]
+            position = view.history_position()
+        assert [e.event for e in m.history(gone)] == ["created", "invalidated", "purged"]
+        m.set_review_state(b, "rejected")
+        with m.as_of(position) as past:  # temporary objects in a rolled-back transaction
+            assert [h.chunk.id for h in past.search("kiwi deploy")] == [b]
+        assert m.search("kiwi deploy") == []
+        with pytest.raises(StoreError, match="permission denied for table"), backend.db.connection() as conn:
+            conn.execute("UPDATE chunk_history SET actor = 'me'")
         backend.summaries.add("s1", "kiwi planning")
         assert backend.summaries.relevant("kiwi", 3)[0].session_id == "s1"
         from contextplane.records import InjectionRow
@@ -241,8 +250,8 @@ def test_pool_connections_are_returned_after_errors(pg_url: str, pg_schema: str)
 
         def work() -> None:
             try:
-                for _ in range(20):
-                    backend.memories.add_chunk("kiwi")
+                for i in range(20):  # distinct texts: identical ones are one memory (consolidation)
+                    backend.memories.add_chunk(f"kiwi {threading.get_ident()} {i}")
             except BaseException as exc:
                 errors.append(exc)
 
@@ -257,11 +266,10 @@ def test_pool_connections_are_returned_after_errors(pg_url: str, pg_schema: str)
     drop_schema(pg_url, pg_schema)
 
 
-def test_the_memory_commands_on_the_postgresql_backend_without_a_history(
+def test_the_memory_commands_on_the_postgresql_backend_show_its_history(
     tmp_path: Any, pg_url: str, pg_schema: str
 ) -> None:
-    # The commands resolve the configured backend (one store), and the lifecycle-history parts
-    # of their output, which this backend cannot give yet, are left out rather than failing.
+    # The commands resolve the configured backend (one store), its lifecycle history included.
     cfg = tmp_path / "contextplane.toml"
     cfg.write_text(
         f'[store]\nbackend = "postgres"\nurl = "{pg_url}"\n[plugin.postgres]\nschema = "{pg_schema}"\n'
@@ -275,9 +283,19 @@ def test_the_memory_commands_on_the_postgresql_backend_without_a_history(
     assert run("memory", "confirm", "1").output == "1: confirmed\n"
     assert run("memory", "expire", "1", "--at", "2099-01-01T00:00:00Z").output.startswith("1: expires 2099-01-01")
     shown = run("memory", "show", "1")
-    assert shown.exit_code == 0 and "lifecycle_state: active" in shown.output and "history:" not in shown.output
+    assert shown.exit_code == 0 and "lifecycle_state: active" in shown.output
+    lines = shown.output[shown.output.index("history:") :].splitlines()[1:]
+    assert [line.split(" ", 4)[4] for line in lines] == [
+        "created (by extracted)",
+        "review state set to confirmed (by cli:root)",
+        "expiry set to 2099-01-01T00:00:00.000000Z (by cli:root)",
+    ]
     data = json.loads(run("memory", "show", "1", "--json").output)
-    assert data["review_state"] == "confirmed" and "history" not in data
+    assert data["review_state"] == "confirmed" and [e["event"] for e in data["history"]] == [
+        "created",
+        "review",
+        "expiry",
+    ]
     replayed = run("replay", "--session", "s", "--turn", "1")
-    assert replayed.exit_code == 2 and replayed.output.startswith("error: backend postgres")
-    assert "keeps no turn inputs" in replayed.output and "Traceback" not in replayed.output
+    assert replayed.exit_code == 2 and "Traceback" not in replayed.output
+    assert replayed.output.startswith("error: session 's' turn 1 has no recorded inputs"), replayed.output

@@ -5,6 +5,7 @@ reads it, and several processes opening a fresh database at once migrate it exac
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -14,6 +15,7 @@ from contextplane.errors import StoreError
 from contextplane.records import InjectionRow
 from contextplane.records.snapshots import SnapshotRow
 from contextplane_postgres import PostgresBackend
+from contextplane_postgres.database import Database
 from contextplane_postgres.schema import SCHEMA_VERSION
 
 from .helpers import HashEmbedder
@@ -28,7 +30,7 @@ def version(url: str, schema: str) -> int:
 
 def test_a_fresh_database_is_created_at_the_current_version(pg_url: str, pg_schema: str) -> None:
     PostgresBackend(pg_url, schema=pg_schema).close()
-    assert version(pg_url, pg_schema) == SCHEMA_VERSION == 3
+    assert version(pg_url, pg_schema) == SCHEMA_VERSION == 4
 
 
 def test_a_newer_schema_is_refused_naming_both_versions(pg_url: str, pg_schema: str) -> None:
@@ -38,27 +40,64 @@ def test_a_newer_schema_is_refused_naming_both_versions(pg_url: str, pg_schema: 
     with pytest.raises(StoreError) as err:
         PostgresBackend(pg_url, schema=pg_schema)
     assert f"(schema {pg_schema}): the database was written by schema version 99, but this " in str(err.value)
-    assert "understands schema version 3 at most; upgrade contextplane to open it" in str(err.value)
+    assert "understands schema version 4 at most; upgrade contextplane to open it" in str(err.value)
     assert version(pg_url, pg_schema) == 99  # nothing was touched
 
 
 def test_an_older_schema_is_migrated_and_every_read_and_write_works(pg_url: str, pg_schema: str) -> None:
-    old = PostgresBackend(pg_url, schema=pg_schema, target_version=1)  # memories only
-    a = old.memories.add_chunk("kiwi deploy window Tuesday", "hot", "operator")
-    b = old.memories.add_chunk("kiwi canary note", "general", "extracted", namespace="project:web")
-    old.close()
+    # A database the first release wrote: its schema (step 1 only) and rows as it inserted them.
+    Database(pg_url, schema=pg_schema, target_version=1).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        a, b = (
+            str(conn.execute(
+                f"INSERT INTO {pg_schema}.chunks(content, domain, source_type, namespace, memory_kind, "
+                "delivery_policy, review_state, created_at, updated_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, now(), now()) RETURNING id",
+                row,
+            ).fetchone()[0])
+            for row in (
+                ("kiwi deploy window Tuesday", "hot", "operator", "", "standing", "always", "confirmed"),
+                ("kiwi canary note", "general", "extracted", "project:web", "fact", None, "pending"),
+            )
+        )  # fmt: skip
     assert version(pg_url, pg_schema) == 1
+    before = datetime.now(UTC)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         assert conn.execute("SELECT to_regclass(%s)", (f"{pg_schema}.injection_log",)).fetchone() == (None,)
+        Database(pg_url, schema=pg_schema, target_version=3).close()  # steps 2 and 3
+        tuples = conn.execute(f"SELECT id, ctid, xmin::text FROM {pg_schema}.chunks ORDER BY id").fetchall()
 
     backend = PostgresBackend(pg_url, schema=pg_schema)
     try:
         assert version(pg_url, pg_schema) == SCHEMA_VERSION
+        # step 4 rewrote no row (a rewrite re-inserts every row into every index, HNSW included)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            assert (
+                conn.execute(f"SELECT id, ctid, xmin::text FROM {pg_schema}.chunks ORDER BY id").fetchall()
+                == tuples
+            )
         with psycopg.connect(pg_url, autocommit=True) as conn:  # steps 2 and 3 ran
             for name in ("injection_log", "trajectory", "chunks_delivery_policy"):
                 assert conn.execute("SELECT to_regclass(%s)", (f"{pg_schema}.{name}",)).fetchone() != (None,)
         m = backend.memories
         assert [c.id for c in m.list_chunks()] == [a, b]
+        # step 4: one 'migrated' event per row, the history starts there, and the rows have
+        # their content key (an exact duplicate write returns the existing row)
+        for cid in (a, b):
+            events = m.history(cid)
+            assert [(e.event, e.actor) for e in events] == [("migrated", "")]
+            assert "history starts at the migration" in events[0].detail["note"]
+        assert m.history(b)[0].review_state == "pending"
+        too_early = m.as_of(before - timedelta(seconds=5))
+        with (
+            pytest.raises(StoreError, match=r"the history of this store starts at .* is before it"),
+            too_early,
+        ):
+            pass
+        with m.as_of(m.history_position()) as view:
+            assert [c.id for c in view.list_chunks()] == [a, b]
+        again = m.add_chunk("kiwi canary note", "general", "extracted", namespace="project:web")
+        assert (again, again.outcome) == (b, "duplicate")
         assert m.get(a) is not None and m.get(a).memory_kind == "standing"
         c = m.supersede(a, "kiwi deploy window Thursday")
         assert m.get(a).superseded_by == c
@@ -122,7 +161,7 @@ def test_concurrent_first_opens_migrate_once(pg_url: str, pg_schema: str) -> Non
         t.join(60)
     try:
         assert not errors, errors
-        ids = {b.memories.add_chunk("kiwi") for b in opened}
+        ids = {b.memories.add_chunk(f"kiwi {i}") for i, b in enumerate(opened)}
         assert len(ids) == 6 and version(pg_url, pg_schema) == SCHEMA_VERSION
     finally:
         for b in opened:

@@ -94,7 +94,7 @@ def test_an_unselective_scope_uses_the_index_and_finds_the_nearest(pg_backend_fa
 def test_full_text_ranking_is_bounded_to_the_newest_matches(pg_backend_factory: Any) -> None:
     backend = pg_backend_factory(fts_candidates=50)
     store = backend.memories
-    old = store.add_chunks([{"content": "kiwi kiwi kiwi kiwi orchard"} for _ in range(20)])
+    old = store.add_chunks([{"content": f"kiwi kiwi kiwi kiwi orchard {i}"} for i in range(20)])
     store.add_chunks([{"content": f"kiwi plain row {i}"} for i in range(300)])
     hits = store.search("kiwi", 10)
     assert len(hits) == 10

@@ -251,6 +251,10 @@ def test_ainvoke_composes_on_the_async_path_and_invoke_on_the_sync_one(host: Any
 
 
 class Ordered(InMemoryInjectionLog):
+    #: Its async forms count as thread hops (as the embedded SQLite parts' are): the records
+    #: observer writes its rows in a worker thread.
+    threaded_async = True
+
     def __init__(self, events: list[tuple[str, str, int]]) -> None:
         super().__init__()
         self.events = events
@@ -261,6 +265,8 @@ class Ordered(InMemoryInjectionLog):
 
 
 class OrderedSnapshots(InMemorySnapshotStore):
+    threaded_async = True
+
     def __init__(self, events: list[tuple[str, str, int]]) -> None:
         super().__init__()
         self.events = events
@@ -286,6 +292,47 @@ def test_records_are_written_off_the_loop_injection_row_before_snapshot(host: An
         kinds = [kind for kind, session, _ in events if session == t]
         assert kinds == ["injection", "snapshot", "snapshot"], kinds
     assert all(thread != loop_thread for *_, thread in events)
+
+
+class NativeOrdered(InMemoryInjectionLog):
+    """Async forms of its own (a backend with an async client): awaited on the loop."""
+
+    def __init__(self, events: list[tuple[str, str, int]]) -> None:
+        super().__init__()
+        self.events = events
+
+    async def arecord(self, row: Any) -> int:
+        self.events.append(("arecord", row.session_id, threading.get_ident()))
+        return self.record(row)
+
+
+class NativeSnapshots(InMemorySnapshotStore):
+    def __init__(self, events: list[tuple[str, str, int]]) -> None:
+        super().__init__()
+        self.events = events
+
+    async def aput(self, row: Any) -> None:
+        self.events.append(("aput", row.session_id, threading.get_ident()))
+        self.put(row)
+
+
+def test_a_backend_with_async_record_methods_is_awaited_on_the_loop_in_the_same_order(host: Any) -> None:
+    events: list[tuple[str, str, int]] = []
+    backend = InMemoryBackend(injections=NativeOrdered(events), snapshots=NativeSnapshots(events))
+    agent, _model, _saver, _mw = make_agent(host, backend=backend)
+
+    async def main() -> int:
+        await asyncio.gather(
+            *(agent.ainvoke({"messages": [HumanMessage(f"{t}:q")]}, cfg(t)) for t in ("n1", "n2", "n3"))
+        )
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    for t in ("n1", "n2", "n3"):
+        kinds = [kind for kind, session, _ in events if session == t]
+        assert kinds == ["arecord", "aput", "aput"], kinds
+        assert len(backend.injections.rows(t)) == 1 and backend.snapshots.count(t) == 2
+    assert all(thread == loop_thread for *_, thread in events)
 
 
 class Recalled:

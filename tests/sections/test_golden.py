@@ -8,12 +8,14 @@ that caused it, and say why in the commit message. Never regenerate it blindly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import warnings
 from pathlib import Path
 
 import pytest
 
 from contextplane import acompose_projected_context, compose_projected_context
+from contextplane.aprojection import per_read
 from contextplane.backends.sqlite import SQLiteSessionSummaries as SessionSummaries
 from contextplane.notices import BudgetWarning
 from contextplane.testing.memory import InMemoryBackend
@@ -111,16 +113,20 @@ def test_golden_is_deterministic(tmp_path: Path, tmp_config) -> None:
     assert a.text == b.text and a.delivered_ids == b.delivered_ids
 
 
+@pytest.mark.parametrize("route", ["one hop", "per read"])
 @pytest.mark.parametrize("budget_tokens", [0, 200, 120, 60])
 def test_the_async_composition_is_the_golden_projection_byte_for_byte(
-    tmp_path: Path, tmp_config, budget_tokens: int
+    tmp_path: Path, tmp_config, budget_tokens: int, route: str
 ) -> None:
-    """The standard sections through ``acompose_projected_context`` (their ``adraft`` forms,
-    the store's ``asearch`` through the worker-thread fallback): the same bytes, the same
-    reports, the same shedding, at every budget."""
+    """The standard sections through ``acompose_projected_context``, on both of its routes: the
+    whole turn in one worker thread (the fixture store has no async reads, so its reads would be
+    thread hops anyway), and per read (``per_read()``: each section's ``adraft`` awaited, the
+    store's ``asearch`` through the worker-thread fallback): the same bytes, the same reports,
+    the same shedding, at every budget."""
 
     def via_async(*a, **kw):
-        return asyncio.run(acompose_projected_context(*a, **kw))
+        with per_read() if route == "per read" else contextlib.nullcontext():
+            return asyncio.run(acompose_projected_context(*a, **kw))
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BudgetWarning)

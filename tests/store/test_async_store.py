@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from contextplane.embedding import AsyncEmbedder, Embedder, aembed
-from contextplane.errors import StoreError
+from contextplane.errors import StoreError, ValidationError
 from contextplane.store import SQLiteKnowledgeStore, aio
 from contextplane.store.protocol import AsyncKnowledgeStore
 from tests.store.helpers import HashEmbedder
@@ -202,3 +202,48 @@ def test_aembed_uses_the_embedders_own_aembed_else_a_thread() -> None:
 
     loop_thread = asyncio.run(main())
     assert plain.threads and loop_thread not in plain.threads and native.async_calls == 1
+
+
+def test_a_write_with_an_async_embedder_embeds_on_the_loop_and_writes_in_a_worker(db_path: Path) -> None:
+    """``aadd_chunk``: the row is embedded by ``aembed`` (never the blocking ``embed``), only the
+    SQL runs in a worker thread, and the row is what ``add_chunk`` stores: its vector finds it,
+    and consolidation reports a second copy as the duplicate it is."""
+    embedder = NativeAsyncEmbedder()
+    with SQLiteKnowledgeStore(db_path, embedder=embedder) as store:
+        seed(store)
+        writers: list[int] = []
+        original = store._write_prepared
+
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            writers.append(threading.get_ident())
+            return original(*args, **kwargs)
+
+        store._write_prepared = spy  # type: ignore[method-assign]
+        embedder.sync_allowed = False
+
+        async def main() -> tuple[str, str, int]:
+            new = await store.aadd_chunk("Rollback drills happen on Thursdays.", "general", "operator")
+            again = await store.aadd_chunk("Rollback drills happen on Thursdays.", "general", "operator")
+            return new, again, threading.get_ident()
+
+        new, again, loop_thread = asyncio.run(main())
+        assert embedder.async_calls == 2
+        assert len(writers) == 2 and loop_thread not in writers
+        assert new.outcome == "stored" and again.outcome == "duplicate" and str(again) == str(new)
+        embedder.sync_allowed = True
+        assert store.vector_neighbours("Rollback drills happen on Thursdays.", 1) == [str(new)]
+        chunk = store.get(str(new))
+        assert chunk is not None and (chunk.domain, chunk.source_type) == ("general", "operator")
+
+
+def test_an_async_write_checks_its_row_before_embedding(db_path: Path) -> None:
+    embedder = NativeAsyncEmbedder()
+    with SQLiteKnowledgeStore(db_path, embedder=embedder) as store:
+        with pytest.raises(ValidationError) as sync_error:
+            store.add_chunk("", "general", "operator")
+        with pytest.raises(ValidationError) as async_error:
+            asyncio.run(store.aadd_chunk("", "general", "operator"))
+        assert str(async_error.value) == str(sync_error.value) and str(sync_error.value).startswith("content")
+        with pytest.raises(TypeError, match="colour"):
+            asyncio.run(store.aadd_chunk("x", colour="red"))
+        assert embedder.async_calls == 0 and store.list_chunks() == []

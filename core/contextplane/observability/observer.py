@@ -15,6 +15,7 @@ so once in the log. ``plugins.disabled = ["contextplane.records"]`` turns record
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import weakref
@@ -25,8 +26,9 @@ from contextplane.notices import log_once
 from contextplane.observability.redaction import Redactor
 from contextplane.observability.snapshots import PromptRecorder, TurnRecord
 from contextplane.observability.turn_inputs import turn_inputs
+from contextplane.records import aio as records_aio
 from contextplane.records.injections import InjectionRow
-from contextplane.records.turn_inputs import TurnInputStore
+from contextplane.records.turn_inputs import TurnInputs, TurnInputStore
 from contextplane.request import ProjectionRequest
 
 if TYPE_CHECKING:
@@ -135,19 +137,7 @@ def observe_projection(projection: ProjectedContext, request: ProjectionRequest)
     backend = _backend(request)
     if backend is None or projection.injection is None or projection.incognito:
         return
-    record = projection.injection
-    backend.injections.record(
-        InjectionRow(
-            session_id=record.session_id,
-            turn_index=record.turn_index,
-            at=record.at,
-            mode=projection.mode,
-            approx_tokens=record.approx_tokens,
-            used_chars=projection.used_chars,
-            budget_chars=projection.budget_chars,
-            delivered=record.delivered,
-        )
-    )
+    backend.injections.record(_injection_row(projection))
     if request.config.observability.snapshots:
         recorder = recorder_for(backend, request)
         reason = str(request.extra.get("reason", "turn"))
@@ -157,9 +147,25 @@ def observe_projection(projection: ProjectedContext, request: ProjectionRequest)
             _record_inputs(backend, projection, request, turn)
 
 
-def _record_inputs(
+def _injection_row(projection: ProjectedContext) -> InjectionRow:
+    record = projection.injection
+    assert record is not None
+    return InjectionRow(
+        session_id=record.session_id,
+        turn_index=record.turn_index,
+        at=record.at,
+        mode=projection.mode,
+        approx_tokens=record.approx_tokens,
+        used_chars=projection.used_chars,
+        budget_chars=projection.budget_chars,
+        delivered=record.delivered,
+    )
+
+
+def _inputs_of(
     backend: Any, projection: ProjectedContext, request: ProjectionRequest, turn: TurnRecord
-) -> None:
+) -> TurnInputs | None:
+    """The turn's inputs, or None (said once) when the backend's snapshot store keeps none."""
     store = backend.snapshots
     if not isinstance(store, TurnInputStore):
         log_once(
@@ -170,15 +176,21 @@ def _record_inputs(
             "of this backend cannot be explained or replayed",
             type(store).__name__,
         )
-        return
-    store.put_inputs(
-        turn_inputs(
-            projection,
-            request,
-            trajectory_ref=turn.trajectory_ref,
-            projection_sha256=turn.projection_sha256,
-        )
+        return None
+    return turn_inputs(
+        projection,
+        request,
+        trajectory_ref=turn.trajectory_ref,
+        projection_sha256=turn.projection_sha256,
     )
+
+
+def _record_inputs(
+    backend: Any, projection: ProjectedContext, request: ProjectionRequest, turn: TurnRecord
+) -> None:
+    inputs = _inputs_of(backend, projection, request, turn)
+    if inputs is not None:
+        backend.snapshots.put_inputs(inputs)
 
 
 @hookimpl
@@ -195,6 +207,72 @@ def observe_model_call(call: ModelCall, request: ProjectionRequest) -> None:
     incognito = projection.incognito
     prefix = recorder.register_prefix(call.prefix, session_id=projection.session_id, incognito=incognito)
     recorder.capture(
+        session_id=projection.session_id,
+        turn_index=projection.turn_index,
+        call_index=call.call_index,
+        prefix=prefix,
+        turn=turn,
+        stripped=call.stripped,
+        history_messages=call.history_messages,
+        history_chars=call.history_chars,
+        incognito=incognito,
+        mode=projection.mode,
+        full_text=call.full_text,
+    )
+
+
+# --- the async twins: what ``PluginHost.anotify_*`` awaits on the async path --------------------
+
+
+def _in_threads(backend: Any, request: ProjectionRequest, *parts: str) -> bool:
+    """True when writing the turn's records to ``backend`` would hop to worker threads anyway:
+    a part's async methods are thread hops (``records.aio.in_threads``: the embedded SQLite
+    parts), or the trajectory (a file) is kept. The records are then written in one worker
+    thread, by the synchronous hook, instead of a hop per row."""
+    if request.config.observability.trajectory and backend.trajectory is not None:
+        return True
+    return any(records_aio.in_threads(getattr(backend, part)) for part in parts)
+
+
+async def aobserve_projection(projection: ProjectedContext, request: ProjectionRequest) -> None:
+    """``observe_projection`` for an event loop: the same rows, never blocking the loop."""
+    backend = _backend(request)
+    if backend is None or projection.injection is None or projection.incognito:
+        return
+    snapshots = request.config.observability.snapshots
+    if _in_threads(backend, request, "injections", *(("snapshots",) if snapshots else ())):
+        await asyncio.to_thread(observe_projection, projection, request)
+        return
+    await records_aio.arecord(backend.injections, _injection_row(projection))
+    if snapshots:
+        recorder = recorder_for(backend, request)
+        reason = str(request.extra.get("reason", "turn"))
+        turn = recorder.begin_turn(projection, query=request.query, reason=reason)  # no trajectory: no I/O
+        _remember(projection, turn)
+        if request.config.observability.turn_inputs:
+            inputs = _inputs_of(backend, projection, request, turn)
+            if inputs is not None:
+                await records_aio.aput_inputs(backend.snapshots, inputs)
+
+
+async def aobserve_model_call(call: ModelCall, request: ProjectionRequest) -> None:
+    """``observe_model_call`` for an event loop: the same snapshot, never blocking the loop."""
+    if not request.config.observability.snapshots:
+        return
+    backend = _backend(request)
+    if backend is None:
+        return
+    if _in_threads(backend, request, "snapshots"):
+        await asyncio.to_thread(observe_model_call, call, request)
+        return
+    recorder = recorder_for(backend, request)
+    projection = call.projection
+    turn = _turn_of(projection, recorder, request)
+    incognito = projection.incognito
+    prefix = await recorder.aregister_prefix(
+        call.prefix, session_id=projection.session_id, incognito=incognito
+    )
+    await recorder.acapture(
         session_id=projection.session_id,
         turn_index=projection.turn_index,
         call_index=call.call_index,

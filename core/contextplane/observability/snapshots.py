@@ -30,6 +30,7 @@ import attrs
 from contextplane.authority import PrefixSection, StablePrefix
 from contextplane.observability.redaction import Redactor, capture_text
 from contextplane.observability.trajectory import TrajectoryWriter
+from contextplane.records.aio import aput, aregister_prefix
 from contextplane.records.snapshots import (
     PrefixRef,
     PromptSnapshot,
@@ -139,13 +140,8 @@ class PromptRecorder:
 
     # per prefix
 
-    def register_prefix(
-        self, prefix: StablePrefix | str | None, *, session_id: str = "", incognito: bool = False
-    ) -> PrefixRef:
-        """Hash the prefix once, store its text once per hash (never for incognito), and write
-        one trajectory entry per session and hash."""
-        if prefix is None:
-            return PrefixRef(None, None)
+    def _prefix_parts(self, prefix: StablePrefix | str) -> tuple[str, str, str]:
+        """(sha256, section manifest JSON, text) of a prefix, hashed once per text."""
         if isinstance(prefix, StablePrefix):
             text = prefix.text
             cached = self._prefix_by_text.get(text)
@@ -159,7 +155,16 @@ class PromptRecorder:
                 sha = _sha(text)
                 cached = (sha, _prefix_sections_json([PrefixSection("system_prompt", "", len(text), sha)]))
                 self._prefix_by_text[text] = cached
-        sha, sections_json = cached
+        return cached[0], cached[1], text
+
+    def register_prefix(
+        self, prefix: StablePrefix | str | None, *, session_id: str = "", incognito: bool = False
+    ) -> PrefixRef:
+        """Hash the prefix once, store its text once per hash (never for incognito), and write
+        one trajectory entry per session and hash."""
+        if prefix is None:
+            return PrefixRef(None, None)
+        sha, sections_json, text = self._prefix_parts(prefix)
         if incognito:
             self.store.register_prefix(sha, None, sections_json)
             return PrefixRef(sha, sections_json)
@@ -178,6 +183,25 @@ class PromptRecorder:
                         ref = ""
                     self._session_prefix_refs[key] = ref
         return PrefixRef(sha, sections_json, ref or None)
+
+    async def aregister_prefix(
+        self, prefix: StablePrefix | str | None, *, session_id: str = "", incognito: bool = False
+    ) -> PrefixRef:
+        """``register_prefix`` for an event loop, for a recorder that keeps no trajectory (a file:
+        the records observer hands such a recorder's calls to a worker thread instead): the
+        store's ``aregister_prefix`` awaited. Registering is idempotent, so two first calls of one
+        session racing on the loop store the text twice, never differently."""
+        if prefix is None:
+            return PrefixRef(None, None)
+        sha, sections_json, text = self._prefix_parts(prefix)
+        if incognito:
+            await aregister_prefix(self.store, sha, None, sections_json)
+            return PrefixRef(sha, sections_json)
+        key = (session_id, sha)
+        if key not in self._session_prefix_refs:
+            await aregister_prefix(self.store, sha, text, sections_json)
+            self._session_prefix_refs.setdefault(key, "")
+        return PrefixRef(sha, sections_json, self._session_prefix_refs[key] or None)
 
     # per turn
 
@@ -252,6 +276,53 @@ class PromptRecorder:
     ) -> None:
         """Record one model call. ``full_text`` is called only when capture is on and the call
         is not incognito, so the caller never builds the text otherwise."""
+        self.store.put(
+            self._row(
+                session_id, turn_index, call_index, prefix, turn, stripped, history_messages,
+                history_chars, incognito, mode, full_text, created_at,
+            )
+        )  # fmt: skip
+
+    async def acapture(
+        self,
+        *,
+        session_id: str,
+        turn_index: int,
+        call_index: int,
+        prefix: PrefixRef,
+        turn: TurnRecord | None,
+        stripped: Sequence[StrippedFrame] = (),
+        history_messages: int = 0,
+        history_chars: int = 0,
+        incognito: bool = False,
+        mode: str = "native",
+        full_text: Callable[[], str] | None = None,
+        created_at: float | None = None,
+    ) -> None:
+        """``capture`` for an event loop: the same row, stored with the store's ``aput``."""
+        await aput(
+            self.store,
+            self._row(
+                session_id, turn_index, call_index, prefix, turn, stripped, history_messages,
+                history_chars, incognito, mode, full_text, created_at,
+            ),
+        )  # fmt: skip
+
+    def _row(
+        self,
+        session_id: str,
+        turn_index: int,
+        call_index: int,
+        prefix: PrefixRef,
+        turn: TurnRecord | None,
+        stripped: Sequence[StrippedFrame],
+        history_messages: int,
+        history_chars: int,
+        incognito: bool,
+        mode: str,
+        full_text: Callable[[], str] | None,
+        created_at: float | None,
+    ) -> SnapshotRow:
         incognito = incognito or (turn is not None and turn.incognito)
         refs = [r for r in (prefix.trajectory_ref, turn.trajectory_ref if turn else None) if r]
         frames = (
@@ -268,26 +339,24 @@ class PromptRecorder:
         text = None
         if self.capture_full_text and not incognito and full_text is not None:
             text = capture_text(full_text(), self.redactor, self.full_text_max_bytes)
-        self.store.put(
-            SnapshotRow(
-                session_id,
-                turn_index,
-                call_index,
-                time.time() if created_at is None else created_at,
-                turn.mode if turn is not None else mode,
-                incognito,
-                prefix.sha256,
-                prefix.sections_json,
-                turn.projection_sha256 if turn is not None else None,
-                turn.sections_json if turn is not None else "[]",
-                turn.budget_chars if turn is not None else None,
-                turn.used_chars if turn is not None else 0,
-                history_messages,
-                history_chars,
-                frames,
-                json.dumps(refs) if refs else "[]",
-                text,
-            )
+        return SnapshotRow(
+            session_id,
+            turn_index,
+            call_index,
+            time.time() if created_at is None else created_at,
+            turn.mode if turn is not None else mode,
+            incognito,
+            prefix.sha256,
+            prefix.sections_json,
+            turn.projection_sha256 if turn is not None else None,
+            turn.sections_json if turn is not None else "[]",
+            turn.budget_chars if turn is not None else None,
+            turn.used_chars if turn is not None else 0,
+            history_messages,
+            history_chars,
+            frames,
+            json.dumps(refs) if refs else "[]",
+            text,
         )
 
     def flush(self) -> None:

@@ -7,8 +7,9 @@ that is not SQLite gets the same injection log, digest and snapshots through its
 """
 
 from contextplane.records.backend import Backend, backend_of, check_backend, register_backend
-from contextplane.records.injections import InjectionLog, InjectionRow
+from contextplane.records.injections import AsyncInjectionLog, InjectionLog, InjectionRow
 from contextplane.records.snapshots import (
+    AsyncSnapshotStore,
     PrefixRef,
     PromptSnapshot,
     SectionRef,
@@ -17,10 +18,19 @@ from contextplane.records.snapshots import (
     StrippedFrame,
     decode_snapshot,
 )
-from contextplane.records.summaries import SessionSummaries, SessionSummary, validate_summary
-from contextplane.records.turn_inputs import TurnInputs, TurnInputStore
+from contextplane.records.summaries import (
+    AsyncSessionSummaries,
+    SessionSummaries,
+    SessionSummary,
+    validate_summary,
+)
+from contextplane.records.turn_inputs import AsyncTurnInputStore, TurnInputs, TurnInputStore
 
 __all__ = [
+    "AsyncInjectionLog",
+    "AsyncSessionSummaries",
+    "AsyncSnapshotStore",
+    "AsyncTurnInputStore",
     "Backend",
     "InjectionLog",
     "InjectionRow",

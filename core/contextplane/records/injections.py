@@ -47,3 +47,14 @@ class InjectionLog(Protocol):
     def rows(self, session_id: str | None = None, limit: int | None = None) -> builtins.list[InjectionRow]:
         """Rows in the order they were recorded, optionally one session's."""
         ...
+
+
+@runtime_checkable
+class AsyncInjectionLog(InjectionLog, Protocol):
+    """An ``InjectionLog`` that also answers an event loop (see ``AsyncSessionSummaries``)."""
+
+    async def arecord(self, row: InjectionRow) -> int: ...
+
+    async def arows(
+        self, session_id: str | None = None, limit: int | None = None
+    ) -> builtins.list[InjectionRow]: ...

@@ -175,3 +175,20 @@ class SnapshotStore(Protocol):
     def prune(self, now: float | None = None) -> int:
         """Apply the retention policy; return the rows dropped."""
         ...
+
+
+@runtime_checkable
+class AsyncSnapshotStore(SnapshotStore, Protocol):
+    """A ``SnapshotStore`` that also answers an event loop (see ``AsyncSessionSummaries``)."""
+
+    async def aregister_prefix(self, sha256: str, text: str | None, sections_json: str) -> None: ...
+
+    async def aput(self, row: SnapshotRow) -> None: ...
+
+    async def aflush(self) -> None: ...
+
+    async def aget(self, session_id: str, turn_index: int, call_index: int = 0) -> PromptSnapshot | None: ...
+
+    async def alist(
+        self, session_id: str | None = None, *, limit: int | None = None
+    ) -> builtins.list[PromptSnapshot]: ...

@@ -59,3 +59,26 @@ class SessionSummaries(Protocol):
         ...
 
     def count(self) -> int: ...
+
+
+@runtime_checkable
+class AsyncSessionSummaries(SessionSummaries, Protocol):
+    """``SessionSummaries`` that also answer an event loop: each returns what its synchronous
+    twin returns, without blocking the loop. A protocol of its own so that every backend written
+    against ``SessionSummaries`` still satisfies it; ``contextplane.records.aio`` calls these
+    when a backend's summaries have them and the synchronous method in a worker thread when
+    they do not (RECORDS-ASYNC-PARITY checks each against its twin)."""
+
+    async def aadd(
+        self, session_id: str, summary: str, *, topic: str = "", kind: str = "session", at: str | None = None
+    ) -> str: ...
+
+    async def anewest(
+        self, limit: int, *, exclude_session: str | None = None
+    ) -> builtins.list[SessionSummary]: ...
+
+    async def arelevant(
+        self, query: str, limit: int, *, exclude_session: str | None = None
+    ) -> builtins.list[SessionSummary]: ...
+
+    async def acount(self) -> int: ...

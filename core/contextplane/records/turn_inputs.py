@@ -97,3 +97,12 @@ class TurnInputStore(Protocol):
     def list_inputs(self, session_id: str | None = None) -> builtins.list[TurnInputs]:
         """Every recorded turn's inputs (one session's, when given), in (session, turn) order."""
         ...
+
+
+@runtime_checkable
+class AsyncTurnInputStore(TurnInputStore, Protocol):
+    """A ``TurnInputStore`` that also answers an event loop (see ``records.AsyncSessionSummaries``)."""
+
+    async def aput_inputs(self, inputs: TurnInputs) -> None: ...
+
+    async def aget_inputs(self, session_id: str, turn_index: int) -> TurnInputs | None: ...

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -448,6 +449,14 @@ class SQLiteKnowledgeStore(StoreLifecycle):
     # executor, and reads outside a view take a pooled reader, so concurrent turns do not
     # queue on the writer's lock. bench/async_bench.py measures what the hop costs.
 
+    @property
+    def threaded_async(self) -> bool:
+        """True when this store's async reads are only its synchronous ones in a worker thread
+        (no embedder with its own ``aembed``): ``aprojection.acompose`` then composes the whole
+        turn in one worker thread, which is cheaper than a hop per read."""
+        embedder = self._embedder
+        return embedder is None or not hasattr(embedder, "aembed")
+
     def _off_loop(self, read: Callable[[StoreView | None], T], view: StoreView | None) -> T:
         """Run ``read`` in the calling worker thread: on ``view``, else on a pooled reader (the
         main connection for ``:memory:``, which has no second connection)."""
@@ -487,8 +496,19 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         return await asyncio.to_thread(self._off_loop, read, _on)
 
     async def aadd_chunk(self, content: str, *args: Any, **attrs: Any) -> str:
-        """``add_chunk`` in a worker thread (writes wait for the write lock there, not on the loop)."""
-        return await asyncio.to_thread(self.add_chunk, content, *args, **attrs)
+        """``add_chunk`` without blocking the loop: an embedder with its own ``aembed`` (a remote
+        service) embeds the row on the loop and only the SQL runs in a worker thread (where
+        writes wait for the write lock); any other write runs whole in a worker thread."""
+        embedder = self._embedder
+        if embedder is None or not hasattr(embedder, "aembed"):
+            return await asyncio.to_thread(self.add_chunk, content, *args, **attrs)
+        bound = inspect.signature(self.add_chunk).bind(content, *args, **attrs)
+        bound.apply_defaults()
+        now_text, prepared = self._prepared([bound.arguments])  # validated before embedding
+        text = prepared[0][0]
+        vectors = self._packed([text], await aembed(embedder, [text]), embedder.dimensions)
+        outcomes = await asyncio.to_thread(self._write_prepared, prepared, vectors, now_text, single=True)
+        return outcomes[0]
 
     async def asupersede(self, old_id: str, content: str, **attrs: Any) -> str:
         """``supersede`` in a worker thread."""

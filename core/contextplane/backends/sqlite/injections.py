@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import json
 import os
@@ -98,3 +99,17 @@ class SQLiteInjectionLog:
 
     def close(self) -> None:
         self._conn.close()
+
+    # ------------------------------------------------------------------ async (records.aio)
+    #: Each async method is its synchronous twin in a worker thread (apsw releases the GIL
+    #: while SQLite works; the methods take this part's own lock), so the records observer
+    #: writes a turn's rows in one worker thread rather than a hop per row.
+    threaded_async = True
+
+    async def arecord(self, row: InjectionRow) -> int:
+        return await asyncio.to_thread(self.record, row)
+
+    async def arows(
+        self, session_id: str | None = None, limit: int | None = None
+    ) -> builtins.list[InjectionRow]:
+        return await asyncio.to_thread(self.rows, session_id, limit)

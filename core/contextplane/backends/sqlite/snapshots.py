@@ -14,6 +14,7 @@ when the text is there). No row is ever written pointing at text that retention 
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import os
 import threading
@@ -298,6 +299,36 @@ class SQLiteSnapshotStore:
             "GROUP BY session_id ORDER BY max(created_at) DESC"
         )
         return [(str(s), int(n), float(t)) for s, n, t in self._conn.execute(sql)]
+
+
+    # ------------------------------------------------------------------ async (records.aio)
+    #: Each async method is its synchronous twin in a worker thread (apsw releases the GIL
+    #: while SQLite works; the methods take this part's own lock), so the records observer
+    #: writes a turn's rows in one worker thread rather than a hop per row.
+    threaded_async = True
+
+    async def aregister_prefix(self, sha256: str, text: str | None, sections_json: str) -> None:
+        await asyncio.to_thread(self.register_prefix, sha256, text, sections_json)
+
+    async def aput(self, row: SnapshotRow) -> None:
+        await asyncio.to_thread(self.put, row)
+
+    async def aflush(self) -> None:
+        await asyncio.to_thread(self.flush)
+
+    async def aget(self, session_id: str, turn_index: int, call_index: int = 0) -> PromptSnapshot | None:
+        return await asyncio.to_thread(self.get, session_id, turn_index, call_index)
+
+    async def alist(
+        self, session_id: str | None = None, *, limit: int | None = None
+    ) -> builtins.list[PromptSnapshot]:
+        return await asyncio.to_thread(self.list, session_id, limit=limit)
+
+    async def aput_inputs(self, inputs: TurnInputs) -> None:
+        await asyncio.to_thread(self.put_inputs, inputs)
+
+    async def aget_inputs(self, session_id: str, turn_index: int) -> TurnInputs | None:
+        return await asyncio.to_thread(self.get_inputs, session_id, turn_index)
 
 
 _COLUMNS = (

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import datetime as dt
 import os
@@ -96,3 +97,27 @@ class SQLiteSessionSummaries:
             return 0
         with self._lock:
             return int(next(self._conn.execute("SELECT count(*) FROM session_summaries"))[0])
+
+    # ------------------------------------------------------------------ async (records.aio)
+    #: Each async method is its synchronous twin in a worker thread (apsw releases the GIL
+    #: while SQLite works; the methods take this part's own lock), so the records observer
+    #: writes a turn's rows in one worker thread rather than a hop per row.
+    threaded_async = True
+
+    async def aadd(
+        self, session_id: str, summary: str, *, topic: str = "", kind: str = "session", at: str | None = None
+    ) -> str:
+        return await asyncio.to_thread(self.add, session_id, summary, topic=topic, kind=kind, at=at)
+
+    async def anewest(
+        self, limit: int, *, exclude_session: str | None = None
+    ) -> builtins.list[SessionSummary]:
+        return await asyncio.to_thread(self.newest, limit, exclude_session=exclude_session)
+
+    async def arelevant(
+        self, query: str, limit: int, *, exclude_session: str | None = None
+    ) -> builtins.list[SessionSummary]:
+        return await asyncio.to_thread(self.relevant, query, limit, exclude_session=exclude_session)
+
+    async def acount(self) -> int:
+        return await asyncio.to_thread(self.count)
