@@ -105,8 +105,11 @@ def cut_row(escaped: str, limit: int) -> str:
 
 
 _BY_RANK = operator.attrgetter("rank")
+_TEXT = operator.attrgetter("text")
 #: The shared empty list of a plan with nothing cut or restored (replaced before any append).
 _NONE: list[Any] = []
+#: The shared empty map of a plan with no degraded row (replaced before any insert).
+_NO_SHORT: dict[int, str] = {}
 
 
 def _row_key(row: Row) -> tuple[float, int, str]:
@@ -134,7 +137,6 @@ class SectionPlan:
         "_row_limit",
         "cur",
         "cut",
-        "degraded",
         "envelope_index",
         "escaped",
         "had",
@@ -170,13 +172,17 @@ class SectionPlan:
         self.plugin = plugin
         self.meta = meta
         ordered = list(rows)
-        ranks = {r.rank for r in ordered}
         # Distinct ranks need no tie-break; otherwise trust tier, then id, decide.
-        ordered.sort(key=_BY_RANK if len(ranks) == len(ordered) else _row_key)
+        ordered.sort(key=_BY_RANK if len(set(map(_BY_RANK, ordered))) == len(ordered) else _row_key)
         self.rows = ordered
-        measured = [escape_measured(r.text) for r in ordered]
-        self.escaped = [m[0] for m in measured]
-        self.cur = [m[1] for m in measured]
+        # One pass over the rows, in C where it can be: the memo answers for recurring texts.
+        get = _MEASURED.get
+        measured = [get(t) or escape_measured(t) for t in map(_TEXT, ordered)]
+        if measured:
+            escaped, cur = zip(*measured, strict=True)
+            self.escaped, self.cur = list(escaped), list(cur)
+        else:
+            self.escaped, self.cur = [], []
         self.rows_chars = sum(self.cur)
         #: Ids of the rows cut to ``row_limit`` chars (a line is never shorter than its text,
         #: so a section whose lines all fit skips the check).
@@ -186,8 +192,8 @@ class SectionPlan:
         self._row_limit = row_limit
         #: Rows past ``visible`` given back by ``restore``, in rank order.
         self.restored: list[int] = _NONE
-        self.short: list[str | None] | None = None
-        self.degraded: list[bool] | None = None
+        #: Escaped short forms of the degraded rows only, by index (the others never need one).
+        self.short: dict[int, str] = _NO_SHORT
         self.visible = len(ordered)
         self.hidden = 0
         overhead = 0
@@ -222,22 +228,26 @@ class SectionPlan:
             self.size = self.overhead + self.rows_chars + (len(self.marker()) if self.hidden else 0)
         return self.size - old
 
-    def shorts(self) -> list[str | None]:
-        if self.short is None:
-            limit = self._row_limit
-            self.short = [
-                None if r.short is None else cut_row(escape_untrusted(r.short), limit) if limit
-                else escape_untrusted(r.short)
-                for r in self.rows
-            ]
-            self.degraded = [False] * len(self.rows)
-        return self.short
+    def short_form(self, i: int) -> tuple[str, int] | None:
+        """Row ``i``'s short form, escaped (and cut to the row bound), with its line length;
+        None when it has none."""
+        short = self.rows[i].short
+        if short is None:
+            return None
+        measured = _MEASURED.get(short) or escape_measured(short)
+        limit = self._row_limit
+        if limit and len(measured[0]) > limit:
+            escaped = cut_row(measured[0], limit)
+            return escaped, _line_len(escaped)
+        return measured
 
     def kept(self) -> list[int]:
         """Indices of the delivered rows, in rank order."""
         return [*range(self.visible), *self.restored]
 
     def delivered_ids(self) -> tuple[str, ...]:
+        if not self.size:
+            return ()
         rows = self.rows
         if not self.restored:
             return tuple(r.id for r in rows[: self.visible])
@@ -248,7 +258,7 @@ class SectionPlan:
         return (
             self.visible + len(self.restored) < len(self.rows)
             or bool(self.cut)
-            or (self.degraded is not None and any(self.degraded))
+            or bool(self.short)
         )
 
     def render(self) -> str:
@@ -262,12 +272,14 @@ class SectionPlan:
             parts.append(sec.heading + "\n")
         if sec.inner_tag:
             parts.append(f"<{sec.inner_tag}>\n")
-        short, degraded = self.short, self.degraded
-        for i in self.kept() if self.restored else range(self.visible):
-            if degraded is not None and degraded[i] and short is not None:
-                parts.append(_lines(short[i] or ""))
-            else:
-                parts.append(_lines(self.escaped[i]))
+        short, escaped = self.short, self.escaped
+        if short:
+            indices: Sequence[int] = self.kept() if self.restored else range(self.visible)
+            parts.extend(_lines(short[i] if i in short else escaped[i]) for i in indices)
+        elif self.restored:
+            parts.extend(_lines(escaped[i]) for i in self.kept())
+        else:
+            parts.extend(map(_lines, escaped[: self.visible]))
         parts.append(self.marker())
         if sec.inner_tag:
             parts.append(f"</{sec.inner_tag}>\n")
@@ -313,12 +325,14 @@ class Layout:
         i = plan.envelope_index
         before_total = self.total
         old = self.env_sizes[i]
-        self.env_content[i] += delta
-        new = self._env_size(i)
+        content = self.env_content[i] = self.env_content[i] + delta
+        new = self.env_overhead[i] + content if content else 0
         self.env_sizes[i] = new
         if bool(old) != bool(new):
             self.present += 1 if new else -1
-        self.total = sum(self.env_sizes) + len(ENVELOPE_SEPARATOR) * max(self.present - 1, 0)
+            self.total = sum(self.env_sizes) + len(ENVELOPE_SEPARATOR) * max(self.present - 1, 0)
+        else:
+            self.total = before_total + new - old
         return before_total - self.total
 
     def render(self) -> str:
@@ -353,25 +367,28 @@ def _drop_rows(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedS
 
 
 def _degrade(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedStep]) -> None:
-    # 1. Short forms, lowest-ranked row first, only where the short form is actually shorter.
-    short = plan.shorts()
-    degraded = plan.degraded
-    assert degraded is not None
+    # 1. Short forms, lowest-ranked row first, only where the short form is actually shorter;
+    # a row's short form is escaped only when its turn comes.
+    short = plan.short
     excess = layout.total - budget
     count = saved = 0
     for i in range(plan.visible - 1, -1, -1):
         if saved >= excess:
             break
-        s = short[i]
-        if s is None or degraded[i]:
+        if i in short:
             continue
-        new_len = _line_len(s)
+        form = plan.short_form(i)
+        if form is None:
+            continue
+        s, new_len = form
         if new_len >= plan.cur[i]:
             continue
+        if short is _NO_SHORT:
+            short = plan.short = {}
         saved += plan.cur[i] - new_len
         plan.rows_chars -= plan.cur[i] - new_len
         plan.cur[i] = new_len
-        degraded[i] = True
+        short[i] = s
         count += 1
     if count:
         steps.append(ShedStep(plan.name, "degrade_row", count, layout.changed(plan)))

@@ -19,8 +19,9 @@ import inspect
 import logging
 import operator
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+import types
+from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeGuard
 
 import attrs
 
@@ -164,14 +165,23 @@ _AS_DICT_FILTER = attrs.filters.exclude(
     attrs.fields(SectionReport).drafted,
 )
 _ROW_ID = operator.attrgetter("id")
+#: The meta of a draft that gave none (read-only: a report copies the meta it keeps).
+_NO_META: Mapping[str, Any] = types.MappingProxyType({})
+
+
+def awaitable(result: Any) -> TypeGuard[Awaitable[Any]]:
+    """``inspect.isawaitable``, answered at once for the list or tuple most drafts return."""
+    return type(result) is not list and type(result) is not tuple and inspect.isawaitable(result)
 
 
 def _as_rows(result: Any, name: str) -> tuple[tuple[Row, ...], Mapping[str, Any]]:
     """Validate a provider's result; raise ValidationError describing garbage precisely."""
-    if isinstance(result, Draft):
+    if type(result) is list or type(result) is tuple:  # the usual draft, spared the ABC checks
+        rows, meta = tuple(result), _NO_META
+    elif isinstance(result, Draft):
         rows, meta = result.rows, result.meta
     elif isinstance(result, Iterable) and not isinstance(result, str | bytes | Mapping):
-        rows, meta = tuple(result), {}
+        rows, meta = tuple(result), _NO_META
     else:
         raise ValidationError(
             f"section {name!r} returned {type(result).__name__}; expected a Draft or an iterable of Row"
@@ -384,7 +394,7 @@ def compose(
             started = time.perf_counter()
             try:
                 result = section.draft(seen)
-                if inspect.isawaitable(result):  # an async provider, run to completion here
+                if awaitable(result):  # an async provider, run to completion here
                     result = run_to_completion(result, timeout_s)
                 rows, meta = _as_rows(result, section.name)
                 elapsed = time.perf_counter() - started
