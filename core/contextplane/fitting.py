@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -106,6 +106,7 @@ def cut_row(escaped: str, limit: int) -> str:
 
 _BY_RANK = operator.attrgetter("rank")
 _TEXT = operator.attrgetter("text")
+_LENGTH = operator.itemgetter(1)
 #: The shared empty list of a plan with nothing cut or restored (replaced before any append).
 _NONE: list[Any] = []
 #: The shared empty map of a plan with no degraded row (replaced before any insert).
@@ -138,9 +139,9 @@ class SectionPlan:
         "cur",
         "cut",
         "envelope_index",
-        "escaped",
         "had",
         "hidden",
+        "measured",
         "meta",
         "name",
         "overhead",
@@ -175,14 +176,15 @@ class SectionPlan:
         # Distinct ranks need no tie-break; otherwise trust tier, then id, decide.
         ordered.sort(key=_BY_RANK if len(set(map(_BY_RANK, ordered))) == len(ordered) else _row_key)
         self.rows = ordered
-        # One pass over the rows, in C where it can be: the memo answers for recurring texts.
-        get = _MEASURED.get
-        measured = [get(t) or escape_measured(t) for t in map(_TEXT, ordered)]
-        if measured:
-            escaped, cur = zip(*measured, strict=True)
-            self.escaped, self.cur = list(escaped), list(cur)
-        else:
-            self.escaped, self.cur = [], []
+        # The memo answers for recurring texts in one pass in C; only a miss is escaped here.
+        texts = list(map(_TEXT, ordered))
+        hits: list[tuple[str, int] | None] = list(map(_MEASURED.get, texts))
+        measured = cast(list[tuple[str, int]], hits)
+        if None in hits:
+            measured = [m or escape_measured(t) for m, t in zip(hits, texts, strict=True)]
+        #: Each row's escaped text and line length, as measured (``cur`` tracks degrading).
+        self.measured = measured
+        self.cur = list(map(_LENGTH, measured))
         self.rows_chars = sum(self.cur)
         #: Ids of the rows cut to ``row_limit`` chars (a line is never shorter than its text,
         #: so a section whose lines all fit skips the check).
@@ -209,10 +211,12 @@ class SectionPlan:
 
     def _cut_rows(self, ordered: Sequence[Row], limit: int) -> None:
         self.cut = []
-        for i, text in enumerate(self.escaped):
+        measured = self.measured  # a list of its own: the memo's tuples are replaced, not changed
+        for i, (text, _length) in enumerate(measured):
             if len(text) > limit:
-                self.escaped[i] = cut_row(text, limit)
-                self.cur[i] = _line_len(self.escaped[i])
+                cut = cut_row(text, limit)
+                measured[i] = (cut, _line_len(cut))
+                self.cur[i] = measured[i][1]
                 self.cut.append(ordered[i].id)
         self.rows_chars = sum(self.cur)
 
@@ -227,19 +231,6 @@ class SectionPlan:
         else:
             self.size = self.overhead + self.rows_chars + (len(self.marker()) if self.hidden else 0)
         return self.size - old
-
-    def short_form(self, i: int) -> tuple[str, int] | None:
-        """Row ``i``'s short form, escaped (and cut to the row bound), with its line length;
-        None when it has none."""
-        short = self.rows[i].short
-        if short is None:
-            return None
-        measured = _MEASURED.get(short) or escape_measured(short)
-        limit = self._row_limit
-        if limit and len(measured[0]) > limit:
-            escaped = cut_row(measured[0], limit)
-            return escaped, _line_len(escaped)
-        return measured
 
     def kept(self) -> list[int]:
         """Indices of the delivered rows, in rank order."""
@@ -272,14 +263,14 @@ class SectionPlan:
             parts.append(sec.heading + "\n")
         if sec.inner_tag:
             parts.append(f"<{sec.inner_tag}>\n")
-        short, escaped = self.short, self.escaped
+        short, measured = self.short, self.measured
         if short:
             indices: Sequence[int] = self.kept() if self.restored else range(self.visible)
-            parts.extend(_lines(short[i] if i in short else escaped[i]) for i in indices)
+            parts.extend(_lines(short[i] if i in short else measured[i][0]) for i in indices)
         elif self.restored:
-            parts.extend(_lines(escaped[i]) for i in self.kept())
+            parts.extend(_lines(measured[i][0]) for i in self.kept())
         else:
-            parts.extend(map(_lines, escaped[: self.visible]))
+            parts.extend(_lines(m[0]) for m in measured[: self.visible])
         parts.append(self.marker())
         if sec.inner_tag:
             parts.append(f"</{sec.inner_tag}>\n")
@@ -370,26 +361,28 @@ def _degrade(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedSte
     # 1. Short forms, lowest-ranked row first, only where the short form is actually shorter;
     # a row's short form is escaped only when its turn comes.
     short = plan.short
+    rows, cur, limit, measured = plan.rows, plan.cur, plan._row_limit, _MEASURED.get
     excess = layout.total - budget
     count = saved = 0
     for i in range(plan.visible - 1, -1, -1):
         if saved >= excess:
             break
-        if i in short:
+        text = rows[i].short
+        if text is None or i in short:
             continue
-        form = plan.short_form(i)
-        if form is None:
-            continue
-        s, new_len = form
-        if new_len >= plan.cur[i]:
+        s, new_len = measured(text) or escape_measured(text)
+        if limit and len(s) > limit:
+            s = cut_row(s, limit)
+            new_len = _line_len(s)
+        if new_len >= cur[i]:
             continue
         if short is _NO_SHORT:
             short = plan.short = {}
-        saved += plan.cur[i] - new_len
-        plan.rows_chars -= plan.cur[i] - new_len
-        plan.cur[i] = new_len
+        saved += cur[i] - new_len
+        cur[i] = new_len
         short[i] = s
         count += 1
+    plan.rows_chars -= saved
     if count:
         steps.append(ShedStep(plan.name, "degrade_row", count, layout.changed(plan)))
     # 2. Drop to the floor behind a "+N more" marker.

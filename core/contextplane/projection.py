@@ -474,7 +474,8 @@ def assemble(
         SectionReport(reg.section.name, reg.plugin, reg.section.priority, error=error, suppressed=why)
         for reg, why, error in skipped
     )
-    ordered = tuple(sorted(reports, key=lambda r: (r.priority, r.name)))
+    # ``layout.plans`` is in delivery order already; only skipped sections need placing.
+    ordered = tuple(sorted(reports, key=lambda r: (r.priority, r.name)) if skipped else reports)
     injection = None
     if recording:
         injection = InjectionRecord(
