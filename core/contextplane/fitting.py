@@ -331,7 +331,7 @@ class Layout:
         for i, env in enumerate(self.envelopes):
             if not self.env_sizes[i]:
                 continue
-            body = "".join(p.render() for p in self.members[i])
+            body = "".join([p.render() for p in self.members[i] if p.size])
             pre = env.preamble + "\n" if env.preamble else ""
             blocks.append(f"<{env.tag}>\n{pre}{body}</{env.tag}>")
         return ENVELOPE_SEPARATOR.join(blocks)
@@ -400,6 +400,9 @@ def _drop_to(
     if layout.total <= budget or start_visible <= floor:
         return
     marker = plan.section.more_marker
+    # The marker line's length is its text's, with each "{n}" replaced by the count, plus "\n".
+    slots = marker.count("{n}")
+    fixed = len(marker) - 3 * slots + 1
     v, hidden = start_visible, plan.hidden
     marker_len = len(plan.marker())
     total = layout.total
@@ -408,7 +411,7 @@ def _drop_to(
     while total > budget and v > floor:
         v -= 1
         hidden += 1
-        new_marker_len = len(marker.replace("{n}", str(hidden))) + 1
+        new_marker_len = fixed + slots * len(str(hidden))
         total += new_marker_len - marker_len - cur[v]
         marker_len = new_marker_len
         if total < best_total:

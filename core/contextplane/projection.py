@@ -386,18 +386,19 @@ def compose(
         if recording and view is not None:
             position = position_of(view)
         seen = request if view is None or view is request.knowledge_store else request.with_store(view)
+        clock = time.perf_counter
         for reg, why in drafting:
             section = reg.section
             if why is not None:
                 skipped.append((reg, why, None))
                 continue
-            started = time.perf_counter()
+            started = clock()
             try:
                 result = section.draft(seen)
                 if awaitable(result):  # an async provider, run to completion here
                     result = run_to_completion(result, timeout_s)
                 rows, meta = _as_rows(result, section.name)
-                elapsed = time.perf_counter() - started
+                elapsed = clock() - started
                 if timeout_s is not None and elapsed > timeout_s:
                     raise overran(elapsed, timeout_s)
                 # Escaping and measuring the rows belong to the section too: a row the core
