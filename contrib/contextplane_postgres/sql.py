@@ -157,8 +157,8 @@ def fts_leg(where: str, count: int) -> str:
     by lexical relevance (``count`` scored terms), then ``ts_rank``."""
     return (
         f"SELECT t.id, {lexical(count)} AS lex, ts_rank(t.tsv, to_tsquery('{TS_CONFIG}', %(q)s), 1) AS s "
-        f"FROM (SELECT c.id, c.tsv FROM chunks AS c WHERE c.tsv @@ to_tsquery('{TS_CONFIG}', %(q)s) AND {where} "
-        "ORDER BY c.id DESC LIMIT %(fts_cap)s) AS t ORDER BY lex DESC, s DESC, t.id LIMIT %(n)s"
+        f"FROM (SELECT c.id, c.tsv FROM chunks AS c WHERE c.tsv @@ to_tsquery('{TS_CONFIG}', %(q)s) "
+        f"AND {where} ORDER BY c.id DESC LIMIT %(fts_cap)s) AS t ORDER BY lex DESC, s DESC, t.id LIMIT %(n)s"
     )
 
 

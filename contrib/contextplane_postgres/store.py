@@ -45,8 +45,8 @@ from contextplane.memory.model import (
     validate_text,
 )
 from contextplane.memory.stamps import creation_stamps
-from contextplane.store.query_terms import meaningful_words
 from contextplane.store.protocol import SearchHit
+from contextplane.store.query_terms import meaningful_words
 from contextplane_postgres import history as pg_history
 from contextplane_postgres import schema as pg_schema
 from contextplane_postgres import sql

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from contextplane.testing import KnowledgeStoreConformance
-from tests.conformance.memstores import DeletesOnSupersedeStore, IgnoresExpiryStore, PresentAsOfStore
+from tests.conformance.memstores import (
+    DeletesOnSupersedeStore,
+    IgnoresExpiryStore,
+    NoRelevanceStore,
+    PresentAsOfStore,
+)
 
 
 class TestIgnoresExpiry(KnowledgeStoreConformance):
@@ -25,3 +30,9 @@ class TestPresentAsOf(KnowledgeStoreConformance):
     @pytest.fixture
     def store(self) -> PresentAsOfStore:
         return PresentAsOfStore()
+
+
+class TestNoRelevance(KnowledgeStoreConformance):
+    @pytest.fixture
+    def store(self) -> NoRelevanceStore:
+        return NoRelevanceStore()

@@ -14,9 +14,16 @@ from typing import Any
 
 from contextplane.memory.history import HistoryPosition
 from contextplane.memory.model import MemoryChunk
+from contextplane.store.protocol import SearchHit
 from contextplane.testing.memory import _INHERITED, InMemoryKnowledgeStore
 
-__all__ = ["DeletesOnSupersedeStore", "IgnoresExpiryStore", "InMemoryKnowledgeStore", "PresentAsOfStore"]
+__all__ = [
+    "DeletesOnSupersedeStore",
+    "IgnoresExpiryStore",
+    "InMemoryKnowledgeStore",
+    "NoRelevanceStore",
+    "PresentAsOfStore",
+]
 
 
 class IgnoresExpiryStore(InMemoryKnowledgeStore):
@@ -49,3 +56,11 @@ class PresentAsOfStore(InMemoryKnowledgeStore):
     def as_of(self, when: HistoryPosition | datetime) -> Iterator[InMemoryKnowledgeStore]:
         with self.consistent_read() as view:
             yield view
+
+
+class NoRelevanceStore(InMemoryKnowledgeStore):
+    """Fault: hits carry no relevance (the PostgreSQL backend's first form), so the relevance
+    floor never applies to them."""
+
+    def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
+        return [SearchHit(h.chunk, h.score, h.rank) for h in super().search(query, k, **options)]
