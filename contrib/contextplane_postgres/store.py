@@ -348,7 +348,8 @@ class PostgresKnowledgeStore:
         Rows written later are invisible, every row has the lifecycle state it had then, and the
         deliverable filter is evaluated at that time, for ``get``, ``list_chunks`` and ``search``
         alike (see ``history``). ``exact_ranking`` is accepted for the protocol's callers:
-        full-text ranking here never depends on the rest of the corpus, so it always is."""
+        term weights are always counted on the view's own corpus, which is the past one except
+        for rows purged since (the overlay's ``exact_ranking`` says so)."""
         if isinstance(when, datetime):
             when = to_utc(when, "as_of")
         elif not isinstance(when, HistoryPosition):
