@@ -260,7 +260,7 @@ def bench_search(
     n = len(qtexts)
     store_ms, raw_ms = paired(
         lambda i: store.search(qtexts[i], 10, namespaces=scopes),
-        lambda i: conn.execute(raw[i][0], raw[i][1]).fetchall(),
+        lambda i: conn.execute(raw[i][0], raw[i][1], prepare=False).fetchall(),  # as the store does
         n,
     )
     same = sum(

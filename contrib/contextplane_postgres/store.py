@@ -694,7 +694,11 @@ class PostgresKnowledgeStore:
                 return []
             sql.term_params(plan, params)
             statement = sql.search_sql(len(plan.terms), vector is not None, where)
-            rows = conn.execute(statement, params).fetchall()
+            # Never prepared: a custom plan sees the scored terms and their frequencies (a
+            # frequent term is best read newest-first by id, a rare one through the GIN index);
+            # psycopg's prepared generic plan took 18 ms where this takes 1.7 (20k rows, a term
+            # in 99% of them).
+            rows = conn.execute(statement, params, prepare=False).fetchall()
         return [
             SearchHit(
                 chunk=chunk_from_row(row),
