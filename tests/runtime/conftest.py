@@ -7,6 +7,7 @@ for a leak with a plain substring test.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -170,6 +171,21 @@ SLOW_SECONDS = 0.05
 
 #: (topic, start, end) of every slow_lookup call: proof that concurrent turns overlapped.
 TOOL_SPANS: list[tuple[str, float, float]] = []
+#: While set (``meeting``), every slow_lookup call waits here for the others of its round.
+_MEETING: list[threading.Barrier] = []
+
+
+@contextlib.contextmanager
+def meeting(parties: int, timeout: float = 30.0) -> Iterator[None]:
+    """Make each round of ``parties`` slow_lookup calls wait for one another before returning,
+    so turns that really run concurrently overlap however loaded the machine is (a sleep alone
+    let a slow turn start its tool after the other's had ended), and turns that run one after
+    another do not: the first waits alone, times out, and the tool fails."""
+    _MEETING.append(threading.Barrier(parties, timeout=timeout))
+    try:
+        yield
+    finally:
+        _MEETING.clear()
 
 
 @tool
@@ -177,6 +193,8 @@ def slow_lookup(topic: str) -> str:
     """Look something up slowly (lets concurrent turns interleave between model calls)."""
     start = time.perf_counter()
     time.sleep(SLOW_SECONDS)
+    for barrier in list(_MEETING):
+        barrier.wait()
     TOOL_SPANS.append((topic, start, time.perf_counter()))
     return f"looked up {topic}"
 

@@ -23,6 +23,7 @@ from .conftest import (
     TOOL_SPANS,
     cfg,
     make_agent,
+    meeting,
     overlapped,
     projection_messages,
     saver_dump,
@@ -86,7 +87,8 @@ def test_concurrent_sync_turns_stay_separate(host, sections, backend) -> None:
             )
         )
 
-    asyncio.run(main())
+    with meeting(2):
+        asyncio.run(main())
     assert overlapped("alpha", "beta"), "the two threads' turns did not run concurrently"
     # 2 threads x 2 turns x (tool call + answer) model calls, each with its own projection.
     assert len(model.calls) == 8
@@ -121,7 +123,8 @@ def test_concurrent_async_turns_stay_separate(host, sections, backend) -> None:
             )
         )
 
-    results = asyncio.run(main())
+    with meeting(3):
+        results = asyncio.run(main())
     assert overlapped("a1", "a2") and overlapped("a2", "a3")
     assert all(PROJECTION_KEY not in r for r in results)
     assert all(MARK not in repr(r) for r in results)
