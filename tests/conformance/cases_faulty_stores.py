@@ -11,6 +11,7 @@ from tests.conformance.memstores import (
     IgnoresExpiryStore,
     NoRelevanceStore,
     PresentAsOfStore,
+    StoresEveryWriteStore,
 )
 
 
@@ -36,3 +37,9 @@ class TestNoRelevance(KnowledgeStoreConformance):
     @pytest.fixture
     def store(self) -> NoRelevanceStore:
         return NoRelevanceStore()
+
+
+class TestStoresEveryWrite(KnowledgeStoreConformance):
+    @pytest.fixture
+    def store(self) -> StoresEveryWriteStore:
+        return StoresEveryWriteStore()

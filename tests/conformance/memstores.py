@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from contextplane.memory.consolidation import Consolidation
 from contextplane.memory.history import HistoryPosition
 from contextplane.memory.model import MemoryChunk
 from contextplane.store.protocol import SearchHit
@@ -23,6 +24,7 @@ __all__ = [
     "InMemoryKnowledgeStore",
     "NoRelevanceStore",
     "PresentAsOfStore",
+    "StoresEveryWriteStore",
 ]
 
 
@@ -64,3 +66,14 @@ class NoRelevanceStore(InMemoryKnowledgeStore):
 
     def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
         return [SearchHit(h.chunk, h.score, h.rank) for h in super().search(query, k, **options)]
+
+
+class StoresEveryWriteStore(InMemoryKnowledgeStore):
+    """Fault: writes are stored as given, never consolidated (the store before D7's
+    consolidation): copies pile up, a same-subject write leaves two heads, and only identical
+    word sets are reported as near duplicates."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            consolidation=Consolidation(deduplicate=False, auto_supersede=False, near_duplicate_threshold=1.0)
+        )

@@ -101,6 +101,16 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
     assert set(blind) == every
     assert run.failing("TestNoRelevance") == {"STORE-SEARCH-RELEVANCE"}
     assert "relevance None; expected a float in [0, 1]" in blind["STORE-SEARCH-RELEVANCE"].message
+    # A store that keeps every write as given fails the consolidation requirements, and only those.
+    unconsolidated = run.by_class("TestStoresEveryWrite")
+    assert set(unconsolidated) == every
+    assert run.failing("TestStoresEveryWrite") == {
+        "STORE-CONSOLIDATE-DUPLICATE",
+        "STORE-CONSOLIDATE-SUBJECT",
+        "STORE-CONSOLIDATE-NEAR",
+        "STORE-CONSOLIDATE-HISTORY",
+    }
+    assert "expected ('1', 'duplicate', '1')" in unconsolidated["STORE-CONSOLIDATE-DUPLICATE"].message
     # Undeclared capabilities skip, naming the capability.
     assert expiry["STORE-BACKFILL-TABLE"].outcome == "skipped"
     assert "capability 'migration' not declared" in expiry["STORE-BACKFILL-TABLE"].message

@@ -324,3 +324,40 @@ def test_explain_on_the_kit_backend(tmp_path: Path) -> None:
     assert explain(fact, backend=backend, host=host, session_id="s1", turn_index=1).verdict == "delivered"
     got = explain(note, backend=backend, host=host, session_id="s1", turn_index=1)
     assert got.verdict == "never_retrieved" and got.evidence["legs"][0]["leg"] == "overlap"
+
+
+def test_filtered_when_the_carrying_section_failed_that_turn(
+    deploy: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's search fails during the turn (a transient error): the retrieved section
+    fails, the turn carries on without it, and explain says so from the turn's manifest, even
+    though a recomposition now would succeed; a turn composed now while it fails says so too."""
+    from contextplane.store.sqlite import StoreView
+
+    host, backend = deploy
+    fact = backend.memories.add_chunk(
+        "Priya approves every production deploy", "fact", "operator", namespace=WEB
+    )
+
+    def broken(self: Any, query: str, k: int, **kw: Any) -> Any:
+        raise StoreError("disk I/O error while reading chunks_fts")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(StoreView, "search", broken)
+        projection = turn(host, backend, "who approves a production deploy?")
+        report = projection.section("retrieved")
+        assert report is not None and report.error is not None and "disk I/O error" in report.error
+        now = explain(fact, backend=backend, host=host, query="who approves a production deploy?")
+        assert (now.verdict, now.reason, now.evidence["recorded"]) == ("filtered", "section_failed", False)
+        assert now.summary.startswith(f"memory {fact} was filtered: section retrieved failed this turn (")
+    got = explain(fact, backend=backend, host=host, session_id="s1", turn_index=1)
+    assert (got.verdict, got.reason) == ("filtered", "section_failed")
+    assert got.evidence["section"] == "retrieved" and got.evidence["recorded"] is True
+    assert "disk I/O error while reading chunks_fts" in got.evidence["error"]
+    assert got.summary == (
+        f"memory {fact} was filtered: section retrieved failed that turn ({got.evidence['error']})"
+    )
+    # the store reads fine again: composed now, the same memory is delivered
+    assert explain(fact, backend=backend, host=host, query="who approves a production deploy?").verdict == (
+        "delivered"
+    )

@@ -1,11 +1,16 @@
 """Consolidation on write (ADR D7): duplicate, same-subject and near-duplicate writes through
 every write path (the API, bulk ingest, the CLI, the MCP tool), each with its reported outcome
-and its history event; the configuration keys; concurrent writers of one subject."""
+and its history event; the configuration keys; concurrent writers of one subject (threads on
+separate connections, and separate OS processes)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,6 +25,7 @@ from contextplane.errors import ValidationError
 from contextplane.memory.consolidation import Consolidation, WriteOutcome, normalise_content, similarity
 from contextplane.store import SQLiteKnowledgeStore, cli
 from contextplane.store.api import memory_ingest
+from contextplane.store.writes import SUBJECT_HEADS_SQL
 from contextplane_external.mcp_server import build_mcp_server
 
 WEB = "project:web"
@@ -29,6 +35,17 @@ WEB = "project:web"
 def store(tmp_path: Path) -> Any:
     with SQLiteKnowledgeStore(tmp_path / "c.sqlite3") as opened:
         yield opened
+
+
+def test_normalising_skips_text_already_normal_and_agrees_with_splitting_everywhere() -> None:
+    """The fast path (printable, no double space, no space at either end: returned as is) must
+    give what collapsing by ``str.split`` gives, for every code point in every position."""
+    for point in range(0x110000):
+        ch = chr(point)
+        for text in (f"a{ch}b", f"{ch}a", f"a{ch}", f"a {ch}b"):
+            assert normalise_content(text) == " ".join(text.split()), (hex(point), text)
+    plain = "Deploy window is Tuesday"
+    assert normalise_content(plain) is plain
 
 
 def test_the_measures() -> None:
@@ -137,6 +154,53 @@ def test_bulk_ingest_consolidates_duplicates_and_subjects(store: Any) -> None:
     assert ids[0] == existing and ids[2] == ids[1]
     assert ids[4].superseded == (ids[3],) and store.get(ids[3]).superseded_by == ids[4]
     assert [e.event for e in store.history(existing)] == ["created", "consolidated"]
+
+
+def test_bulk_supersession_is_what_the_same_writes_one_by_one_give(tmp_path: Path) -> None:
+    """The batch's subject lookup is one statement for the batch; within the batch each row
+    supersedes the one before it only if that one was deliverable when written, so bulk and
+    one-by-one writes leave the same chains."""
+    before = [
+        {"content": "Window is Monday", "subject": "w", "namespace": "project:a"},
+        {"content": "Window is Monday in b", "subject": "w", "namespace": "project:b"},
+        {"content": "We chose Monday", "subject": "w", "namespace": "project:a", "memory_kind": "decision"},
+    ]
+    batch = [
+        {"content": "Window is Tuesday", "subject": "w", "namespace": "project:a"},
+        {
+            "content": "Window is Friday, rejected",
+            "subject": "w",
+            "namespace": "project:a",
+            "review_state": "rejected",
+        },
+        {"content": "Window is Thursday", "subject": "w", "namespace": "project:a"},
+        {"content": "Window is Tuesday in b", "subject": "w", "namespace": "project:b"},
+    ]
+    chains = []
+    for name, bulk in (("bulk", True), ("single", False)):
+        with SQLiteKnowledgeStore(tmp_path / f"{name}.sqlite3") as store:
+            for row in before:
+                store.add_chunk(**row, source_type="operator")
+            if bulk:
+                outcomes = store.add_chunks([{**row, "source_type": "operator"} for row in batch])
+            else:
+                outcomes = [store.add_chunk(**row, source_type="operator") for row in batch]
+            chains.append(
+                (
+                    [(w.outcome, w.superseded) for w in outcomes],
+                    {c.id: (c.superseded_by, c.is_deliverable()) for c in store.list_chunks()},
+                    [[e.event for e in store.history(c.id)] for c in store.list_chunks()],
+                )
+            )
+            plan = store.conn.execute(
+                "EXPLAIN QUERY PLAN " + SUBJECT_HEADS_SQL, ('[["w", "project:a", "fact"]]', 99, "x")
+            ).fetchall()
+            assert any("USING INDEX chunks_subject" in str(step[-1]) for step in plan), plan
+    assert chains[0] == chains[1]
+    said, rows, _ = chains[0]
+    assert said == [("superseded", ("1",)), ("superseded", ("4",)), ("stored", ()), ("superseded", ("2",))]
+    assert rows["1"] == ("4", False) and rows["4"] == ("5", False) and rows["5"] == (None, False)
+    assert rows["6"] == (None, True) and rows["3"] == (None, True) and rows["7"] == (None, True)
 
 
 def test_the_configuration_turns_supersession_and_deduplication_off(tmp_path: Path) -> None:
@@ -250,3 +314,84 @@ def test_concurrent_writers_of_one_subject_leave_exactly_one_head(tmp_path: Path
             walk.append(cur)
         assert walk[-1] == heads[0].id and len(walk) == len(rows)
         assert sum(1 for w in written if w.outcome == "superseded") == len(rows) - 1
+
+
+_SUBJECT_WRITER = textwrap.dedent(
+    """
+    import json, sys
+    from contextplane.store import SQLiteKnowledgeStore
+
+    path, tag, singles = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    store = SQLiteKnowledgeStore(path)
+    print("ready", flush=True)
+    sys.stdin.readline()  # every writer starts at once
+    said = []
+    for i in range(singles):
+        written = store.add_chunk(f"Deploy window, {tag} take {i}", "fact", "operator", subject="window")
+        said.append(written.to_dict())
+        if i % 4 == 3:  # bulk writes naming the subject twice: a chain inside one transaction too
+            rows = [
+                {"content": f"Deploy window, {tag} bulk {i}.{j}", "domain": "fact",
+                 "source_type": "operator", "subject": "window"}
+                for j in (0, 1)
+            ]
+            said.extend(w.to_dict() for w in store.add_chunks(rows))
+    store.close()
+    print(json.dumps(said))
+    """
+)
+
+
+def test_processes_writing_one_subject_leave_one_head_and_a_linear_chain(tmp_path: Path) -> None:
+    path = tmp_path / "processes.sqlite3"
+    SQLiteKnowledgeStore(path).close()  # created once, so every writer opens an existing store
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    processes, singles = 4, 40  # 240 rows: the writers interleave (10-18 switches seen)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _SUBJECT_WRITER, str(path), f"p{n}", str(singles)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(processes)
+    ]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", proc.stderr
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    said: list[dict[str, Any]] = []
+    pids = set()
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        said.extend(json.loads(out))
+        pids.add(proc.pid)
+    assert len(pids) == processes
+    per_process = singles + 2 * (singles // 4)
+    assert len(said) == processes * per_process
+    with SQLiteKnowledgeStore(path) as store:
+        rows = store.list_chunks()
+        assert len(rows) == len(said) and {c.id for c in rows} == {w["id"] for w in said}
+        heads = [c for c in rows if c.is_deliverable()]
+        assert len(heads) == 1, [c.id for c in heads]
+        # A linear chain: every row but the head superseded by exactly one later row, each row
+        # superseding at most one, and walking it from the oldest row visits every row.
+        successor = {c.id: c.superseded_by for c in rows if c.superseded_by is not None}
+        assert len(successor) == len(rows) - 1 and len(set(successor.values())) == len(rows) - 1
+        assert all(int(new) > int(old) for old, new in successor.items())
+        walk = [rows[0].id]
+        while walk[-1] in successor:
+            walk.append(successor[walk[-1]])
+        assert walk[-1] == heads[0].id and len(walk) == len(rows)
+        # Every write reported what it did, and the history agrees with the rows.
+        reported = {w["id"]: w["superseded"] for w in said if w["outcome"] == "superseded"}
+        assert len(reported) == len(rows) - 1 and all(len(olds) == 1 for olds in reported.values())
+        assert {olds[0]: new for new, olds in reported.items()} == successor
+        for old, new in successor.items():
+            events = store.history(old)
+            assert [e.event for e in events] == ["created", "superseded"] and events[-1].superseded_by == new

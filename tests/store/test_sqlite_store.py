@@ -148,6 +148,13 @@ class TestLifecycle:
             store.set_review_state(chunk_id, "maybe")
         with pytest.raises(StoreError, match=r"no memory with id '404'"):
             store.set_review_state("404", "confirmed")
+        events = store.history_position().seq
+        for bad in ("404", "not-an-id"):  # the update changes nothing, and no event is kept
+            with pytest.raises(StoreError, match=rf"no memory with id '{bad}'"):
+                store.set_expires_at(bad, None, by="sam")
+            with pytest.raises(StoreError, match=rf"no memory with id '{bad}'"):
+                store.set_review_state(bad, "rejected", by="sam")
+        assert store.history_position().seq == events
 
     def test_supersede_inserts_then_invalidates(self, store: SQLiteKnowledgeStore) -> None:
         old_id = store.add_chunk(

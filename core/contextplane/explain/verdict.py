@@ -306,6 +306,17 @@ def _section_rules(
     carrier = POLICY_SECTIONS.get(chunk.effective_delivery_policy)
     if carrier is None:
         return None
+    # A past turn's failure is in its manifest: recomposing may well succeed now (the error was
+    # transient, or the plugin was fixed since), and the question is what happened then.
+    then = next((s for s in turn.recorded or () if s.get("label") == carrier), None)
+    if then is not None and then.get("error"):
+        return _filtered(
+            turn,
+            memory_id,
+            "section_failed",
+            f"section {carrier} failed that turn ({then['error']})",
+            {"section": carrier, "error": then["error"], "recorded": True},
+        )
     report = projection.section(carrier)
     if report is None:
         return _filtered(
@@ -323,7 +334,7 @@ def _section_rules(
             memory_id,
             "section_failed",
             f"section {carrier} failed this turn ({report.error})",
-            {"section": carrier, "error": report.error},
+            {"section": carrier, "error": report.error, "recorded": False},
         )
     if report.suppressed is not None:
         return _filtered(

@@ -54,6 +54,10 @@ def normalise_content(text: str) -> str:
     """The text an exact duplicate is compared by: runs of whitespace become one space,
     leading and trailing whitespace go. Case and punctuation are kept: "Deploy on Friday" and
     "deploy on friday!" are near duplicates for review, not the same memory."""
+    # Most text already is, and saying so is cheaper than splitting it: every whitespace
+    # character but the space is a Unicode separator or control, so not printable.
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text
     return " ".join(text.split())
 
 
@@ -139,10 +143,12 @@ class WriteOutcome(str):
     ``duplicate_of`` (the id returned), stored and ``superseded`` the rows in ``superseded``,
     or stored beside its ``near_duplicates`` (``(id, similarity)`` pairs, for review)."""
 
-    outcome: Outcome
-    duplicate_of: str | None
-    superseded: tuple[str, ...]
-    near_duplicates: tuple[tuple[str, float], ...]
+    # Class-level defaults: a plain ``stored`` outcome (nearly every row of a bulk write) then
+    # needs no instance dictionary at all.
+    outcome: Outcome = "stored"
+    duplicate_of: str | None = None
+    superseded: tuple[str, ...] = ()
+    near_duplicates: tuple[tuple[str, float], ...] = ()
 
     def __new__(
         cls,
@@ -154,10 +160,14 @@ class WriteOutcome(str):
         near_duplicates: Sequence[tuple[str, float]] = (),
     ) -> WriteOutcome:
         self = super().__new__(cls, chunk_id)
-        self.outcome = outcome
-        self.duplicate_of = duplicate_of
-        self.superseded = tuple(superseded)
-        self.near_duplicates = tuple(near_duplicates)
+        if outcome != "stored":
+            self.outcome = outcome
+        if duplicate_of is not None:
+            self.duplicate_of = duplicate_of
+        if superseded:
+            self.superseded = tuple(superseded)
+        if near_duplicates:
+            self.near_duplicates = tuple(near_duplicates)
         return self
 
     @property

@@ -24,8 +24,9 @@ are reported by ``AsOfOverlay``.
 from __future__ import annotations
 
 import json
+import operator
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -47,8 +48,17 @@ STATE_COLUMNS: Final[tuple[str, ...]] = (
     "updated_at",
 )
 _STATE_LIST: Final[str] = ", ".join(STATE_COLUMNS)
+_UPDATED_AT: Final[int] = STATE_COLUMNS.index("updated_at")
 _EVENT_COLUMNS: Final[str] = f"seq, chunk_id, at, event, actor, {_STATE_LIST}, detail"
 _INSERT: Final[str] = f"INSERT INTO chunk_history(chunk_id, at, event, actor, {_STATE_LIST}, detail)"
+_CHANGE_FROM_ROW: Final[str] = (
+    f"{_INSERT} SELECT id, coalesce(?, updated_at), ?, ?, {_STATE_LIST}, ? FROM chunks WHERE id = ?"
+)
+_CHANGE_VALUES: Final[str] = f"{_INSERT} VALUES (?, ?, ?, ?, {', '.join('?' for _ in STATE_COLUMNS)}, ?)"
+#: The state cells of a ``SELECT_COLUMNS`` row, in ``STATE_COLUMNS`` order.
+state_of: Final[Callable[[Sequence[Any]], tuple[Any, ...]]] = operator.itemgetter(
+    *(SELECT_NAMES.index(name) for name in STATE_COLUMNS)
+)
 
 
 # --------------------------------------------------------------------------- appending
@@ -78,15 +88,21 @@ def record_change(
     *,
     at: str | None = None,
     detail: Mapping[str, Any] | None = None,
+    state: Sequence[Any] | None = None,
 ) -> None:
     """The event of one change to ``chunk_id`` (already applied), with the state it left.
-    ``at`` defaults to the row's ``updated_at``, which the change stamped."""
+    ``at`` defaults to the row's ``updated_at``, which the change stamped. ``state``: the
+    row's ``STATE_COLUMNS`` as the change left them, when the caller has just read them (the
+    event is then one plain insert, not a read of the row too: a review change is a ~35 us
+    write, so the history's few microseconds are what it is judged by)."""
     if event not in EVENT_NAMES:
         raise StoreError(f"history: {event!r} is not an event ({', '.join(sorted(EVENT_NAMES))})")
-    conn.execute(
-        f"{_INSERT} SELECT id, coalesce(?, updated_at), ?, ?, {_STATE_LIST}, ? FROM chunks WHERE id = ?",
-        (at, event, actor, None if detail is None else json.dumps(dict(detail)), chunk_id),
-    )
+    text = None if detail is None else json.dumps(dict(detail))
+    if state is None:
+        conn.execute(_CHANGE_FROM_ROW, (at, event, actor, text, chunk_id))
+    else:
+        stamp = state[_UPDATED_AT] if at is None else at
+        conn.execute(_CHANGE_VALUES, (chunk_id, stamp, event, actor, *state, text))
 
 
 def record_purged(conn: apsw.Connection, where: str, params: Mapping[str, Any], at: str) -> None:

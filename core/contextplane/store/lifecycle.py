@@ -9,6 +9,7 @@ its history event (``store.history``) in the change's own transaction; ``by`` na
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +25,8 @@ from contextplane.memory.model import (
     validate_review_state,
     validate_text,
 )
-from contextplane.store.columns import INHERITED_ON_SUPERSEDE, as_id
+from contextplane.store.columns import INHERITED_ON_SUPERSEDE, SELECT_COLUMNS, as_id, chunk_from_row
+from contextplane.store.history import state_of
 from contextplane.store.writes import StoreWrites
 
 
@@ -36,14 +38,12 @@ class StoreLifecycle(StoreWrites):
         the history)."""
         checked = validate_review_state(state)
         actor = validate_text(by, "by")
-        with self._writing() as conn:
-            self._require(conn, chunk_id)
+        with self._writing() as conn:  # an unknown id changes nothing; ``_changed`` says so
             conn.execute(
                 "UPDATE chunks SET review_state = ?, updated_at = ? WHERE id = ?",
                 (checked, format_timestamp(utc_now()), as_id(chunk_id)),
             )
-            self._record_change(conn, int(as_id(chunk_id) or 0), "review", actor)
-            return self._require(conn, chunk_id)
+            return self._changed(conn, chunk_id, "review", actor)
 
     def set_expires_at(
         self, chunk_id: str, expires_at: datetime | str | None, *, by: str = ""
@@ -51,14 +51,12 @@ class StoreLifecycle(StoreWrites):
         """Set (or clear, with ``None``) a row's expiry; stored as UTC."""
         value = None if expires_at is None else format_timestamp(parse_timestamp(expires_at, "expires_at"))
         actor = validate_text(by, "by")
-        with self._writing() as conn:
-            self._require(conn, chunk_id)
+        with self._writing() as conn:  # an unknown id changes nothing; ``_changed`` says so
             conn.execute(
                 "UPDATE chunks SET expires_at = ?, updated_at = ? WHERE id = ?",
                 (value, format_timestamp(utc_now()), as_id(chunk_id)),
             )
-            self._record_change(conn, int(as_id(chunk_id) or 0), "expiry", actor)
-            return self._require(conn, chunk_id)
+            return self._changed(conn, chunk_id, "expiry", actor)
 
     def invalidate_chunk(
         self,
@@ -107,8 +105,25 @@ class StoreLifecycle(StoreWrites):
         )
         event = "superseded" if superseded_by is not None else "invalidated"
         detail = {"by": text[len(SUPERSEDED_PREFIX) :]} if superseded_by is not None else None
-        self._record_change(conn, int(current.id), event, actor, detail=detail)
-        return self._require(conn, chunk_id)
+        return self._changed(conn, chunk_id, event, actor, detail=detail)
+
+    def _changed(
+        self,
+        conn: apsw.Connection,
+        chunk_id: str,
+        event: str,
+        actor: str,
+        *,
+        detail: Mapping[str, Any] | None = None,
+    ) -> MemoryChunk:
+        """After a change to one row (inside its transaction): read the row once, append its
+        event with the state read, and return the row as it now is."""
+        row = conn.execute(f"SELECT {SELECT_COLUMNS} FROM chunks AS c WHERE c.id = ?", (as_id(chunk_id),))
+        cells = row.fetchone()
+        if cells is None:
+            raise StoreError(f"{self.path}: no memory with id {chunk_id!r}")
+        self._record_change(conn, int(cells[0]), event, actor, detail=detail, state=state_of(cells))
+        return chunk_from_row(cells)
 
     def supersede(self, old_id: str, content: str, **attrs: Any) -> str:
         """Write the newer row, then invalidate the old one with ``superseded_by:<new id>``, in one

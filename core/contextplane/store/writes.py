@@ -10,7 +10,7 @@ share their attributes, so the stamps are memoised per attribute tuple within a 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -42,12 +42,21 @@ from contextplane.store.columns import (
     BULK_INSERT_SQL,
     INSERT_COLUMNS,
     INSERT_SQL,
+    STAGE_SQL,
+    STAGING_SQL,
+    UNSTAGE_SQL,
 )
 from contextplane.store.fts_query import to_match_expression
 from contextplane.store.vector_upkeep import VectorUpkeep
 
 #: Where each column sits in a prepared row (``INSERT_COLUMNS`` order).
 _AT: Final[dict[str, int]] = {c.name: i for i, c in enumerate(INSERT_COLUMNS)}
+_AT_HASH: Final[int] = _AT["content_hash"]
+_AT_NAMESPACE: Final[int] = _AT["namespace"]
+_AT_SOURCE_TYPE: Final[int] = _AT["source_type"]
+_AT_REVIEW: Final[int] = _AT["review_state"]
+_AT_SUBJECT: Final[int] = _AT["subject"]
+_AT_EXPIRES: Final[int] = _AT["expires_at"]
 #: The D6 filter on ``chunks AS c`` at the write's time (the one parameter).
 _DELIVERABLE: Final[str] = (
     "(c.review_state IS NULL OR c.review_state != 'rejected') "
@@ -55,19 +64,37 @@ _DELIVERABLE: Final[str] = (
 )
 
 
+#: The deliverable rows holding any of a batch's (subject, scope, kind) keys (a JSON array),
+#: older than its first new row. CROSS JOIN: the keys drive, one ``chunks_subject`` probe each;
+#: ``subject != ''`` lets the planner use that partial index (without it, it scanned every row
+#: of the scope: 100k rows for one write).
+SUBJECT_HEADS_SQL: Final[str] = (
+    "SELECT c.id, c.subject, c.namespace, c.memory_kind FROM json_each(?) AS k CROSS JOIN chunks AS c "
+    "WHERE c.subject = k.value ->> 0 AND c.subject != '' AND c.namespace = k.value ->> 1 "
+    f"AND c.memory_kind = k.value ->> 2 AND c.id < ? AND {_DELIVERABLE} ORDER BY c.id"
+)
+
+
 def _deliverable_when_written(row: tuple[Any, ...], now_text: str) -> bool:
-    expires = row[_AT["expires_at"]]
-    return row[_AT["review_state"]] != "rejected" and (expires is None or expires > now_text)
+    expires = row[_AT_EXPIRES]
+    return row[_AT_REVIEW] != "rejected" and (expires is None or expires > now_text)
 
 
 def _dedupe_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """What makes two writes the same memory: content key, scope, provenance, the text."""
-    return (
-        row[_AT["content_hash"]],
-        row[_AT["namespace"]],
-        row[_AT["source_type"]],
-        normalise_content(str(row[0])),
-    )
+    """What makes two writes the same memory: content key, scope, provenance, and the text,
+    which is compared only when the rest is equal (``_match``): normalising every row's text
+    to build the key cost bulk ingest more than the lookup it serves."""
+    return (row[_AT_HASH], row[_AT_NAMESPACE], row[_AT_SOURCE_TYPE])
+
+
+def _match(candidates: list[tuple[str, Any]] | None, content: str) -> Any | None:
+    """The value kept for an earlier row with the same dedupe key and the same text, if any
+    (a 64-bit key can collide, so the text decides)."""
+    if candidates:
+        for text, value in candidates:
+            if text == content or normalise_content(text) == normalise_content(content):
+                return value
+    return None
 
 
 class StoreWrites(VectorUpkeep):
@@ -157,21 +184,22 @@ class StoreWrites(VectorUpkeep):
         the caller's write transaction, so concurrent writers of one subject serialise on it."""
         policy = self._consolidation
         existing = self._duplicates(conn, prepared, now_text) if policy.deduplicate else {}
-        first_of: dict[tuple[Any, ...], int] = {}  # a duplicate within the batch: its first row
+        # a duplicate within the batch: its first row (dedupe key -> [(text, index)])
+        first_of: dict[tuple[Any, ...], list[tuple[str, Any]]] = {}
         keep: list[int] = []
         duplicate_of: dict[int, str | int] = {}
         for index, row in enumerate(prepared):
-            key = _dedupe_key(row)
-            if key in existing:
-                duplicate_of[index] = existing[key]
-            elif key in first_of:
-                duplicate_of[index] = first_of[key]
-            else:
-                if policy.deduplicate and _deliverable_when_written(
-                    row, now_text
-                ):  # only a deliverable row absorbs copies
-                    first_of[key] = index
-                keep.append(index)
+            if policy.deduplicate:
+                key = _dedupe_key(row)
+                found = _match(existing.get(key), row[0]) if existing else None
+                if found is None:
+                    found = _match(first_of.get(key), row[0])
+                if found is not None:
+                    duplicate_of[index] = found
+                    continue
+                if _deliverable_when_written(row, now_text):  # only a deliverable row absorbs copies
+                    first_of.setdefault(key, []).append((row[0], index))
+            keep.append(index)
         near: dict[int, tuple[tuple[str, float], ...]] = {}
         if single:
             for index in keep:
@@ -184,12 +212,13 @@ class StoreWrites(VectorUpkeep):
             ids = self._insert(conn, rows, kept_vectors, record=False)
             new_ids = dict(zip(keep, ids, strict=True))
             if policy.auto_supersede:
-                for index in keep:
-                    if prepared[index][_AT["subject"]]:
-                        superseded[index] = self._supersede_subject(conn, prepared[index], new_ids[index])
+                superseded = self._subject_heads(conn, prepared, new_ids, now_text)
         outcomes: list[WriteOutcome] = []
         details: dict[int, str] = {}
         for index in range(len(prepared)):
+            if index in new_ids and index not in superseded and not near.get(index):
+                outcomes.append(WriteOutcome(str(new_ids[index])))  # stored: the common case
+                continue
             if index in duplicate_of:
                 target = duplicate_of[index]
                 found = str(new_ids[target]) if isinstance(target, int) else target
@@ -202,10 +231,16 @@ class StoreWrites(VectorUpkeep):
             if outcome != "stored":
                 details[new_ids[index]] = json.dumps(result.detail())
             outcomes.append(result)
-        if keep:
+        if keep:  # before the supersessions: a created event has the state the row was written in
             self._record_created(conn, range(min(new_ids.values()), max(new_ids.values()) + 1), details)
         for index, chunk_id in sorted(new_ids.items()):
+            stamp = str(prepared[index][_AT["created_at"]])
             for old in superseded.get(index, []):
+                conn.execute(
+                    "UPDATE chunks SET invalidated_at = ?, invalidation_reason = ?, updated_at = ? "
+                    "WHERE id = ?",
+                    (stamp, f"{SUPERSEDED_PREFIX}{chunk_id}", stamp, int(old)),
+                )
                 self._record_change(
                     conn,
                     int(old),
@@ -227,17 +262,19 @@ class StoreWrites(VectorUpkeep):
 
     def _duplicates(
         self, conn: apsw.Connection, prepared: list[tuple[Any, ...]], now_text: str
-    ) -> dict[tuple[Any, ...], str]:
-        """Deliverable rows with the same content key as a prepared row: dedupe key -> oldest id."""
-        hashes = sorted({row[_AT["content_hash"]] for row in prepared})
-        found: dict[tuple[Any, ...], str] = {}
+    ) -> dict[tuple[Any, ...], list[tuple[str, Any]]]:
+        """Deliverable rows with the content key of a prepared row, in one statement for the
+        batch: dedupe key -> [(text, id)], oldest first."""
+        hashes = list({row[_AT_HASH] for row in prepared if row[_AT_HASH] is not None})
+        found: dict[tuple[Any, ...], list[tuple[str, Any]]] = {}
+        if not hashes:
+            return found
         for chunk_id, content, namespace, source_type, key in conn.execute(
             "SELECT c.id, c.content, c.namespace, c.source_type, c.content_hash FROM chunks AS c "
             "WHERE c.content_hash IN (SELECT value FROM json_each(?)) AND " + _DELIVERABLE + " ORDER BY c.id",
             (json.dumps(hashes), now_text),
         ):
-            dedupe = (key, namespace, source_type, normalise_content(str(content)))
-            found.setdefault(dedupe, str(chunk_id))
+            found.setdefault((key, namespace, source_type), []).append((str(content), str(chunk_id)))
         return found
 
     def _near_duplicates(
@@ -263,24 +300,41 @@ class StoreWrites(VectorUpkeep):
             str(row[0]), ((str(i), str(text)) for i, text in candidates), policy.near_duplicate_threshold
         )
 
-    def _supersede_subject(self, conn: apsw.Connection, row: tuple[Any, ...], new_id: int) -> list[str]:
-        """Invalidate every older deliverable row holding the row's subject in its scope and
-        kind with ``superseded_by:<new_id>``; return their ids."""
-        stamp = str(row[_AT["created_at"]])
-        olds = [
-            str(r[0])
-            for r in conn.execute(
-                "SELECT c.id FROM chunks AS c WHERE c.subject = ? AND c.namespace = ? AND c.memory_kind = ? "
-                f"AND c.id < ? AND {_DELIVERABLE} ORDER BY c.id",
-                (row[_AT["subject"]], row[_AT["namespace"]], row[_AT["memory_kind"]], new_id, stamp),
-            )
-        ]
-        for old in olds:
-            conn.execute(
-                "UPDATE chunks SET invalidated_at = ?, invalidation_reason = ?, updated_at = ? WHERE id = ?",
-                (stamp, f"{SUPERSEDED_PREFIX}{new_id}", stamp, int(old)),
-            )
-        return olds
+    def _subject_heads(
+        self,
+        conn: apsw.Connection,
+        prepared: list[tuple[Any, ...]],
+        new_ids: Mapping[int, int],
+        now_text: str,
+    ) -> dict[int, list[str]]:
+        """For each new row naming a subject, the older deliverable rows holding that subject
+        in its scope and kind, which it supersedes (the caller invalidates them with
+        ``superseded_by:<new id>``). The rows already stored are found in one statement for the
+        batch; within the batch each row supersedes the one before it (when that one was
+        deliverable when written), so a batch naming one subject twice leaves a chain, as two
+        writes would."""
+        named = [(i, new_ids[i]) for i in sorted(new_ids) if prepared[i][_AT_SUBJECT]]
+        if not named:
+            return {}
+        keys = sorted({self._subject_key(prepared[i]) for i, _ in named})
+        heads: dict[tuple[str, str, str], list[str]] = {}
+        for chunk_id, subject, namespace, kind in conn.execute(
+            SUBJECT_HEADS_SQL, (json.dumps(keys), min(i for _, i in named), now_text)
+        ):
+            heads.setdefault((subject, namespace, kind), []).append(str(chunk_id))
+        superseded: dict[int, list[str]] = {}
+        for index, new_id in named:
+            row = prepared[index]
+            key = self._subject_key(row)
+            olds = heads.get(key, [])
+            if olds:
+                superseded[index] = olds
+            heads[key] = [str(new_id)] if _deliverable_when_written(row, now_text) else []
+        return superseded
+
+    @staticmethod
+    def _subject_key(row: tuple[Any, ...]) -> tuple[str, str, str]:
+        return (str(row[_AT_SUBJECT]), str(row[_AT_NAMESPACE]), str(row[_AT["memory_kind"]]))
 
     # The history's three seams (bench/history_bench.py replaces them to measure its cost).
 
@@ -297,9 +351,10 @@ class StoreWrites(VectorUpkeep):
         *,
         at: str | None = None,
         detail: Mapping[str, Any] | None = None,
+        state: Sequence[Any] | None = None,
     ) -> None:
-        """The event of one change to one row."""
-        history.record_change(conn, chunk_id, event, actor, at=at, detail=detail)
+        """The event of one change to one row (``state``: its lifecycle cells, when read)."""
+        history.record_change(conn, chunk_id, event, actor, at=at, detail=detail, state=state)
 
     def _record_purged(self, conn: apsw.Connection, where: str, params: Mapping[str, Any], at: str) -> None:
         """The ``purged`` events of the rows a purge is about to delete."""
@@ -323,13 +378,13 @@ class StoreWrites(VectorUpkeep):
                 "coalesce((SELECT max(id) FROM chunks), 0))",
             )
         )
-        payload = json.dumps(prepared, ensure_ascii=False) if len(prepared) > 1 else ""
-        if payload and "\\u0000" not in payload:
-            # One statement for the whole batch: FTS5 flushes its pending index at every statement
-            # boundary, so per-row statements (executemany) index about 3x slower.
-            conn.execute(BULK_INSERT_SQL, (payload,))
-        else:  # one row, or text holding NUL (which JSON text cannot carry through ->> intact)
-            conn.executemany(INSERT_SQL, prepared)
+        if len(prepared) > 1:  # one statement for the batch (see ``columns.STAGE_SQL``)
+            conn.execute(STAGING_SQL)
+            conn.executemany(STAGE_SQL, prepared)
+            conn.execute(BULK_INSERT_SQL)
+            conn.execute(UNSTAGE_SQL)
+        else:
+            conn.execute(INSERT_SQL, prepared[0])
         last = int(conn.last_insert_rowid())
         if last - first + 1 != len(prepared):
             raise StoreError(
@@ -361,7 +416,7 @@ class StoreWrites(VectorUpkeep):
         if "content" not in row:
             raise ValidationError(f"content: missing (row {index})")
         content = validate_text(row["content"], "content", allow_empty=False)
-        key = tuple(row.get(name) for name in ATTRIBUTE_FIELDS)
+        key = tuple(map(row.get, ATTRIBUTE_FIELDS))
         try:
             tail = cache.get(key) if cache is not None else None
         except TypeError:  # an unhashable value: validation below will name it

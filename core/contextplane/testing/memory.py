@@ -6,8 +6,10 @@ memory protocol and its lifecycle history (the store kit passes on it, which sho
 tests the contract, not SQLite); ``InMemoryBackend`` adds the session summaries, the
 injection log, the snapshots and the turn inputs. Search is the IDF share of the query's
 meaningful words a row holds (the embedded store's relevance without BM25's term frequency):
-enough to tell relevant from not, not a ranking anyone should ship. It does not consolidate writes (the
-kit does not require it; the embedded store does).
+enough to tell relevant from not, not a ranking anyone should ship. Writes are consolidated as
+the embedded store consolidates them (``contextplane.memory.consolidation``: exact duplicates,
+same-subject supersession, near duplicates on single writes), with the same outcomes and
+history events.
 """
 
 from __future__ import annotations
@@ -25,6 +27,16 @@ from typing import Any, Self
 import attrs
 
 from contextplane.errors import StoreError, ValidationError
+from contextplane.memory.consolidation import (
+    NEAR_DUPLICATE_CANDIDATES,
+    Consolidation,
+    Outcome,
+    WriteOutcome,
+    candidate_terms,
+    near_duplicates,
+    normalise_content,
+    word_set,
+)
 from contextplane.memory.history import EventName, HistoryEvent, HistoryPosition, apply_event
 from contextplane.memory.model import (
     SUPERSEDED_PREFIX,
@@ -66,6 +78,11 @@ _FIELDS = (
 _INHERITED = ("domain", "memory_kind", "delivery_policy", "namespace", "heading", "subject", "epoch")
 
 
+def _dedupe_key(chunk: MemoryChunk) -> tuple[str, str, str]:
+    """What makes two writes the same memory: the text (whitespace collapsed), scope, provenance."""
+    return (normalise_content(chunk.content), chunk.namespace, chunk.source_type)
+
+
 def _scored(query: str, rows: Sequence[MemoryChunk]) -> list[tuple[float, MemoryChunk]]:
     """(relevance, row) for the rows holding a meaningful word of ``query``, best first.
 
@@ -96,7 +113,8 @@ def _scored(query: str, rows: Sequence[MemoryChunk]) -> list[tuple[float, Memory
 class InMemoryKnowledgeStore:
     """A dict of ``MemoryChunk`` values under one lock; search is word overlap."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, consolidation: Consolidation | None = None) -> None:
+        self._consolidation = consolidation if consolidation is not None else Consolidation()
         self._rows: dict[str, MemoryChunk] = {}
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
@@ -170,6 +188,7 @@ class InMemoryKnowledgeStore:
     # ------------------------------------------------------------------ writes
 
     def _make(self, row: Mapping[str, Any], now: datetime) -> MemoryChunk:
+        """Validate and stamp one row (its id is given when it is stored)."""
         unknown = set(row) - set(_FIELDS)
         if unknown:
             raise ValidationError(f"{sorted(unknown)[0]}: not a memory attribute")
@@ -187,7 +206,7 @@ class InMemoryKnowledgeStore:
             now=now,
         )
         return MemoryChunk(
-            id=str(next(self._ids)),
+            id="",
             content=content,
             created_at=now,
             updated_at=now,
@@ -204,17 +223,122 @@ class InMemoryKnowledgeStore:
             expires_at=stamp.expires_at,
         )
 
-    def add_chunk(self, content: str, domain: str = "general", source_type: str = "", **kw: Any) -> str:
-        return self.add_chunks([{"content": content, "domain": domain, "source_type": source_type, **kw}])[0]
+    def add_chunk(
+        self, content: str, domain: str = "general", source_type: str = "", **kw: Any
+    ) -> WriteOutcome:
+        row = {"content": content, "domain": domain, "source_type": source_type, **kw}
+        return self._add([row], single=True)[0]
 
     def add_chunks(self, rows: Iterable[Mapping[str, Any]]) -> list[str]:
+        return list(self._add(rows, single=False))
+
+    def _add(self, rows: Iterable[Mapping[str, Any]], *, single: bool) -> list[WriteOutcome]:
+        """Validate every row first (all or none), then consolidate and store them in one go
+        under the lock, deciding as the embedded store's ``writes`` does: duplicates against
+        the rows deliverable before the write (and earlier rows of the batch), near duplicates
+        on single writes only, then same-subject supersession in id order."""
         now = utc_now()
         with self._lock:
             made = [self._make(row, now) for row in rows]
-            for chunk in made:
+            policy = self._consolidation
+            seen: dict[tuple[str, str, str], str | int] = {}  # dedupe key -> existing id / batch index
+            if policy.deduplicate:
+                for c in sorted(self._rows.values(), key=lambda c: int(c.id), reverse=True):
+                    if c.is_deliverable(now):
+                        seen[_dedupe_key(c)] = c.id  # the oldest wins: it is written last
+            keep: list[int] = []
+            duplicate_of: dict[int, str | int] = {}
+            for index, chunk in enumerate(made):
+                key = _dedupe_key(chunk)
+                if policy.deduplicate and key in seen:
+                    duplicate_of[index] = seen[key]
+                    continue
+                if policy.deduplicate and chunk.is_deliverable(now):
+                    seen[key] = index  # only a deliverable row absorbs copies
+                keep.append(index)
+            near = {i: self._near(made[i], now, policy) for i in keep} if single else {}
+            ids = {i: str(next(self._ids)) for i in keep}
+            stored = [attrs.evolve(made[i], id=ids[i]) for i in keep]
+            for chunk in stored:
                 self._rows[chunk.id] = chunk
-                self._record(chunk, "created", chunk.source_type)
-        return [c.id for c in made]
+            superseded: dict[int, list[str]] = {}
+            if policy.auto_supersede:
+                taken: set[str] = set()  # superseded by an earlier row of this write
+                for index, chunk in zip(keep, stored, strict=True):
+                    if chunk.subject:
+                        superseded[index] = self._subject_heads(chunk, taken)
+                        taken.update(superseded[index])
+            outcomes: list[WriteOutcome] = []
+            created: list[tuple[MemoryChunk, WriteOutcome]] = []
+            for index in range(len(made)):
+                if index in duplicate_of:
+                    target = duplicate_of[index]
+                    found = ids[target] if isinstance(target, int) else target
+                    outcomes.append(WriteOutcome(found, "duplicate", duplicate_of=found))
+                    continue
+                olds = superseded.get(index, [])
+                close = tuple(p for p in near.get(index, ()) if p[0] not in olds)
+                outcome: Outcome = "superseded" if olds else "near_duplicate" if close else "stored"
+                result = WriteOutcome(ids[index], outcome, superseded=olds, near_duplicates=close)
+                created.append((self._rows[ids[index]], result))
+                outcomes.append(result)
+            for chunk, result in created:  # before the supersessions, as they were written
+                detail = result.detail() if result.outcome != "stored" else {}
+                self._record(chunk, "created", chunk.source_type, **detail)
+            for index, chunk in zip(keep, stored, strict=True):
+                for old in superseded.get(index, []):
+                    self._rows[old] = attrs.evolve(
+                        self._rows[old],
+                        invalidated_at=chunk.created_at,
+                        invalidation_reason=f"{SUPERSEDED_PREFIX}{chunk.id}",
+                        updated_at=chunk.created_at,
+                    )
+                    self._record(
+                        self._rows[old],
+                        "superseded",
+                        chunk.source_type,
+                        by=chunk.id,
+                        rule="same subject, scope and kind",
+                    )
+            for index, target in sorted(duplicate_of.items()):
+                found = ids[target] if isinstance(target, int) else target
+                self._record(
+                    self._rows[found],
+                    "consolidated",
+                    made[index].source_type,
+                    outcome="duplicate",
+                    message="an exact duplicate write returned this row",
+                )
+        return outcomes
+
+    def _near(
+        self, chunk: MemoryChunk, now: datetime, policy: Consolidation
+    ) -> tuple[tuple[str, float], ...]:
+        """Deliverable rows of the write's scope at or above the threshold: the newest
+        ``NEAR_DUPLICATE_CANDIDATES`` holding one of its prefix-filter words, as the embedded
+        store looks them up (``memory.consolidation``)."""
+        terms = set(candidate_terms(chunk.content, policy.near_duplicate_threshold))
+        candidates = []
+        for c in sorted(self._rows.values(), key=lambda c: int(c.id), reverse=True):
+            if c.namespace == chunk.namespace and c.is_deliverable(now) and terms & word_set(c.content):
+                candidates.append((c.id, c.content))
+                if len(candidates) == NEAR_DUPLICATE_CANDIDATES:
+                    break
+        return near_duplicates(chunk.content, candidates, policy.near_duplicate_threshold)
+
+    def _subject_heads(self, new: MemoryChunk, taken: set[str]) -> list[str]:
+        """The older deliverable rows holding ``new``'s subject in its scope and kind, which
+        it supersedes (``taken``: rows an earlier row of the same write supersedes)."""
+        return [
+            c.id
+            for c in sorted(self._rows.values(), key=lambda c: int(c.id))
+            if c.subject == new.subject
+            and c.namespace == new.namespace
+            and c.memory_kind == new.memory_kind
+            and int(c.id) < int(new.id)
+            and c.id not in taken
+            and c.is_deliverable(new.created_at)
+        ]
 
     def _require(self, chunk_id: str) -> MemoryChunk:
         found = self._rows.get(chunk_id)
@@ -258,13 +382,21 @@ class InMemoryKnowledgeStore:
             return self._update(chunk_id, event, by, invalidated_at=utc_now(), invalidation_reason=text)
 
     def supersede(self, old_id: str, content: str, **attrs_: Any) -> str:
+        """An explicit supersession: stored as given (not consolidated), insert first, so a
+        bad row leaves the old one alone."""
         with self._lock:
             old = self._require(old_id)
+            if old.invalidated_at is not None:
+                raise StoreError(f"memory {old_id} is already invalidated")
             row = {name: getattr(old, name) for name in _INHERITED}
             row.update(attrs_, content=content)
-            new_id = self.add_chunks([row])[0]  # insert first: a bad row leaves the old one alone
-            self.invalidate_chunk(old_id, superseded_by=new_id, by=str(row.get("source_type", "")))
-            return new_id
+            chunk = attrs.evolve(self._make(row, utc_now()), id=str(next(self._ids)))
+            self._rows[chunk.id] = chunk
+            # no "supersedes" detail (the embedded store writes one): the console's tests use
+            # this store as the one whose history names no predecessor
+            self._record(chunk, "created", chunk.source_type)
+            self.invalidate_chunk(old_id, superseded_by=chunk.id, by=chunk.source_type)
+            return chunk.id
 
     def purge(self, now: datetime | None = None) -> int:
         with self._lock:
@@ -443,8 +575,8 @@ class _FrozenView(InMemoryKnowledgeStore):
             options["now"] = self.now
         return super().trace_search(query, chunk_id, k, **options)
 
-    def add_chunks(self, rows: Iterable[Mapping[str, Any]]) -> list[str]:
-        return self._origin.add_chunks(rows)
+    def _add(self, rows: Iterable[Mapping[str, Any]], *, single: bool) -> list[WriteOutcome]:
+        return self._origin._add(rows, single=single)
 
     def set_review_state(self, chunk_id: str, state: str, *, by: str = "") -> MemoryChunk:
         return self._origin.set_review_state(chunk_id, state, by=by)

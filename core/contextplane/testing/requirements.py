@@ -316,6 +316,39 @@ _ALL: tuple[Requirement, ...] = (
         "it, with deliverability evaluated at that time.",
     ),
     Requirement(
+        "STORE-CONSOLIDATE-DUPLICATE",
+        "store",
+        "An exact duplicate of a deliverable row (the same content once runs of whitespace are "
+        "collapsed, the same namespace and source_type) is not stored again: the write returns the "
+        "existing row's id with outcome 'duplicate' and duplicate_of naming it (a WriteOutcome); the "
+        "same text in another scope, from another provenance, in another case, or copying a row that "
+        "is no longer deliverable is stored as a new row.",
+    ),
+    Requirement(
+        "STORE-CONSOLIDATE-SUBJECT",
+        "store",
+        "A write naming a subject held by a deliverable row of the same scope and kind supersedes it: "
+        "the new row is stored with outcome 'superseded' listing the old ids, the old row is kept, "
+        "invalidated with superseded_by the new id, and rows of another scope or kind are left alone; "
+        "add_chunks naming one subject three times leaves a linear chain with one deliverable head.",
+    ),
+    Requirement(
+        "STORE-CONSOLIDATE-NEAR",
+        "store",
+        "A single write whose word set (NFKC, case-folded) has a Jaccard index of at least 0.8 with a "
+        "deliverable row of its scope is stored and reported, never merged: outcome 'near_duplicate', "
+        "near_duplicates holding (id, similarity) of that row; both rows stay deliverable, and a row "
+        "below the threshold or in another scope is not reported.",
+    ),
+    Requirement(
+        "STORE-CONSOLIDATE-HISTORY",
+        "store",
+        "Each consolidation outcome is in the lifecycle history: a duplicate write appends a "
+        "'consolidated' event to the row it returned; a superseding row's 'created' event has outcome "
+        "'superseded' in its detail and the old row gets a 'superseded' event naming it; a near "
+        "duplicate's 'created' event lists its near duplicates.",
+    ),
+    Requirement(
         "STORE-GET-UNKNOWN",
         "store",
         "get returns None for an id that names no row, malformed ids included, and never raises.",
