@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from store_data import build_v1_store, clustered_vectors, gaussian_vectors, text_corpus, text_queries
 
-from contextplane.store import SQLiteKnowledgeStore
+from contextplane.store import SQLiteKnowledgeStore, migrate
 from contextplane.store.fts_query import to_match_expression
 
 DIMS = 384
@@ -418,6 +418,10 @@ def bench_hybrid(work: Path, rows: int, queries: int) -> None:
 
 # --------------------------------------------------------------------------- migration
 
+#: CPU seconds of the last ``_raw_migration`` (the machine may be shared: CPU time is what
+#: another process's load does not inflate, wall time is what a user waits).
+LAST_CPU = [0.0]
+
 RAW_MIGRATION = """
 UPDATE chunks SET
     memory_kind = CASE
@@ -441,12 +445,13 @@ def _raw_migration(path: Path, keep_v1_trigger: bool) -> float:
         conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} TEXT")
     if not keep_v1_trigger:
         conn.execute("DROP TRIGGER chunks_au")
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     conn.execute("BEGIN IMMEDIATE")
     conn.execute(RAW_MIGRATION)
     conn.execute("COMMIT")
     elapsed = time.perf_counter() - start
     conn.close()
+    LAST_CPU[0] = time.process_time() - start_cpu
     return elapsed
 
 
@@ -458,18 +463,34 @@ def bench_migration(work: Path, rows: int) -> None:
     shutil.copyfile(source, raw_copy)
     shutil.copyfile(source, store_copy)
     raw_s = _raw_migration(raw_copy, keep_v1_trigger=False)
-    start = time.perf_counter()
+    raw_cpu = LAST_CPU[0]
+    start, start_cpu = time.perf_counter(), time.process_time()
     SQLiteKnowledgeStore(store_copy).close()
-    store_s = time.perf_counter() - start
+    store_s, store_cpu = time.perf_counter() - start, time.process_time() - start_cpu
     record(
-        "migration v1 -> v2",
+        "migration v1 -> v3 (opening the store)",
         rows=rows,
         store_s=store_s,
         raw_update_case_s=raw_s,
         ratio=store_s / raw_s,
+        store_cpu_s=store_cpu,
+        raw_cpu_s=raw_cpu,
+        cpu_ratio=store_cpu / raw_cpu,
         target="<= 1.5x",
         met=store_s / raw_s <= 1.5,
     )
+    # What `contextplane migrate` adds past 50k rows: the stemmed full-text index, resumable.
+    conn = apsw.Connection(str(store_copy))
+    start, start_cpu = time.perf_counter(), time.process_time()
+    stemmed = migrate.migrate_stemming(conn)
+    record(
+        "stemming step of contextplane migrate (informational)",
+        rows=stemmed,
+        wall_s=time.perf_counter() - start,
+        cpu_s=time.process_time() - start_cpu,
+        ratio_to_raw_update=(time.perf_counter() - start) / raw_s,
+    )
+    conn.close()
     # Why the trigger matters: the same raw UPDATE with v1's every-update FTS trigger, on a slice.
     slice_rows = min(rows, 100_000)
     small = work / "v1-small.sqlite3"

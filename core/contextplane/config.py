@@ -102,8 +102,9 @@ class ContextConfig:
         default=4_000, validator=_row_bound, metadata=_expect("0 (no bound) or a whole number >= 200")
     )
     #: The relevance floor: a retrieved row whose relevance (``SearchHit.relevance``, 0 to 1: the
-    #: share of the query's meaningful terms it matches, IDF-weighted, or its embedding's cosine
-    #: similarity, whichever is higher) is below this is not injected. 0 injects every hit.
+    #: share of the query's meaningful terms it matches, IDF-weighted, or how far its embedding's
+    #: cosine similarity is above what chance gives in this store, whichever is higher; see
+    #: docs/hooks.md) is below this is not injected. 0 injects every hit.
     min_relevance: float = attrs.field(
         default=0.3, validator=_share, metadata=_expect("a number from 0 to 1")
     )

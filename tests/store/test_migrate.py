@@ -13,6 +13,7 @@ import apsw
 import pytest
 
 from contextplane.memory import legacy_kind_and_policy
+from contextplane.memory.consolidation import content_hash
 from contextplane.memory.trust import initial_review_state, trust_tier
 from contextplane.store import SQLiteKnowledgeStore
 from contextplane.store import migrate as m
@@ -79,8 +80,19 @@ def _assert_fully_migrated(path: Path, rows: list[tuple[str, str, str]]) -> None
     ):
         assert (s_content, s_domain, s_source) == (content, domain, source)
         assert (kind, policy, review) == _expected(domain, source), (domain, source)
+    # schema 3: one ``migrated`` event per row, recording its backfilled review state; every
+    # row keyed by its content hash
+    events = conn.execute(
+        "SELECT h.chunk_id, h.event, h.review_state, c.review_state FROM chunk_history AS h "
+        "JOIN chunks AS c ON c.id = h.chunk_id ORDER BY h.seq"
+    ).fetchall()
+    assert [e[0] for e in events] == [s[0] for s in stored], "a row's history was lost or doubled"
+    assert all(e[1] == "migrated" and e[2] == e[3] for e in events)
+    hashes = conn.execute("SELECT content, content_hash FROM chunks").fetchall()
+    assert all(h == content_hash(c) for c, h in hashes)
     markers = dict(conn.execute("SELECT key, value FROM _kb_meta"))
     assert m.TYPED_MEMORY_BACKFILL in markers and m.REVIEW_STATE_BACKFILL in markers
+    assert m.HISTORY_BACKFILL in markers and m.CONTENT_HASH_BACKFILL in markers
     assert not any(key.endswith("_cursor") for key in markers)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == m.SCHEMA_VERSION
     conn.close()
@@ -106,10 +118,10 @@ def test_migration_of_every_combination(tmp_path: Path) -> None:
         path, on_migrate_batch=lambda d, t: batches.append((d, t)), migrate_batch_rows=50
     ).close()
     _assert_fully_migrated(path, rows)
-    # Two phases reported as one: the v2 passes, then the v3 passes (history, content key).
+    # A version-1 store: the v2 and v3 passes (cells, content key, history) in one row pass.
     n = len(rows)
-    assert len(batches) == 2 * -(-n // 50) and batches[-1] == (2 * n, 2 * n)
-    assert [d for d, _ in batches] == sorted(d for d, _ in batches) and {t for _, t in batches} == {2 * n}
+    assert len(batches) == -(-n // 50) and batches[-1] == (n, n)
+    assert [d for d, _ in batches] == sorted(d for d, _ in batches) and {t for _, t in batches} == {n}
     # the backfill runs once: reopening visits nothing
     again: list[tuple[int, int]] = []
     SQLiteKnowledgeStore(path, on_migrate_batch=lambda d, t: again.append((d, t))).close()
@@ -322,8 +334,8 @@ def test_migration_killed_mid_way_resumes_without_loss(
     SQLiteKnowledgeStore(
         path, on_migrate_batch=lambda d, t: visited.append(t), migrate_batch_rows=100
     ).close()
-    # resumed from the cursor, not from scratch (then the v3 phase visits every row once)
-    assert visited and visited[0] == (len(rows) - committed) + len(rows)
+    # resumed from the cursor, not from scratch (one row pass: the v3 passes ride along)
+    assert visited and visited[0] == len(rows) - committed
     _assert_fully_migrated(path, rows)
     with SQLiteKnowledgeStore(path) as store:
         assert len(store.search("memory", k=2000)) == len(rows)  # FTS intact: nothing doubled

@@ -39,7 +39,7 @@ def plan(store: SQLiteKnowledgeStore, statement: str, params: dict[str, Any]) ->
 
 
 def search_params(exact: bool) -> tuple[str, dict[str, Any]]:
-    params: dict[str, Any] = {"k": 20, "n": 80, "nc": 160, "q": '"deploy"', "ideal": 1.0, "probes": 8}
+    params: dict[str, Any] = {"k": 20, "n": 80, "nc": 160, "q": '"deploy"', "ideal": 1.0, "probes": 8, "chance": 0.0}
     params["v"] = b"\0" * 4 * 64
     clauses: list[str] = []
     sql.scope_filter(SCOPES, params, clauses)

@@ -19,9 +19,12 @@ Why it is shaped this way:
 - Version 3 adds the ``chunk_history`` table (append-only: triggers refuse UPDATE and DELETE)
   and the nullable ``content_hash`` column. Its two passes (``history_backfill``: one
   ``migrated`` event per existing row, all stamped with the time the migration started;
-  ``content_hash_backfill``) run after the v2 passes, in id-ordered batches with their own
-  cursors and markers, like the v2 passes. A re-run batch changes nothing: the history pass
-  skips rows that already have an event, the hash pass fills only NULL cells.
+  ``content_hash_backfill``) have their own cursors and markers, like the v2 passes. On a
+  version-1 store all four share one id-ordered row pass: per batch one ``UPDATE`` fills the
+  v2 cells and the hash, one ``INSERT ... SELECT`` appends the events (a second rewrite of
+  every row for the hash cost as much as the first). On a version-2 store they run alone. A
+  re-run batch changes nothing: the history pass skips rows that already have an event, the
+  hash pass fills only NULL cells.
 """
 
 from __future__ import annotations
@@ -456,19 +459,58 @@ def run_backfill(
     on_batch: BatchCallback | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> int:
-    """Run every pending backfill pass in id-ordered batches; return rows visited.
+    """Run every pending version-2 backfill pass in id-ordered batches; return rows visited.
 
     Pending passes share one row pass (each row rewritten once). Each batch commits together
     with its cursor, so a kill between or inside batches loses nothing and redoes at most
     one batch, harmlessly (``COALESCE`` keeps any cell already filled)."""
-    passes = pending_passes(conn)
+    return _backfill(conn, tuple(pending_passes(conn)), on_batch=on_batch, batch_rows=batch_rows)
+
+
+def _backfill(
+    conn: apsw.Connection,
+    passes: tuple[str, ...],
+    *,
+    on_batch: BatchCallback | None,
+    batch_rows: int,
+) -> int:
+    """Run ``passes`` (any of ``PASSES`` and ``V3_PASSES``, in their order) in one id-ordered
+    row pass; return rows visited. Per batch, in one transaction with every pass's cursor: one
+    ``UPDATE`` fills the v2 cells and the content hash (each row rewritten once: a second
+    rewrite for the hash cost as much as the first, mostly in page splits as the rows grow),
+    then one ``INSERT ... SELECT`` appends the ``migrated`` events, recording the cells just
+    filled. The history insert checks each row for an event only when the batch's id range
+    already has one (a writer's, or a batch redone): one index probe a batch instead of one a
+    row. The passes' markers are stamped in order when the last batch is done."""
     if not passes:
         return 0
     if batch_rows < 1:
         raise StoreError(f"batch_rows: {batch_rows} must be at least 1")
+    v2 = [p for p in passes if p in PASSES]
+    history = HISTORY_BACKFILL in passes
+    hashes = CONTENT_HASH_BACKFILL in passes
+    params: dict[str, Any] = {}
+    if history:
+        started = _meta_get(conn, HISTORY_STARTED_KEY)
+        if started is None:
+            started = format_timestamp(utc_now())
+            with write_transaction(conn):
+                _meta_set(conn, HISTORY_STARTED_KEY, started)
+        params = {"at": started, "detail": json.dumps({"note": MIGRATION_NOTE})}
+    if hashes:
+        conn.create_scalar_function("contextplane_content_hash", _content_hash_sql, 1, deterministic=True)
+    assignments = [_PASS_ASSIGNMENTS[p] for p in v2]
+    update = None
+    if assignments:
+        if hashes:
+            assignments.append("content_hash = COALESCE(content_hash, contextplane_content_hash(content))")
+        update = f"UPDATE chunks SET {', '.join(assignments)} WHERE id > :lo AND id <= :hi"
+    elif hashes:  # the cells are filled: rewrite only the rows without a hash
+        update = (
+            "UPDATE chunks SET content_hash = contextplane_content_hash(content) "
+            "WHERE id > :lo AND id <= :hi AND content_hash IS NULL"
+        )
     start = _pass_start(conn, passes)
-    assignments = ", ".join(_PASS_ASSIGNMENTS[p] for p in passes)
-    update_sql = f"UPDATE chunks SET {assignments} WHERE id > ? AND id <= ?"
     max_id = int(scalar(conn, "SELECT coalesce(max(id), 0) FROM chunks"))
     total = int(scalar(conn, "SELECT count(*) FROM chunks WHERE id > ?", (start,)))
     done = 0
@@ -478,8 +520,13 @@ def run_backfill(
             "SELECT id FROM chunks WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?", (lo, batch_rows - 1)
         ).fetchone()
         hi = max_id if row is None else min(int(row[0]), max_id)
+        bounds = {**params, "lo": lo, "hi": hi}
         with write_transaction(conn):
-            conn.execute(update_sql, (lo, hi))
+            if update is not None:
+                conn.execute(update, bounds)
+            if history:
+                seen = conn.execute(_HISTORY_SEEN_SQL, bounds).fetchone() is not None
+                conn.execute(_HISTORY_INSERT_SQL.format(unseen=_HISTORY_UNSEEN if seen else ""), bounds)
             for p in passes:
                 _meta_set(conn, _cursor_key(p), str(hi))
         done = min(total, done + batch_rows) if row is not None else total
@@ -488,9 +535,11 @@ def run_backfill(
             on_batch(done, total)
     stamp = format_timestamp(utc_now())
     with write_transaction(conn):
-        for p in passes:  # D4 marker first, then the D7 review-state marker
+        for p in passes:  # in order: D4, then D7's review state, then the v3 passes
             _meta_set(conn, p, stamp)
             conn.execute("DELETE FROM _kb_meta WHERE key = ?", (_cursor_key(p),))
+        if hashes:
+            conn.execute(_CONTENT_HASH_INDEX)
     return total
 
 
@@ -535,6 +584,13 @@ def ensure_schema(
     passes = tuple(pending_passes(conn))
     added.extend(ensure_v3_schema(conn))
     v3 = tuple(pending_v3_passes(conn))
+    if passes and v3:
+        # A version-1 store: every pass in one row pass (the rows are read and rewritten once).
+        visited = _backfill(conn, passes + v3, on_batch=on_batch, batch_rows=batch_rows)
+        repaired = repair_nonpositive_ids(conn)
+        if repaired:
+            normalised.append(f"backfilled {repaired} rows with an id of 0 or below")
+        return MigrationResult(False, from_version, tuple(added), passes + v3, visited, tuple(normalised))
     # One progress report over both phases: (rows done, rows total) of v2's passes and then v3's.
     first = _rows_left(conn, passes) if passes else 0
     second = _rows_left(conn, v3) if v3 else 0
@@ -913,6 +969,15 @@ _CONTENT_HASH_INDEX: Final[str] = "CREATE INDEX IF NOT EXISTS chunks_content_has
 
 #: When the history backfill started; every ``migrated`` event carries this one time.
 HISTORY_STARTED_KEY: Final[str] = "history_started_at"
+_HISTORY_INSERT_SQL: Final[str] = (
+    "INSERT INTO chunk_history(chunk_id, at, event, actor, review_state, expires_at, "
+    "invalidated_at, invalidation_reason, updated_at, detail) "
+    "SELECT c.id, :at, 'migrated', '', c.review_state, c.expires_at, c.invalidated_at, "
+    "c.invalidation_reason, c.updated_at, :detail FROM chunks AS c "
+    "WHERE c.id > :lo AND c.id <= :hi {unseen}ORDER BY c.id"
+)
+_HISTORY_UNSEEN: Final[str] = "AND NOT EXISTS (SELECT 1 FROM chunk_history AS h WHERE h.chunk_id = c.id) "
+_HISTORY_SEEN_SQL: Final[str] = "SELECT 1 FROM chunk_history WHERE chunk_id > :lo AND chunk_id <= :hi LIMIT 1"
 
 
 def _ensure_v3_objects(conn: apsw.Connection) -> list[str]:
@@ -948,13 +1013,13 @@ def ensure_v3_schema(conn: apsw.Connection) -> list[str]:
         return _ensure_v3_objects(conn)
 
 
+def _content_hash_sql(*values: Any) -> Any:
+    return content_hash(values[0])
+
+
 def pending_v3_passes(conn: apsw.Connection) -> list[str]:
     """Version 3 passes whose completion marker is missing."""
     return [name for name in V3_PASSES if _meta_get(conn, name) is None]
-
-
-def _content_hash_sql(*values: Any) -> Any:
-    return content_hash(values[0])
 
 
 def run_v3_backfill(
@@ -968,57 +1033,7 @@ def run_v3_backfill(
     The history pass appends one ``migrated`` event per row that has none (so a batch redone
     after a kill appends nothing twice); the hash pass fills ``content_hash`` where it is NULL.
     Each batch commits with its cursor; the marker is stamped when the pass is done."""
-    passes = pending_v3_passes(conn)
-    if not passes:
-        return 0
-    if batch_rows < 1:
-        raise StoreError(f"batch_rows: {batch_rows} must be at least 1")
-    started = _meta_get(conn, HISTORY_STARTED_KEY)
-    if started is None:
-        started = format_timestamp(utc_now())
-        with write_transaction(conn):
-            _meta_set(conn, HISTORY_STARTED_KEY, started)
-    conn.create_scalar_function("contextplane_content_hash", _content_hash_sql, 1, deterministic=True)
-    detail = json.dumps({"note": MIGRATION_NOTE})
-    statements = {
-        HISTORY_BACKFILL: (
-            "INSERT INTO chunk_history(chunk_id, at, event, actor, review_state, expires_at, "
-            "invalidated_at, invalidation_reason, updated_at, detail) "
-            "SELECT c.id, :at, 'migrated', '', c.review_state, c.expires_at, c.invalidated_at, "
-            "c.invalidation_reason, c.updated_at, :detail FROM chunks AS c "
-            "WHERE c.id > :lo AND c.id <= :hi "
-            "AND NOT EXISTS (SELECT 1 FROM chunk_history AS h WHERE h.chunk_id = c.id) ORDER BY c.id"
-        ),
-        CONTENT_HASH_BACKFILL: (
-            "UPDATE chunks SET content_hash = contextplane_content_hash(content) "
-            "WHERE id > :lo AND id <= :hi AND content_hash IS NULL"
-        ),
-    }
-    start = _pass_start(conn, passes)
-    max_id = int(scalar(conn, "SELECT coalesce(max(id), 0) FROM chunks"))
-    total = int(scalar(conn, "SELECT count(*) FROM chunks WHERE id > ?", (start,)))
-    done = 0
-    lo = start
-    while lo < max_id:
-        row = conn.execute(
-            "SELECT id FROM chunks WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?", (lo, batch_rows - 1)
-        ).fetchone()
-        hi = max_id if row is None else min(int(row[0]), max_id)
-        with write_transaction(conn):
-            for p in passes:
-                conn.execute(statements[p], {"lo": lo, "hi": hi, "at": started, "detail": detail})
-                _meta_set(conn, _cursor_key(p), str(hi))
-        done = min(total, done + batch_rows) if row is not None else total
-        lo = hi
-        if on_batch is not None:
-            on_batch(done, total)
-    stamp = format_timestamp(utc_now())
-    with write_transaction(conn):
-        for p in passes:
-            _meta_set(conn, p, stamp)
-            conn.execute("DELETE FROM _kb_meta WHERE key = ?", (_cursor_key(p),))
-        conn.execute(_CONTENT_HASH_INDEX)
-    return total
+    return _backfill(conn, tuple(pending_v3_passes(conn)), on_batch=on_batch, batch_rows=batch_rows)
 
 
 # --------------------------------------------------------------------------- read path (issue 11)

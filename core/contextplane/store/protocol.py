@@ -36,7 +36,9 @@ class SearchHit:
 
     ``relevance`` is how well the row answers the query on a fixed scale, [0, 1], the same at
     any store size: the embedded store gives the IDF-weighted share of the query's meaningful
-    terms the row matches, or the cosine similarity of the embeddings, whichever is higher.
+    terms the row matches, or the vector relevance, whichever is higher: the cosine similarity
+    of the embeddings measured from what the best unrelated row reaches by chance in that
+    store (``vector_index.chance_similarity``) to 1.
     The retrieved section injects no row below ``context.min_relevance``. ``None`` (a store
     that cannot say) is never filtered."""
 

@@ -19,7 +19,7 @@ import apsw
 
 from contextplane.store import migrate, sql, vector_index
 from contextplane.store.protocol import LegRank, SearchTrace
-from contextplane.store.query_terms import FtsPlan
+from contextplane.store.query_terms import FtsPlan, indexed_rows
 
 #: How far past ``k`` the lifted final cut reaches (a fused list never holds more than 2n).
 _LIFT = 4
@@ -112,6 +112,7 @@ def trace(
     if vector is not None:
         params["v"] = vector
         params["probes"] = probes
+        params["chance"] = vector_index.chance_similarity(conn, vector, indexed_rows(conn))
     params["q"] = expression
     params["ideal"] = max(plan.ideal, 1e-6)
     lifted = {**params, "k": params["n"] * _LIFT}

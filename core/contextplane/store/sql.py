@@ -146,7 +146,9 @@ def search_sql(expression: str | None, vector: bytes | None, where: str, *, exac
     the score and the relevance.
 
     Fusion is by relevance, not rank: score = lexical relevance + cosine similarity (each in
-    [0, 1]; a leg that did not return the row adds 0), relevance = the larger of the two.
+    [0, 1]; a leg that did not return the row adds 0), relevance = the larger of the lexical
+    relevance and the vector relevance, the similarity's share of the way from ``:chance``
+    (what the best unrelated row reaches: ``vector_index.chance_similarity``) to 1.
     Reciprocal-rank fusion buried exact lexical matches: a row that is BM25 rank 1 but absent
     from the vector top-n scored 1/61 and lost to rows ranked 2-3 by both legs (at 100k, rank
     1 in 44 of 50 questions, delivered in 19). Adding relevances keeps a row that matches the
@@ -168,6 +170,7 @@ def search_sql(expression: str | None, vector: bytes | None, where: str, *, exac
     )
     return (
         "WITH " + ", ".join(legs) + f" SELECT {SELECT_COLUMNS}, fused.lex + fused.sim AS score, "
-        "max(fused.lex, fused.sim) AS relevance FROM fused CROSS JOIN chunks AS c ON c.id = fused.id "
+        "max(fused.lex, CASE WHEN fused.sim > :chance THEN (fused.sim - :chance) / (1.0 - :chance) "
+        "ELSE 0.0 END) AS relevance FROM fused CROSS JOIN chunks AS c ON c.id = fused.id "
         "ORDER BY score DESC, c.id LIMIT :k"
     )

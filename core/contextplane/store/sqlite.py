@@ -99,6 +99,8 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             "it was opened with read_only=True" if read_only else "the file or its directory is not writable"
         )
         self._term_stats = TermStats()
+        #: The similarity unrelated rows reach by chance, measured on a kept sample (``search``).
+        self._chance = vector_index.ChanceLevel()
         #: Per scope set, the candidate widening the last search needed (see ``search``).
         self._widths: dict[tuple[str, ...] | None, int] = {}
         try:
@@ -399,6 +401,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             if vector is not None:
                 params["v"] = vector
                 params["probes"] = self._probes(conn)
+                params["chance"] = self._chance.of(conn, vector, self._vector_count(conn))
             params["q"] = plan.expression
             params["ideal"] = max(plan.ideal, 1e-6)
             statement = sql.search_sql(plan.expression, vector, where, exact=False)
