@@ -49,10 +49,10 @@ from contextplane import PluginHost, compose_projected_context
 from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.config import structure
 from contextplane.store import SQLiteKnowledgeStore
-from contextplane.store.fts_query import fts_terms
 from contextplane_postgres import PostgresBackend
 from contextplane_postgres.copy import cursor_key
-from contextplane_postgres.sql import FTS_CAP, tsquery_text
+from contextplane_postgres.history import latest_seq
+from contextplane_postgres.sql import FTS_CAP, term_params
 
 DIMS = 384
 RESULTS: list[dict[str, Any]] = []
@@ -207,20 +207,29 @@ COLUMNS = (
     "c.created_at, c.updated_at"
 )
 #: What one would write by hand for the same answer: both legs filtered, the full-text leg
-#: ranked over its newest matches, fused by reciprocal rank.
-RAW_HYBRID = f"""
-WITH q AS (SELECT to_tsquery('simple', %(q)s) AS q),
-fts AS (SELECT id, row_number() OVER (ORDER BY s DESC, id) AS r FROM (
-    SELECT t.id, ts_rank(t.tsv, q.q, 1) AS s FROM q, (
-        SELECT c.id, c.tsv FROM chunks AS c, q WHERE c.tsv @@ q.q AND {DELIVERABLE}
+#: scored by the IDF share of the query's scored terms (their weights computed beforehand) over
+#: its newest matches, fused by relevance (lexical + cosine), as the store does.
+def raw_hybrid(terms: int) -> str:
+    lex = " + ".join(
+        f"CASE WHEN t.tsv @@ to_tsquery('simple', %(t{i})s) THEN %(w{i})s::float8 ELSE 0.0 END"
+        for i in range(terms)
+    )
+    fts = f"""fts AS (SELECT t.id, least(1.0, {lex}) AS lex, ts_rank(t.tsv, to_tsquery('simple', %(q)s), 1) AS s
+    FROM (SELECT c.id, c.tsv FROM chunks AS c WHERE c.tsv @@ to_tsquery('simple', %(q)s) AND {DELIVERABLE}
         ORDER BY c.id DESC LIMIT {FTS_CAP}) AS t
-    ORDER BY s DESC, t.id LIMIT 40) AS f),
-vec AS (SELECT id, row_number() OVER (ORDER BY d, id) AS r FROM (
-    SELECT c.id, c.embedding <=> %(v)s AS d FROM chunks AS c WHERE {DELIVERABLE}
-    ORDER BY c.embedding <=> %(v)s LIMIT 40) AS v),
-fused AS (SELECT id, sum(1.0 / (60 + r)) AS score FROM (SELECT * FROM fts UNION ALL SELECT * FROM vec) AS u GROUP BY id)
-SELECT {COLUMNS}, fused.score FROM fused JOIN chunks AS c ON c.id = fused.id ORDER BY fused.score DESC, c.id LIMIT 10
+    ORDER BY lex DESC, s DESC, t.id LIMIT 40),"""
+    union = "SELECT id, lex, NULL::float8 AS sim FROM fts UNION ALL " if terms else ""
+    return f"""
+WITH {fts if terms else ""}
+vec AS (SELECT c.id, 1.0 - (c.embedding <=> %(v)s) AS sim FROM chunks AS c WHERE {DELIVERABLE}
+    ORDER BY c.embedding <=> %(v)s LIMIT 40),
+fused AS (SELECT id, coalesce(max(lex), 0.0) AS lex, greatest(coalesce(max(sim), 0.0), 0.0) AS sim
+    FROM ({union}SELECT id, NULL::float8 AS lex, sim FROM vec) AS u GROUP BY id)
+SELECT {COLUMNS}, fused.lex + fused.sim AS score, greatest(fused.lex, fused.sim) AS relevance
+FROM fused JOIN chunks AS c ON c.id = fused.id ORDER BY score DESC, c.id LIMIT 10
 """
+
+
 RAW_FTS_UNBOUNDED = f"""
 SELECT c.id, ts_rank(c.tsv, q, 1) AS s FROM chunks AS c, to_tsquery('simple', %(q)s) AS q
 WHERE c.tsv @@ q AND {DELIVERABLE} ORDER BY s DESC, c.id LIMIT 40
@@ -239,16 +248,24 @@ def bench_search(
     store = pg.memories
     scopes = ["", "project:web", "session:s1"]
     conn = raw_conn(url, schema)
-    tsq = [tsquery_text(fts_terms(q)) for q in qtexts]
+    # the hand-written statement gets the store's term plan as precomputed parameters
+    raw: list[tuple[str, dict[str, Any]]] = []
+    with pg.db.connection() as plan_conn:
+        version = ("present", latest_seq(plan_conn))
+        for i, text in enumerate(qtexts):
+            plan = store._term_stats.plan(plan_conn, text, version)
+            params: dict[str, Any] = {"v": qvecs[i], "ns": scopes}
+            term_params(plan, params)
+            raw.append((raw_hybrid(len(plan.terms)), params))
     n = len(qtexts)
     store_ms, raw_ms = paired(
         lambda i: store.search(qtexts[i], 10, namespaces=scopes),
-        lambda i: conn.execute(RAW_HYBRID, {"q": tsq[i], "v": qvecs[i], "ns": scopes}).fetchall(),
+        lambda i: conn.execute(raw[i][0], raw[i][1], prepare=False).fetchall(),  # as the store does
         n,
     )
     same = sum(
         [h.chunk.id for h in store.search(qtexts[i], 10, namespaces=scopes)]
-        == [str(r[0]) for r in conn.execute(RAW_HYBRID, {"q": tsq[i], "v": qvecs[i], "ns": scopes})]
+        == [str(r[0]) for r in conn.execute(raw[i][0], raw[i][1])]
         for i in range(min(n, 50))
     )
     record(
@@ -424,6 +441,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="20k rows")
+    parser.add_argument("--no-copy", action="store_true", help="skip the copy benchmark")
     args = parser.parse_args()
     rows = 20_000 if args.quick else 100_000
     queries = 60 if args.quick else 200
@@ -455,8 +473,9 @@ def main() -> None:
         bench_compose(sqlite, pg, qtexts)
         pg.close()
         sqlite.close()
-        print("Copy", flush=True)
-        bench_copy(url, work, corpus)
+        if not args.no_copy:
+            print("Copy", flush=True)
+            bench_copy(url, work, corpus)
     finally:
         server.cleanup()
         shutil.rmtree(base, ignore_errors=True)

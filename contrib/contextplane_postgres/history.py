@@ -22,9 +22,10 @@ an event after S. ``overlay`` puts their state at S into a temporary table and s
 ``chunks`` with a temporary view of that name (PostgreSQL resolves an unqualified name in the
 session's temporary schema first), so every read statement of the store runs unchanged
 against the past. Both are created inside the as-of view's transaction, which is rolled back
-when the view closes: nothing is left on the pooled connection. Full-text ranking
-(``ts_rank``) reads only a row's own ``tsvector``, so unlike BM25 it needs no rebuilt index
-for the corpus of the past. What no overlay restores: the text of rows purged since.
+when the view closes: nothing is left on the pooled connection. Full-text relevance weighs a
+term by its document frequency (``terms``), which the search counts through the same shadow,
+so the corpus of the past needs no rebuilt index. What no overlay restores: the text of rows
+purged since (their terms are missing from those counts too, so ranking is then not exact).
 """
 
 from __future__ import annotations
@@ -263,7 +264,7 @@ class AsOfOverlay:
     written_after: tuple[str, ...] = ()
     #: Rows purged after the position: present then, their text gone now.
     purged_after: tuple[str, ...] = ()
-    #: Full-text ranking never depends on the rest of the corpus here (``ts_rank``).
+    #: Term weights are counted on the shadowed corpus: exact unless rows were purged since.
     exact_ranking: bool = True
 
 
@@ -316,4 +317,5 @@ def overlay(conn: psycopg.Connection[Any], schema: str, position: HistoryPositio
         changed=tuple(str(int(r[0])) for r in later),
         written_after=written,
         purged_after=purged,
+        exact_ranking=not purged,
     )

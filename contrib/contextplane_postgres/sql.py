@@ -1,18 +1,27 @@
 """The SQL of the PostgreSQL store's reads: filters, listing, and hybrid search in one statement.
 
-Hybrid search is two legs fused by reciprocal rank (RRF, k=60), as on the embedded store:
+Hybrid search is two legs fused by relevance, as on the embedded store (``contextplane.store.
+sql``): score = lexical relevance + cosine similarity (each in [0, 1]; a leg that did not return
+the row adds 0), relevance = the larger of the two (``SearchHit.relevance``, which the relevance
+floor ``context.min_relevance`` compares against):
 
-- **full text**: ``tsv @@ query`` through the GIN index, filtered (scope, deliverable) before
-  ranking. Ranking reads every candidate's ``tsvector``, so its cost grows with the matches
-  (a one-frequent-word query matches half of a large store): only the newest
-  ``:fts_cap`` filtered matches are ranked, which bounds the leg whatever the query.
+- **full text**: ``tsv @@ query`` through the GIN index over the *scored* terms only (the term
+  plan, ``terms``: no function words, no term in more than a tenth of the rows), filtered
+  (scope, deliverable) before ranking. A row's lexical relevance is the IDF share of the scored
+  terms it contains (one ``@@`` per term on its own ``tsvector``); the leg ranks by it, then by
+  ``ts_rank``. Only the newest ``:fts_cap`` filtered matches are ranked, which bounds the leg
+  whatever the query (a one-frequent-word query would match half of a large store).
 - **vector**: ``ORDER BY embedding <=> :v LIMIT :n`` through the HNSW index. pgvector before
   0.8 has no iterative index scan: a filter is applied to the ``hnsw.ef_search`` rows the
   index yields, so a selective filter (one scope in a hundred) leaves fewer than ``:n`` rows
   or none. The statement detects that in SQL (``count(*) < :n`` on the index leg, a one-time
   filter) and only then computes the exact leg: the filtered rows scanned and sorted by
   distance. A search therefore never loses a row to its filter; a selective one costs an
-  exact scan of the rows it admits.
+  exact scan of the rows it admits. Similarity is ``1 - cosine distance``, floored at 0.
+
+Why not reciprocal-rank fusion (this backend's first form): it has no scale a floor can apply
+to, and it buried exact lexical matches on the embedded store (issue 11: BM25 rank 1 in 44 of
+50 questions, delivered in 19).
 
 Everything here builds text and parameters; the store runs it. Values are always parameters.
 """
@@ -34,8 +43,8 @@ from contextplane.memory.model import (
 )
 from contextplane_postgres.codec import SELECT_COLUMNS, enc
 from contextplane_postgres.schema import TS_CONFIG
+from contextplane_postgres.terms import TermPlan, tsquery_term
 
-RRF_K: Final[int] = 60
 #: Full-text matches ranked at most (the newest first); see the module docstring.
 FTS_CAP: Final[int] = 2_000
 
@@ -120,55 +129,73 @@ def list_sql(
 
 
 def tsquery_text(terms: Sequence[str]) -> str:
-    """``to_tsquery`` input from ``fts_query.fts_terms`` output (``"word"`` or ``"word"*``).
-    The words hold only letters and digits, so single quotes around them cannot be escaped out
-    of; the words are OR-ed, as on the embedded store."""
-    parts = []
-    for term in terms:
-        word = term.rstrip("*").strip('"')
-        parts.append(f"'{word}'" + (":*" if term.endswith("*") else ""))
-    return " | ".join(parts)
+    """``to_tsquery`` input from ``fts_query.fts_terms`` output (``"word"`` or ``"word"*``),
+    the words OR-ed (for callers that want every word; search scores its term plan's)."""
+    return " | ".join(tsquery_term(t) for t in terms)
 
 
-def fts_leg(where: str) -> str:
-    """(id, s) of the best ``:n`` filtered full-text matches among the newest ``:fts_cap``."""
+def term_params(plan: TermPlan, params: dict[str, Any]) -> None:
+    """The full-text leg's parameters: the OR of the scored terms, each term and its weight."""
+    params["q"] = plan.query
+    for i, (term, weight) in enumerate(zip(plan.terms, plan.weights, strict=True)):
+        params[f"t{i}"] = term
+        params[f"w{i}"] = weight
+
+
+def lexical(count: int, tsv: str = "t.tsv") -> str:
+    """A row's lexical relevance: the summed weights of the ``count`` scored terms it holds,
+    capped at 1 (the weights of all of them sum to at most 1; the cap absorbs rounding)."""
+    parts = [
+        f"CASE WHEN {tsv} @@ to_tsquery('{TS_CONFIG}', %(t{i})s) THEN %(w{i})s::float8 ELSE 0.0 END"
+        for i in range(count)
+    ]
+    return f"least(1.0, {' + '.join(parts)})"
+
+
+def fts_leg(where: str, count: int) -> str:
+    """(id, lex, s) of the best ``:n`` filtered full-text matches among the newest ``:fts_cap``,
+    by lexical relevance (``count`` scored terms), then ``ts_rank``."""
     return (
-        f"SELECT t.id, ts_rank(t.tsv, to_tsquery('{TS_CONFIG}', %(q)s), 1) AS s FROM ("
-        f"SELECT c.id, c.tsv FROM chunks AS c WHERE c.tsv @@ to_tsquery('{TS_CONFIG}', %(q)s) AND {where} "
-        "ORDER BY c.id DESC LIMIT %(fts_cap)s) AS t ORDER BY s DESC, t.id LIMIT %(n)s"
+        f"SELECT t.id, {lexical(count)} AS lex, ts_rank(t.tsv, to_tsquery('{TS_CONFIG}', %(q)s), 1) AS s "
+        f"FROM (SELECT c.id, c.tsv FROM chunks AS c WHERE c.tsv @@ to_tsquery('{TS_CONFIG}', %(q)s) "
+        f"AND {where} ORDER BY c.id DESC LIMIT %(fts_cap)s) AS t ORDER BY lex DESC, s DESC, t.id LIMIT %(n)s"
     )
 
 
 def vector_legs(where: str) -> list[str]:
-    """CTEs ``vfast`` (the HNSW leg), ``vexact`` (only when ``vfast`` came up short) and ``vec``."""
+    """CTEs ``vfast`` (the HNSW leg), ``vexact`` (only when ``vfast`` came up short) and ``vec``
+    (id, sim)."""
     return [
         "vfast AS MATERIALIZED (SELECT c.id, c.embedding <=> %(v)s AS d FROM chunks AS c "
         f"WHERE c.embedding IS NOT NULL AND {where} ORDER BY c.embedding <=> %(v)s LIMIT %(n)s)",
         "vexact AS (SELECT x.id, x.d FROM (SELECT c.id, c.embedding <=> %(v)s AS d FROM chunks AS c "
         f"WHERE c.embedding IS NOT NULL AND {where} OFFSET 0) AS x "
         "WHERE (SELECT count(*) FROM vfast) < %(n)s ORDER BY x.d, x.id LIMIT %(n)s)",
-        "vec AS (SELECT id, row_number() OVER (ORDER BY d, id) AS r FROM ("
+        "vec AS (SELECT id, 1.0 - d AS sim FROM ("
         "SELECT id, d FROM vfast WHERE (SELECT count(*) FROM vfast) >= %(n)s "
         "UNION ALL SELECT id, d FROM vexact) AS u)",
     ]
 
 
-def search_sql(has_words: bool, has_vector: bool, where: str) -> str:
-    """The search statement; rows are ``SELECT_COLUMNS`` followed by the score."""
+def search_sql(terms: int, has_vector: bool, where: str) -> str:
+    """The search statement (``terms``: how many scored terms; 0, no full-text leg); rows are
+    ``SELECT_COLUMNS`` followed by the score and the relevance."""
     if not has_vector:
         return (
-            f"WITH fts AS ({fts_leg(where)}) SELECT {SELECT_COLUMNS}, fts.s FROM fts "
-            "JOIN chunks AS c ON c.id = fts.id ORDER BY fts.s DESC, c.id LIMIT %(k)s"
+            f"WITH fts AS ({fts_leg(where, terms)}) SELECT {SELECT_COLUMNS}, fts.lex, fts.lex FROM fts "
+            "JOIN chunks AS c ON c.id = fts.id ORDER BY fts.lex DESC, fts.s DESC, c.id LIMIT %(k)s"
         )
     legs = vector_legs(where)
-    union = "SELECT id, r FROM vec"
-    if has_words:
-        legs.append(
-            f"fts AS (SELECT id, row_number() OVER (ORDER BY s DESC, id) AS r FROM ({fts_leg(where)}) AS f)"
-        )
-        union += " UNION ALL SELECT id, r FROM fts"
-    legs.append(f"fused AS (SELECT id, sum(1.0 / ({RRF_K} + r)) AS score FROM ({union}) AS u GROUP BY id)")
+    union = "SELECT id, NULL::float8 AS lex, sim FROM vec"
+    if terms:
+        legs.append(f"fts AS ({fts_leg(where, terms)})")
+        union += " UNION ALL SELECT id, lex, NULL::float8 AS sim FROM fts"
+    legs.append(
+        "fused AS (SELECT id, coalesce(max(lex), 0.0) AS lex, greatest(coalesce(max(sim), 0.0), 0.0) AS sim "
+        f"FROM ({union}) AS u GROUP BY id)"
+    )
     return (
-        "WITH " + ", ".join(legs) + f" SELECT {SELECT_COLUMNS}, fused.score FROM fused "
-        "JOIN chunks AS c ON c.id = fused.id ORDER BY fused.score DESC, c.id LIMIT %(k)s"
+        "WITH " + ", ".join(legs) + f" SELECT {SELECT_COLUMNS}, fused.lex + fused.sim AS score, "
+        "greatest(fused.lex, fused.sim) AS relevance FROM fused JOIN chunks AS c ON c.id = fused.id "
+        "ORDER BY score DESC, c.id LIMIT %(k)s"
     )

@@ -9,6 +9,7 @@ from contextplane.testing import KnowledgeStoreConformance
 from tests.conformance.memstores import (
     DeletesOnSupersedeStore,
     IgnoresExpiryStore,
+    NoRelevanceStore,
     PresentAsOfStore,
     StoresEveryWriteStore,
 )
@@ -30,6 +31,12 @@ class TestPresentAsOf(KnowledgeStoreConformance):
     @pytest.fixture
     def store(self) -> PresentAsOfStore:
         return PresentAsOfStore()
+
+
+class TestNoRelevance(KnowledgeStoreConformance):
+    @pytest.fixture
+    def store(self) -> NoRelevanceStore:
+        return NoRelevanceStore()
 
 
 class TestStoresEveryWrite(KnowledgeStoreConformance):

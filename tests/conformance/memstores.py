@@ -15,12 +15,14 @@ from typing import Any
 from contextplane.memory.consolidation import Consolidation
 from contextplane.memory.history import HistoryPosition
 from contextplane.memory.model import MemoryChunk
+from contextplane.store.protocol import SearchHit
 from contextplane.testing.memory import _INHERITED, InMemoryKnowledgeStore
 
 __all__ = [
     "DeletesOnSupersedeStore",
     "IgnoresExpiryStore",
     "InMemoryKnowledgeStore",
+    "NoRelevanceStore",
     "PresentAsOfStore",
     "StoresEveryWriteStore",
 ]
@@ -56,6 +58,14 @@ class PresentAsOfStore(InMemoryKnowledgeStore):
     def as_of(self, when: HistoryPosition | datetime) -> Iterator[InMemoryKnowledgeStore]:
         with self.consistent_read() as view:
             yield view
+
+
+class NoRelevanceStore(InMemoryKnowledgeStore):
+    """Fault: hits carry no relevance (the PostgreSQL backend's first form), so the relevance
+    floor never applies to them."""
+
+    def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
+        return [SearchHit(h.chunk, h.score, h.rank) for h in super().search(query, k, **options)]
 
 
 class StoresEveryWriteStore(InMemoryKnowledgeStore):

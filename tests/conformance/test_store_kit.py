@@ -96,6 +96,11 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
         "STORE-ASOF-TIME",
     }
     assert "rejected, superseded and invalidated only afterwards" in present["STORE-ASOF-LIFECYCLE"].message
+    # Hits without a relevance leave the floor nothing to apply: that requirement alone fails.
+    blind = run.by_class("TestNoRelevance")
+    assert set(blind) == every
+    assert run.failing("TestNoRelevance") == {"STORE-SEARCH-RELEVANCE"}
+    assert "relevance None; expected a float in [0, 1]" in blind["STORE-SEARCH-RELEVANCE"].message
     # A store that keeps every write as given fails the consolidation requirements, and only those.
     unconsolidated = run.by_class("TestStoresEveryWrite")
     assert set(unconsolidated) == every

@@ -66,6 +66,9 @@ def test_four_processes_of_four_threads_lose_nothing_and_keep_chains_linear(
     stop = threading.Event()
     projections: list[dict[str, set[str]]] = []
     reader_errors: list[BaseException] = []
+    #: Compositions in which a section failed (isolated; e.g. a statement timeout on a loaded
+    #: machine): not torn, but never more than a few, and each one's error is shown.
+    failed: list[dict[str, str]] = []
 
     def read() -> None:
         try:
@@ -73,6 +76,10 @@ def test_four_processes_of_four_threads_lose_nothing_and_keep_chains_linear(
                 p = compose_projected_context(
                     "chain", backend, None, session_id="reader", budget_tokens=0, record=False, host=host
                 )
+                errors = {s.name: str(s.error) for s in p.sections if s.error is not None}
+                if errors:  # isolated, not torn: counted and shown apart (see below)
+                    failed.append(errors)
+                    continue
                 projections.append({name: set(ids) for name, ids in p.delivered_ids.items()})
         except BaseException as exc:
             reader_errors.append(exc)
@@ -143,6 +150,7 @@ def test_four_processes_of_four_threads_lose_nothing_and_keep_chains_linear(
     # no torn projection
     assert not reader_errors, reader_errors
     assert len(projections) > 10
+    assert len(failed) <= len(projections) // 10, f"{len(failed)} compositions had a failed section: {failed[:3]}"
     seen_heads: dict[int, set[str]] = {c: set() for c in range(CHAINS)}
     for p in projections:
         delivered = set().union(*p.values()) - {"slow"}

@@ -37,7 +37,7 @@ def test_explain_and_replay_a_turn_recorded_on_postgresql(
         )
         other = m.add_chunk("lunch is at noon on Fridays", "fact", "operator")
         first = compose_projected_context(
-            "when is the deploy window?",
+            "when is the deploy window for the canary?",
             backend,
             None,
             {"goal": "Ship it"},
@@ -66,7 +66,7 @@ def test_explain_and_replay_a_turn_recorded_on_postgresql(
     assert verdict["memory_id"] == window and verdict["turn"]["basis"] == "recorded"
     assert verdict["verdict"] == "delivered", verdict
     assert verdict["turn"]["history_position"]["seq"] == 3  # the three 'created' events before the turn
-    now = run("explain", window, "--query", "when is the deploy window?")
+    now = run("explain", window, "--query", "when is the deploy window for the canary?")
     assert now.exit_code == 0, now.output
     assert (json.loads(now.stdout)["verdict"], json.loads(now.stdout)["reason"]) == ("filtered", "rejected")
 
@@ -85,4 +85,6 @@ def test_explain_and_replay_a_turn_recorded_on_postgresql(
         in (today.stdout)
     )
     retrieved = next(s for s in report["sections"] if s["label"] == "retrieved")
-    assert retrieved["recorded"]["ids"] == retrieved["replayed"]["ids"] == [window, canary, other]
+    # "lunch is at noon" shares only function words with the question: not scored, not injected
+    assert retrieved["recorded"]["ids"] == retrieved["replayed"]["ids"] == [window, canary]
+    assert other not in json.loads(logged.stdout)[0]["delivered"]["retrieved"]

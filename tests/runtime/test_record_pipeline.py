@@ -33,7 +33,9 @@ from .conftest import MARK, MEMORY, MEMTEXT, InjectionLog, MarkerSections, cfg
 from .fakes import RecordingChatModel
 
 SESSION = "pipe"
-QUERY = "pipe:when is the deploy window"
+#: "UTC" makes the first fact the better answer on every store: on "deploy window" alone the
+#: two facts tie, and stores break the tie differently (BM25 and ts_rank prefer the shorter).
+QUERY = "pipe:when is the deploy window in UTC"
 STATE = {"goal": "Ship checkout", "tasks": ["Ask Priya", "Book the window"]}
 TOOLS = ("memory_recall",)
 LEGACY_TEXT = "<injected_memory>LEGACY-FRAME stale fact</injected_memory>"

@@ -4,10 +4,12 @@ authors who want a backend that is not SQLite.
 ``InMemoryKnowledgeStore`` is a correct, deliberately small second implementation of the
 memory protocol and its lifecycle history (the store kit passes on it, which shows the kit
 tests the contract, not SQLite); ``InMemoryBackend`` adds the session summaries, the
-injection log, the snapshots and the turn inputs. Search is word overlap: enough to tell
-relevant from not, not a ranking anyone should ship. Writes are consolidated as the embedded
-store consolidates them (``contextplane.memory.consolidation``: exact duplicates, same-subject
-supersession, near duplicates on single writes), with the same outcomes and history events.
+injection log, the snapshots and the turn inputs. Search is the IDF share of the query's
+meaningful words a row holds (the embedded store's relevance without BM25's term frequency):
+enough to tell relevant from not, not a ranking anyone should ship. Writes are consolidated as
+the embedded store consolidates them (``contextplane.memory.consolidation``: exact duplicates,
+same-subject supersession, near duplicates on single writes), with the same outcomes and
+history events.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_s
 from contextplane.records.summaries import SessionSummary, validate_summary
 from contextplane.records.turn_inputs import TurnInputs
 from contextplane.store.protocol import LegRank, SearchHit, SearchTrace
+from contextplane.store.query_terms import fts5_idf, meaningful_words
 
 _WORD = re.compile(r"\w+")
 _FIELDS = (
@@ -78,6 +81,33 @@ _INHERITED = ("domain", "memory_kind", "delivery_policy", "namespace", "heading"
 def _dedupe_key(chunk: MemoryChunk) -> tuple[str, str, str]:
     """What makes two writes the same memory: the text (whitespace collapsed), scope, provenance."""
     return (normalise_content(chunk.content), chunk.namespace, chunk.source_type)
+
+
+def _scored(query: str, rows: Sequence[MemoryChunk]) -> list[tuple[float, MemoryChunk]]:
+    """(relevance, row) for the rows holding a meaningful word of ``query``, best first.
+
+    Relevance has the embedded store's meaning (``contextplane.store.query_terms``): the IDF
+    share of the query's meaningful words (function words never count) that the row holds,
+    with the IDF counted over every row (as a full-text index counts). A word ending in ``*``
+    matches by prefix. No term-frequency factor and no "too common" cut: small on purpose."""
+    terms = [t.strip('"*') + ("*" if t.endswith("*") else "") for t in meaningful_words(query)]
+    if not terms or not rows:
+        return []
+    bags = [(c, {w.lower() for w in _WORD.findall(c.content + " " + c.heading)}) for c in rows]
+
+    def holds(bag: set[str], term: str) -> bool:
+        return any(w.startswith(term[:-1]) for w in bag) if term.endswith("*") else term in bag
+
+    frequency = {t: sum(holds(bag, t) for _, bag in bags) for t in terms}
+    weight = {t: fts5_idf(len(rows), n) for t, n in frequency.items() if n}
+    ideal = sum(weight.values())
+    scored = []
+    for c, bag in bags:
+        matched = [t for t in weight if holds(bag, t)]
+        if matched:
+            scored.append((min(1.0, sum(weight[t] for t in matched) / ideal), len(matched), c))
+    scored.sort(key=lambda item: (-item[0], -item[1], int(item[2].id)))
+    return [(relevance, c) for relevance, _, c in scored]
 
 
 class InMemoryKnowledgeStore:
@@ -429,22 +459,16 @@ class InMemoryKnowledgeStore:
         include_superseded: bool = False,
         now: datetime | None = None,
     ) -> list[SearchHit]:
-        words = {w.lower() for w in _WORD.findall(validate_text(query, "query", storable=False))}
-        if not words:
-            return []
-        scored = []
+        validate_text(query, "query", storable=False)
         with self._lock:
             rows = list(self._rows.values())
-        for c in rows:
-            if namespaces is not None and c.namespace not in namespaces:
-                continue
-            if deliverable and not self._deliverable(c, now, include_superseded):
-                continue
-            overlap = len(words & {w.lower() for w in _WORD.findall(c.content + " " + c.heading)})
-            if overlap:
-                scored.append((overlap, c))
-        scored.sort(key=lambda pair: (-pair[0], int(pair[1].id)))
-        return [SearchHit(c, float(s), r) for r, (s, c) in enumerate(scored[:k], start=1)]
+        scored = [
+            (relevance, c)
+            for relevance, c in _scored(query, rows)
+            if (namespaces is None or c.namespace in namespaces)
+            and (not deliverable or self._deliverable(c, now, include_superseded))
+        ]
+        return [SearchHit(c, s, r, relevance=s) for r, (s, c) in enumerate(scored[:k], start=1)]
 
     # ------------------------------------------------------------------ async (AsyncKnowledgeStore)
     # Dict operations under a lock held for microseconds: nothing here can block a loop, so the
@@ -474,17 +498,12 @@ class InMemoryKnowledgeStore:
         namespaces: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> SearchTrace:
-        """Where ``chunk_id`` ranked for ``query``: word overlap is the one leg, every row a
-        candidate; the filters are the search's."""
-        words = {w.lower() for w in _WORD.findall(validate_text(query, "query"))}
+        """Where ``chunk_id`` ranked for ``query``: the IDF share of its meaningful words is the
+        one leg, every row a candidate; the filters are the search's."""
+        validate_text(query, "query")
         with self._lock:
             rows = list(self._rows.values())
-        scored = []
-        for c in rows:
-            overlap = len(words & {w.lower() for w in _WORD.findall(c.content + " " + c.heading)})
-            if overlap:
-                scored.append((overlap, c))
-        scored.sort(key=lambda pair: (-pair[0], int(pair[1].id)))
+        scored = _scored(query, rows)
         every = [c.id for _, c in scored]
         kept = [
             c.id
@@ -497,7 +516,7 @@ class InMemoryKnowledgeStore:
             len(every),
             len(every),
             kept.index(chunk_id) + 1 if chunk_id in kept else None,
-            "" if chunk_id in every else "no word of the query occurs in it",
+            "" if chunk_id in every else "no meaningful word of the query occurs in it",
         )
         rank = kept.index(chunk_id) + 1 if chunk_id in kept else None
         return SearchTrace(query, k, "exact", rank, tuple(kept[:k]), (leg,))

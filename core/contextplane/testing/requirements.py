@@ -254,6 +254,14 @@ _ALL: tuple[Requirement, ...] = (
         "characters, empty or very long input); it returns a list of hits.",
     ),
     Requirement(
+        "STORE-SEARCH-RELEVANCE",
+        "store",
+        "search gives every hit a relevance (SearchHit.relevance) in [0, 1], the figure the retrieved "
+        "section's floor context.min_relevance (0.3 by default) compares against: a row holding every "
+        "meaningful word of the query ranks first at or above the floor, and a row that shares only "
+        "function words with it (the, is, when) is not returned or is below the floor.",
+    ),
+    Requirement(
         "STORE-CONCURRENT-WRITES",
         "store",
         "Concurrent writes from several threads lose nothing: every returned id is distinct and every "

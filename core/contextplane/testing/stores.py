@@ -90,6 +90,20 @@ HOSTILE_QUERIES: tuple[str, ...] = (
     "x" * 20_000,
 )
 
+#: Rows for STORE-SEARCH-RELEVANCE: words the question does not use, function words included.
+RELEVANCE_FILLER: tuple[str, ...] = (
+    "the invoice renderer is owned by bob",
+    "lunch is served at noon on fridays",
+    "the staging database refreshes on sunday",
+    "backups are encrypted and tested monthly",
+    "the api gateway limits requests per key",
+    "canary releases run for thirty minutes",
+    "incident reviews are blameless",
+    "the design system uses an eight pixel grid",
+    "log retention is thirty days",
+    "support escalations go to tier two",
+)
+
 _SLACK = timedelta(seconds=5)
 
 
@@ -533,6 +547,36 @@ class StoreRobustnessChecks(_StoreBase):
                 requirement.check(
                     isinstance(hits, list),
                     f"search({query[:60]!r}) returned {type(hits).__name__}, not a list",
+                )
+
+    @checks("STORE-SEARCH-RELEVANCE")
+    def test_store_search_relevance(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        whole = store.add_chunk("kiwi crates leave the orchard at dawn", "general", "operator")
+        function_only = store.add_chunk("the meeting is when it is", "general", "operator")
+        for i, words in enumerate(RELEVANCE_FILLER):
+            store.add_chunk(f"{words} number{i}", "general", "operator")
+        query = "when do the kiwi crates leave the orchard?"
+        hits = store.search(query, 20)
+        for hit in hits:
+            relevance = hit.relevance
+            requirement.check(
+                isinstance(relevance, float) and 0.0 <= relevance <= 1.0,
+                f"search({query!r}) gave row {hit.chunk.id} relevance {relevance!r}; "
+                "expected a float in [0, 1]",
+            )
+        requirement.check(
+            bool(hits) and hits[0].chunk.id == whole,
+            f"search({query!r}) ranked {[h.chunk.id for h in hits]}; expected {whole} (every meaningful "
+            "word) first",
+        )
+        top = hits[0].relevance or 0.0
+        requirement.check(top >= 0.3, f"the row holding every meaningful word has relevance {top}, under 0.3")
+        for hit in hits:
+            if hit.chunk.id == function_only:
+                requirement.check(
+                    (hit.relevance or 0.0) < 0.3 and (hit.relevance or 0.0) < top,
+                    f"row {function_only} shares only function words with {query!r} but has relevance "
+                    f"{hit.relevance} (the full match: {top})",
                 )
 
     @checks("STORE-CONCURRENT-WRITES")
