@@ -205,9 +205,9 @@ class SectionPlan:
             overhead += 2 * len(section.inner_tag) + 7  # "<t>\n" + "</t>\n"
         self.overhead = overhead
         self.envelope_index = -1
-        self.size = 0
+        # What ``resize`` would compute for a plan nothing was shed from yet.
+        self.size = overhead + self.rows_chars if ordered else 0
         self.rendered = ""
-        self.resize()
 
     def _cut_rows(self, ordered: Sequence[Row], limit: int) -> None:
         self.cut = []

@@ -455,19 +455,23 @@ def assemble(
         warn_once(overflow_key(layout, budget), message, BudgetWarning)
 
     text = layout.render()
+    # Positional, in field order (name, plugin, priority, chars, item_ids, offered, truncated,
+    # error, suppressed, cut, meta, rendered, drafted): one report per section, every turn.
     reports = [
         SectionReport(
             p.name,
             p.plugin,
             p.section.priority,
-            chars=p.size,
-            item_ids=p.delivered_ids(),
-            offered=len(p.rows),
-            truncated=p.truncated,
-            meta=p.meta,
-            cut=tuple(p.cut),
-            rendered=p.rendered,
-            drafted=p.rows,
+            p.size,
+            p.delivered_ids(),
+            len(p.rows),
+            p.truncated,
+            None,
+            None,
+            tuple(p.cut),
+            p.meta,
+            p.rendered,
+            p.rows,
         )
         for p in layout.plans
     ]
