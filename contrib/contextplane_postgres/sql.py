@@ -196,6 +196,8 @@ def search_sql(terms: int, has_vector: bool, where: str) -> str:
     )
     return (
         "WITH " + ", ".join(legs) + f" SELECT {SELECT_COLUMNS}, fused.lex + fused.sim AS score, "
-        "greatest(fused.lex, fused.sim) AS relevance FROM fused JOIN chunks AS c ON c.id = fused.id "
+        "greatest(fused.lex, CASE WHEN fused.sim > %(chance)s "
+        "THEN (fused.sim - %(chance)s) / (1.0 - %(chance)s) ELSE 0.0 END) AS relevance "
+        "FROM fused JOIN chunks AS c ON c.id = fused.id "
         "ORDER BY score DESC, c.id LIMIT %(k)s"
     )

@@ -50,6 +50,7 @@ from contextplane.store.query_terms import meaningful_words
 from contextplane_postgres import history as pg_history
 from contextplane_postgres import schema as pg_schema
 from contextplane_postgres import sql
+from contextplane_postgres.chance import PgChance
 from contextplane_postgres.codec import SELECT_COLUMNS, as_id, chunk_from_row, dec, enc
 from contextplane_postgres.connection import explain, translated
 from contextplane_postgres.consolidate import consolidate
@@ -232,6 +233,7 @@ class PostgresKnowledgeStore:
         self._embedder: Embedder | None = None
         self.fts_cap = fts_cap
         self._term_stats = PgTermStats()
+        self._chance = PgChance()
         if embedder is not None:
             dims = int(embedder.dimensions)
             if dims < 1:
@@ -693,6 +695,11 @@ class PostgresKnowledgeStore:
             if plan.query is None and vector is None:
                 return []
             sql.term_params(plan, params)
+            if vector is not None:
+                corpus = version
+                params["chance"] = self._chance.of(
+                    conn, vector, corpus, lambda: self._term_stats.rows(conn, corpus)
+                )
             statement = sql.search_sql(len(plan.terms), vector is not None, where)
             # Never prepared: a custom plan sees the scored terms and their frequencies (a
             # frequent term is best read newest-first by id, a rare one through the GIN index);

@@ -94,6 +94,12 @@ class PgTermStats:
             sum(frequencies[t] for t in kept),
         )
 
+    def rows(self, conn: psycopg.Connection[Any], version: Hashable) -> int:
+        """The corpus's row count (cached with the frequencies, per version)."""
+        with self._lock:
+            entry = self._versions.get(version)
+        return entry[0] if entry is not None else self._frequencies(conn, [], version)[0]
+
     def _frequencies(
         self, conn: psycopg.Connection[Any], terms: Sequence[str], version: Hashable
     ) -> tuple[int, dict[str, int]]:

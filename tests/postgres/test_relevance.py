@@ -155,15 +155,6 @@ def test_a_turn_recorded_on_sqlite_replays_on_postgresql(tmp_path: Path, pg_url:
         pg.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known gap: the embedded store now measures vector relevance from the store's chance level "
-    "(vector_index.chance_similarity, SQLite-bound: it takes an apsw connection and the store's "
-    "calibration table); PostgreSQL still uses the raw cosine, so from 64 stored vectors an "
-    "off-corpus question injects near-noise neighbours here (0.42-0.46 with 224 rows) and nothing "
-    "on SQLite (0.00-0.06)",
-)
 def test_an_off_corpus_question_in_a_calibrated_store_injects_nothing(pg_backend_factory: Any) -> None:
     pg = pg_backend_factory(embedder=HashEmbedder())
     pg.memories.add_chunks(

@@ -295,10 +295,13 @@ def chance_similarity(conn: apsw.Connection, vector: bytes, rows: int) -> float:
         found = conn.execute(_SAMPLED_SQL.format(source=_CALIBRATION_SOURCE), {"v": vector}).fetchall()
     except apsw.SQLError:  # a read-only store written before the calibration table existed
         found = conn.execute(_SAMPLED_SQL.format(source=_FIRST_ROWS_SOURCE), {"v": vector}).fetchall()
-    return _chance_level([float(r[0]) for r in found], rows)
+    return chance_level([float(r[0]) for r in found], rows)
 
 
-def _chance_level(sims: Sequence[float], rows: int) -> float:
+def chance_level(sims: Sequence[float], rows: int) -> float:
+    """The chance level from a query's cosine similarities to a sample of stored vectors, for a
+    store of ``rows`` vectors (see above): any backend measures its sample and calls this, so a
+    vector relevance means the same on every store. 0.0 below ``MIN_CALIBRATION`` samples."""
     if len(sims) < MIN_CALIBRATION:
         return 0.0
     centre = statistics.median(sims)
@@ -312,6 +315,12 @@ def _ceiling(centre: float, sigma: float, rows: int) -> float:
     sharing the query's words: a MAD of 0), the standard deviation."""
     chance = centre + sigma * math.sqrt(2.0 * math.log(max(rows, 2)))
     return min(max(chance, 0.0), 0.99)
+
+
+def vector_relevance(similarity: float, chance: float) -> float:
+    """A cosine similarity as a relevance: its share of the way from ``chance`` to 1 (0 at or
+    below chance)."""
+    return (similarity - chance) / (1.0 - chance) if similarity > chance else 0.0
 
 
 class ChanceLevel:
