@@ -45,6 +45,7 @@ from contextplane.memory.model import (
     validate_text,
 )
 from contextplane.memory.stamps import creation_stamps
+from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE
 from contextplane.store.protocol import SearchHit
 from contextplane.store.query_terms import meaningful_words
 from contextplane_postgres import history as pg_history
@@ -57,27 +58,9 @@ from contextplane_postgres.consolidate import consolidate
 from contextplane_postgres.database import Database
 from contextplane_postgres.terms import PgTermStats
 
-#: ``add_chunk`` keywords; ``expires_in_days`` is turned into ``expires_at``.
-ADD_FIELDS = frozenset(
-    {
-        "content",
-        "domain",
-        "source_type",
-        "memory_kind",
-        "delivery_policy",
-        "review_state",
-        "namespace",
-        "heading",
-        "source",
-        "subject",
-        "epoch",
-        "expires_at",
-        "expires_in_days",
-    }
-)
-#: A superseding row takes these from the row it replaces unless given (not provenance or
-#: review state: an agent superseding an operator row must not gain operator trust).
-INHERITED = ("domain", "memory_kind", "delivery_policy", "heading", "subject", "namespace", "epoch")
+#: ``add_chunk`` keywords and what a superseding row inherits: the memory model's, one
+#: definition for every store (``contextplane.store.columns``).
+INHERITED = INHERITED_ON_SUPERSEDE
 #: Columns an insert writes, in the order of a prepared row.
 INSERT_COLUMNS = (
     "id",

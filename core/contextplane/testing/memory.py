@@ -56,26 +56,14 @@ from contextplane.records.injections import InjectionRow
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
 from contextplane.records.summaries import SessionSummary, validate_summary
 from contextplane.records.turn_inputs import TurnInputs
+from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE
 from contextplane.store.protocol import LegRank, SearchHit, SearchTrace
 from contextplane.store.query_terms import fts5_idf, meaningful_words
 
 _WORD = re.compile(r"\w+")
-_FIELDS = (
-    "content",
-    "domain",
-    "source_type",
-    "memory_kind",
-    "delivery_policy",
-    "review_state",
-    "namespace",
-    "heading",
-    "source",
-    "subject",
-    "epoch",
-    "expires_at",
-    "expires_in_days",
-)
-_INHERITED = ("domain", "memory_kind", "delivery_policy", "namespace", "heading", "subject", "epoch")
+#: ``add_chunk`` keywords and what a superseding row inherits, as every store has them.
+_FIELDS = ADD_FIELDS
+_INHERITED = INHERITED_ON_SUPERSEDE
 
 
 def _dedupe_key(chunk: MemoryChunk) -> tuple[str, str, str]:
