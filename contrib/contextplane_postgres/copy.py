@@ -179,7 +179,11 @@ class _Source:
         self._where: dict[str, apsw.Connection] = {}
         beside = Path(records_path(path))
         if beside.is_file():
-            self.records_conn = _open_records(beside)
+            try:
+                self.records_conn = _open_records(beside)
+            except StoreError:
+                self.conn.close()
+                raise
             adopted = _adopted(self.records_conn)
             for table in _tables(self.records_conn) & set(RECORDS_FILE_TABLES):
                 if table in adopted or table not in tables:
@@ -228,8 +232,16 @@ class _Source:
 
 
 def _open_records(path: Path) -> apsw.Connection:
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    conn.set_busy_timeout(30_000)
+    """The records file, read-only; a file SQLite cannot read is named before anything is copied."""
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        conn.set_busy_timeout(30_000)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except apsw.Error as exc:
+        raise StoreError(
+            f"{path}: cannot read the per-turn records beside the store ({type(exc).__name__}: {exc}); "
+            "restore it from a backup, or move it aside to copy the memories without those records"
+        ) from None
     return conn
 
 

@@ -352,6 +352,28 @@ def test_copy_of_a_missing_or_foreign_file_is_a_clear_error(tmp_path: Path, pg_u
     assert res.exit_code == 2 and "Traceback" not in res.output and "error: " in res.output
 
 
+def test_a_corrupt_records_file_beside_the_store_is_named_and_nothing_is_copied(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    src = tmp_path / "memory.sqlite3"
+    backend = SQLiteBackend(src)
+    backend.memories.add_chunk("Priya approves deploys", "fact", "operator")
+    backend.close()
+    records = tmp_path / "memory.records.sqlite3"
+    records.write_bytes(b"this is not a database" * 100)
+    db = Database(pg_url, schema=pg_schema)
+    try:
+        with pytest.raises(StoreError, match=r"memory\.records\.sqlite3: cannot read the per-turn records"):
+            copy_store(src, db)
+        with db.connection() as conn:
+            assert conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
+    finally:
+        db.close()
+    assert records.read_bytes() == b"this is not a database" * 100  # left as it was
+    res = CliRunner().invoke(main, ["store", "copy", str(src), pg_url])
+    assert res.exit_code == 2 and "Traceback" not in res.output and "per-turn records" in res.output
+
+
 def test_the_store_command_is_plugged_into_the_command_line() -> None:
     res = CliRunner().invoke(main, ["--help"])
     assert res.exit_code == 0 and "store" in res.output
