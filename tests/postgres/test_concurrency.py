@@ -66,8 +66,8 @@ def test_four_processes_of_four_threads_lose_nothing_and_keep_chains_linear(
     stop = threading.Event()
     projections: list[dict[str, set[str]]] = []
     reader_errors: list[BaseException] = []
-    #: Compositions in which a section failed (isolated; e.g. a statement timeout on a loaded
-    #: machine): not torn, but never more than a few, and each one's error is shown.
+    #: Compositions in which a section failed (isolated): not torn, but a failure too, shown
+    #: with its error (one run at load ~5 saw a projection with no memory section at all).
     failed: list[dict[str, str]] = []
 
     def read() -> None:
@@ -150,7 +150,8 @@ def test_four_processes_of_four_threads_lose_nothing_and_keep_chains_linear(
     # no torn projection
     assert not reader_errors, reader_errors
     assert len(projections) > 10
-    assert len(failed) <= len(projections) // 10, f"{len(failed)} compositions had a failed section: {failed[:3]}"
+    # a failed section is reported as what it is, not as a torn projection (and fails as well)
+    assert not failed, f"{len(failed)} compositions had a failed section: {failed[:3]}"
     seen_heads: dict[int, set[str]] = {c: set() for c in range(CHAINS)}
     for p in projections:
         delivered = set().union(*p.values()) - {"slow"}
