@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Hashable, Mapping, Sequence
+from itertools import compress
 from typing import Any, cast
 
 import attrs
@@ -59,19 +60,31 @@ def _line_len(escaped: str) -> int:
     return len(escaped) + 3 + (2 * escaped.count("\n") if "\n" in escaped else 0)
 
 
-_MEASURED: dict[str, tuple[str, int]] = new_memo()
+#: The rendered line(s) of a row's text and their length, memoised like ``escape_untrusted``
+#: (two maps filled together, so measuring a draft is one lookup per row, and rendering one).
+_LINE: dict[str, str] = new_memo()
+_LINE_LEN: dict[str, int] = new_memo()
 
 
 def escape_measured(text: str) -> tuple[str, int]:
     """The escaped text and its rendered line length, memoised like ``escape_untrusted``."""
-    hit = _MEASURED.get(text)
-    if hit is None:
-        escaped = escape_untrusted(text)
-        hit = (escaped, _line_len(escaped))
-        if len(_MEASURED) >= MEMO_LIMIT:
-            _MEASURED.clear()
-        _MEASURED[text] = hit
-    return hit
+    length = _LINE_LEN.get(text)
+    escaped = escape_untrusted(text)
+    if length is None:
+        line = _lines(escaped)
+        length = len(line)
+        if len(_LINE_LEN) >= MEMO_LIMIT or len(_LINE) >= MEMO_LIMIT:
+            _LINE_LEN.clear()
+            _LINE.clear()
+        _LINE[text] = line
+        _LINE_LEN[text] = length
+    return escaped, length
+
+
+def _line_of(text: str) -> str:
+    """The rendered line(s) of a row's text (measured already, so a memo hit but after a clear)."""
+    line = _LINE.get(text)
+    return line if line is not None else _lines(escape_measured(text)[0])
 
 
 def format_row(text: str) -> str:
@@ -106,15 +119,37 @@ def cut_row(escaped: str, limit: int) -> str:
 
 _BY_RANK = operator.attrgetter("rank")
 _TEXT = operator.attrgetter("text")
-_LENGTH = operator.itemgetter(1)
+_SHORT = operator.attrgetter("short")
+_ROW_ID = operator.attrgetter("id")
+#: Delivery order: priority, then name (a documented, registration-independent rule).
+_DELIVERY_ORDER = operator.attrgetter("priority", "name")
 #: The shared empty list of a plan with nothing cut or restored (replaced before any append).
 _NONE: list[Any] = []
-#: The shared empty map of a plan with no degraded row (replaced before any insert).
-_NO_SHORT: dict[int, str] = {}
+#: The shared empty map of a plan with no degraded or cut row (replaced before any insert).
+_NO_LINES: dict[int, str] = {}
+
+
+#: The shed behaviours, bound once (an enum member is a class attribute lookup away).
+_NEVER, _DROP_ROWS, _DEGRADE, _DROP_SECTION = Shed.NEVER, Shed.DROP_ROWS, Shed.DEGRADE, Shed.DROP_SECTION
 
 
 def _row_key(row: Row) -> tuple[float, int, str]:
     return (row.rank, -row.trust_tier, row.id)
+
+
+def _rank_order(rows: Sequence[Row]) -> list[int] | None:
+    """The indices of ``rows`` in rank order (ties: higher trust tier, then id), or None when
+    they are in that order already (the usual draft)."""
+    ranks = list(map(_BY_RANK, rows))
+    distinct = sorted(set(ranks))
+    if distinct == ranks:  # strictly increasing
+        return None
+    n = len(ranks)
+    if len(distinct) == n:  # distinct ranks need no tie-break
+        index = sorted(range(n), key=ranks.__getitem__)
+    else:
+        index = sorted(range(n), key=lambda i: _row_key(rows[i]))
+    return None if index == list(range(n)) else index
 
 
 @attrs.frozen
@@ -130,8 +165,12 @@ class ShedStep:
 class SectionPlan:
     """The mutable fitting state of one section's draft during one composition.
 
-    Row text is escaped once, up front, because its escaped length is what the budget counts;
-    the short forms are escaped only if the section actually degrades.
+    What the budget counts is each row's rendered line length, so every row is measured up
+    front: one memo lookup per row (a recurring row is escaped once per process). The rest is
+    done only for the rows that need it. Rows are put in rank order (``order``) only when a
+    decision depends on the order or the section is rendered: a section kept whole or dropped
+    whole never needs it (its report sorts a copy, if it is ever read). Short forms are
+    measured only for the rows a section degrades.
     """
 
     __slots__ = (
@@ -141,11 +180,13 @@ class SectionPlan:
         "envelope_index",
         "had",
         "hidden",
-        "measured",
+        "lines",
         "meta",
         "name",
+        "ordered",
         "overhead",
         "plugin",
+        "priority",
         "rendered",
         "restored",
         "rows",
@@ -153,6 +194,7 @@ class SectionPlan:
         "section",
         "short",
         "size",
+        "texts",
         "visible",
     )
 
@@ -170,33 +212,33 @@ class SectionPlan:
     ) -> None:
         self.section = section
         self.name = section.name
+        self.priority = section.priority
         self.plugin = plugin
         self.meta = meta
-        ordered = list(rows)
-        # Distinct ranks need no tie-break; otherwise trust tier, then id, decide.
-        ordered.sort(key=_BY_RANK if len(set(map(_BY_RANK, ordered))) == len(ordered) else _row_key)
-        self.rows = ordered
+        #: The rows as drafted, until ``order`` puts them (and ``texts`` and ``cur``) in rank order.
+        self.rows: Sequence[Row] = rows
+        self.ordered = len(rows) < 2
         # The memo answers for recurring texts in one pass in C; only a miss is escaped here.
-        texts = list(map(_TEXT, ordered))
-        hits: list[tuple[str, int] | None] = list(map(_MEASURED.get, texts))
-        measured = cast(list[tuple[str, int]], hits)
-        if None in hits:
-            measured = [m or escape_measured(t) for m, t in zip(hits, texts, strict=True)]
-        #: Each row's escaped text and line length, as measured (``cur`` tracks degrading).
-        self.measured = measured
-        self.cur = list(map(_LENGTH, measured))
-        self.rows_chars = sum(self.cur)
+        self.texts = texts = list(map(_TEXT, rows))
+        cur = cast(list[int], list(map(_LINE_LEN.get, texts)))
+        if not all(cur):  # a miss (a line is never empty, so no length is 0)
+            cur = [n or escape_measured(t)[1] for n, t in zip(cur, texts, strict=True)]
+        #: Each row's line length as it stands (degrading and cutting shorten it).
+        self.cur = cur
+        self.rows_chars = sum(cur)
         #: Ids of the rows cut to ``row_limit`` chars (a line is never shorter than its text,
         #: so a section whose lines all fit skips the check).
         self.cut: list[str] = _NONE
-        if row_limit and self.rows_chars > row_limit and max(self.cur) > row_limit:
-            self._cut_rows(ordered, row_limit)
+        #: The rendered lines of the cut rows, by index (the others are the memo's).
+        self.lines: dict[int, str] = _NO_LINES
+        if row_limit and self.rows_chars > row_limit and max(cur) > row_limit:
+            self._cut_rows(row_limit)
         self._row_limit = row_limit
         #: Rows past ``visible`` given back by ``restore``, in rank order.
         self.restored: list[int] = _NONE
-        #: Escaped short forms of the degraded rows only, by index (the others never need one).
-        self.short: dict[int, str] = _NO_SHORT
-        self.visible = len(ordered)
+        #: The rendered lines of the degraded rows' short forms only, by index.
+        self.short: dict[int, str] = _NO_LINES
+        self.visible = len(rows)
         self.hidden = 0
         overhead = 0
         if section.heading:
@@ -205,32 +247,47 @@ class SectionPlan:
             overhead += 2 * len(section.inner_tag) + 7  # "<t>\n" + "</t>\n"
         self.overhead = overhead
         self.envelope_index = -1
-        # What ``resize`` would compute for a plan nothing was shed from yet.
-        self.size = overhead + self.rows_chars if ordered else 0
+        # What ``Layout.changed`` would compute for a plan nothing was shed from yet.
+        self.size = overhead + self.rows_chars if rows else 0
         self.rendered = ""
 
-    def _cut_rows(self, ordered: Sequence[Row], limit: int) -> None:
-        self.cut = []
-        measured = self.measured  # a list of its own: the memo's tuples are replaced, not changed
-        for i, (text, _length) in enumerate(measured):
+    def order(self) -> None:
+        """Put the rows in rank order, once. Called before any state that names a row by its
+        index exists (cut, short, restored rows, a partial drop), so nothing else needs moving."""
+        if self.ordered:
+            return
+        self.ordered = True
+        index = _rank_order(self.rows)
+        if index is not None:
+            pick = operator.itemgetter(*index)
+            self.rows = pick(self.rows)
+            self.texts = list(pick(self.texts))
+            self.cur = list(pick(self.cur))
+
+    def offered(self) -> list[Row]:
+        """Every row the draft offered, in rank order, without changing the plan (a report reads
+        it after the composition, possibly from another thread)."""
+        if self.ordered:
+            return list(self.rows)
+        index = _rank_order(self.rows)
+        return list(self.rows) if index is None else [self.rows[i] for i in index]
+
+    def _cut_rows(self, limit: int) -> None:
+        self.order()
+        self.cut, self.lines = [], {}
+        cur, texts = self.cur, self.texts
+        for i, length in enumerate(cur):
+            if length <= limit:
+                continue  # its escaped text is shorter than its line
+            text = escape_measured(texts[i])[0]
             if len(text) > limit:
-                cut = cut_row(text, limit)
-                measured[i] = (cut, _line_len(cut))
-                self.cur[i] = measured[i][1]
-                self.cut.append(ordered[i].id)
-        self.rows_chars = sum(self.cur)
+                cut = self.lines[i] = _lines(cut_row(text, limit))
+                cur[i] = len(cut)
+                self.cut.append(self.rows[i].id)
+        self.rows_chars = sum(cur)
 
     def marker(self) -> str:
         return self.section.more_marker.replace("{n}", str(self.hidden)) + "\n" if self.hidden else ""
-
-    def resize(self) -> int:
-        """Recompute ``size``; returns the change."""
-        old = self.size
-        if self.visible == 0 and self.hidden == 0 and not self.restored:
-            self.size = 0
-        else:
-            self.size = self.overhead + self.rows_chars + (len(self.marker()) if self.hidden else 0)
-        return self.size - old
 
     def kept(self) -> list[int]:
         """Indices of the delivered rows, in rank order."""
@@ -239,9 +296,10 @@ class SectionPlan:
     def delivered_ids(self) -> tuple[str, ...]:
         if not self.size:
             return ()
+        self.order()  # a no-op once rendered
         rows = self.rows
         if not self.restored:
-            return tuple(r.id for r in rows[: self.visible])
+            return tuple(map(_ROW_ID, rows[: self.visible]))
         return tuple(rows[i].id for i in self.kept())
 
     @property
@@ -257,24 +315,27 @@ class SectionPlan:
         if self.size == 0:
             self.rendered = ""
             return ""
-        parts = []
+        self.order()
         sec = self.section
-        if sec.heading:
-            parts.append(sec.heading + "\n")
+        head = sec.heading + "\n" if sec.heading else ""
         if sec.inner_tag:
-            parts.append(f"<{sec.inner_tag}>\n")
-        short, measured = self.short, self.measured
-        if short:
+            head += f"<{sec.inner_tag}>\n"
+        short, lines, texts = self.short, self.lines, self.texts
+        if short or lines or self.restored:
             indices: Sequence[int] = self.kept() if self.restored else range(self.visible)
-            parts.extend(_lines(short[i] if i in short else measured[i][0]) for i in indices)
-        elif self.restored:
-            parts.extend(_lines(measured[i][0]) for i in self.kept())
+            body = "".join(
+                [short[i] if i in short else lines[i] if i in lines else _line_of(texts[i]) for i in indices]
+            )
         else:
-            parts.extend(_lines(m[0]) for m in measured[: self.visible])
-        parts.append(self.marker())
+            shown = texts[: self.visible]
+            try:
+                body = "".join(map(_LINE.__getitem__, shown))
+            except KeyError:  # the memo was cleared since the rows were measured
+                body = "".join(map(_line_of, shown))
+        tail = self.marker()
         if sec.inner_tag:
-            parts.append(f"</{sec.inner_tag}>\n")
-        self.rendered = "".join(parts)
+            tail += f"</{sec.inner_tag}>\n"
+        self.rendered = head + body + tail
         return self.rendered
 
 
@@ -283,7 +344,7 @@ class Layout:
 
     def __init__(self, plans: Sequence[SectionPlan]) -> None:
         # Delivery order: priority, then name (a documented, registration-independent rule).
-        self.plans = sorted(plans, key=lambda p: (p.section.priority, p.name))
+        self.plans = sorted(plans, key=_DELIVERY_ORDER)
         self.envelopes: list[Envelope] = []
         self.members: list[list[SectionPlan]] = []
         index: dict[str, int] = {}
@@ -310,9 +371,14 @@ class Layout:
 
     def changed(self, plan: SectionPlan) -> int:
         """Re-measure after ``plan`` changed; returns chars freed (positive) or added (negative)."""
-        delta = plan.resize()
+        if plan.visible or plan.hidden or plan.restored:
+            size = plan.overhead + plan.rows_chars + (len(plan.marker()) if plan.hidden else 0)
+        else:
+            size = 0
+        delta = size - plan.size
         if not delta:
             return 0
+        plan.size = size
         i = plan.envelope_index
         before_total = self.total
         old = self.env_sizes[i]
@@ -337,31 +403,77 @@ class Layout:
         return ENVELOPE_SEPARATOR.join(blocks)
 
 
-def _drop_rows(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedStep]) -> None:
+def _drop_rows(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedStep]) -> bool:
     # Equivalent to dropping one row at a time and re-measuring: every drop but the one that
     # empties the section frees exactly that row's line, so the stopping point is found in one
-    # pass and the layout is re-measured once.
+    # pass and the layout is re-measured once. When the rows' lines are no more than the excess,
+    # every row goes whatever their order (each frees something), so none is sorted.
     excess = layout.total - budget
-    v = plan.visible
-    freed = 0
-    cur = plan.cur
-    while v > 0 and freed < excess:
-        v -= 1
-        freed += cur[v]
+    if plan.rows_chars <= excess and not plan.restored:
+        v, freed = 0, plan.rows_chars
+    else:
+        plan.order()
+        v = plan.visible
+        freed = 0
+        cur = plan.cur
+        while v > 0 and freed < excess:
+            v -= 1
+            freed += cur[v]
     dropped = plan.visible - v
     if not dropped:
-        return
+        return False
     plan.had = plan.visible  # what ``restore`` may give back
-    plan.rows_chars -= sum(cur[v : plan.visible])
+    plan.rows_chars -= freed
     plan.visible = v
     steps.append(ShedStep(plan.name, "drop_row", dropped, layout.changed(plan)))
+    return True
 
 
 def _degrade(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedStep]) -> None:
     # 1. Short forms, lowest-ranked row first, only where the short form is actually shorter;
-    # a row's short form is escaped only when its turn comes.
+    # a row's short form is measured only when its turn comes.
+    plan.order()
+    if not _degrade_all(layout, plan, budget, steps):
+        _degrade_rows(layout, plan, budget, steps)
+    # 2. Drop to the floor behind a "+N more" marker.
+    _drop_to(layout, plan, budget, steps, plan.section.floor, "drop_to_floor")
+
+
+def _degrade_all(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedStep]) -> bool:
+    """``_degrade_rows`` in a few passes in C for the usual case, where even every short form
+    together does not free the excess, so every row whose short form is shorter is degraded
+    whatever the order: every row has a short form already measured, none is over the row
+    bound, and nothing was degraded before. Returns False (nothing done) otherwise."""
+    visible, cur, limit = plan.visible, plan.cur, plan._row_limit
+    if plan.short or not visible:
+        return False
+    shorts = list(map(_SHORT, plan.rows[:visible]))
+    lengths = list(map(_LINE_LEN.get, shorts))  # None for a missing short form and for a miss
+    if None in lengths or (limit and max(lengths) > limit + 3):
+        return False
+    shown = cur[:visible]
+    degraded = list(map(min, shown, lengths))
+    saved = sum(shown) - sum(degraded)
+    if saved >= layout.total - budget:
+        return False  # some rows keep their full form: which ones depends on the order
+    if not saved:
+        return True
+    shorter = list(map(operator.lt, lengths, shown))
+    try:
+        lines = list(map(_LINE.__getitem__, compress(shorts, shorter)))
+    except KeyError:  # the memo was cleared since the short forms were measured
+        lines = list(map(_line_of, compress(shorts, shorter)))
+    plan.short = dict(zip(compress(range(visible), shorter), lines, strict=True))
+    cur[:visible] = degraded
+    plan.rows_chars -= saved
+    steps.append(ShedStep(plan.name, "degrade_row", len(lines), layout.changed(plan)))
+    return True
+
+
+def _degrade_rows(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedStep]) -> None:
+    """Degrade row by row, lowest-ranked first, until the excess is freed."""
     short = plan.short
-    rows, cur, limit, measured = plan.rows, plan.cur, plan._row_limit, _MEASURED.get
+    rows, cur, limit = plan.rows, plan.cur, plan._row_limit
     excess = layout.total - budget
     count = saved = 0
     for i in range(plan.visible - 1, -1, -1):
@@ -370,23 +482,26 @@ def _degrade(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedSte
         text = rows[i].short
         if text is None or i in short:
             continue
-        s, new_len = measured(text) or escape_measured(text)
-        if limit and len(s) > limit:
-            s = cut_row(s, limit)
-            new_len = _line_len(s)
+        new_len = _LINE_LEN.get(text)
+        if new_len is None:
+            new_len = escape_measured(text)[1]
+        line = None
+        if limit and new_len > limit + 3:  # its escaped text may be over the row bound
+            s = escape_measured(text)[0]
+            if len(s) > limit:
+                line = _lines(cut_row(s, limit))
+                new_len = len(line)
         if new_len >= cur[i]:
             continue
-        if short is _NO_SHORT:
+        if short is _NO_LINES:
             short = plan.short = {}
         saved += cur[i] - new_len
         cur[i] = new_len
-        short[i] = s
+        short[i] = line if line is not None else _line_of(text)
         count += 1
     plan.rows_chars -= saved
     if count:
         steps.append(ShedStep(plan.name, "degrade_row", count, layout.changed(plan)))
-    # 2. Drop to the floor behind a "+N more" marker.
-    _drop_to(layout, plan, budget, steps, plan.section.floor, "drop_to_floor")
 
 
 def _drop_to(
@@ -399,6 +514,7 @@ def _drop_to(
     start_visible = plan.visible
     if layout.total <= budget or start_visible <= floor:
         return
+    plan.order()
     marker = plan.section.more_marker
     # The marker line's length is its text's, with each "{n}" replaced by the count, plus "\n".
     slots = marker.count("{n}")
@@ -408,6 +524,13 @@ def _drop_to(
     total = layout.total
     best_total, best_v = total, v
     cur = plan.cur
+    # When every line to drop is longer than the marker can grow by in one step, each drop
+    # shrinks the total: if even the last one leaves it over budget, all of them are made.
+    grows = slots if hidden else fixed + slots
+    if min(cur[floor:v]) > grows:
+        last = hidden + v - floor
+        if total - marker_len + fixed + slots * len(str(last)) - sum(cur[floor:v]) > budget:
+            v = best_v = floor
     while total > budget and v > floor:
         v -= 1
         hidden += 1
@@ -426,15 +549,16 @@ def _drop_to(
     steps.append(ShedStep(plan.name, action, dropped, layout.changed(plan)))
 
 
-def _drop_section(layout: Layout, plan: SectionPlan, steps: list[ShedStep]) -> None:
+def _drop_section(layout: Layout, plan: SectionPlan, steps: list[ShedStep]) -> bool:
     if plan.visible == 0 and plan.hidden == 0:
-        return
+        return False
     items = plan.visible
     plan.had = items
     plan.visible = 0
     plan.hidden = 0
     plan.rows_chars = 0
     steps.append(ShedStep(plan.name, "drop_section", items, layout.changed(plan)))
+    return True
 
 
 def fit(layout: Layout, budget: int | None) -> list[ShedStep]:
@@ -442,43 +566,55 @@ def fit(layout: Layout, budget: int | None) -> list[ShedStep]:
     steps: list[ShedStep] = []
     if budget is None or layout.total <= budget:
         return steps
+    dropped: list[SectionPlan] = []  # what ``restore`` may give back to, lowest priority first
     for plan in reversed(layout.plans):
         if layout.total <= budget:
             break
         shed = plan.section.shed
-        if shed is Shed.NEVER:
+        if shed is _NEVER:
             continue
-        if shed is Shed.DROP_SECTION:
-            _drop_section(layout, plan, steps)
-        elif shed is Shed.DROP_ROWS:
-            _drop_rows(layout, plan, budget, steps)
-        elif shed is Shed.DEGRADE:
+        if shed is _DEGRADE:
             _degrade(layout, plan, budget, steps)
+        elif shed is _DROP_SECTION:
+            if _drop_section(layout, plan, steps):
+                dropped.append(plan)
+        elif _drop_rows(layout, plan, budget, steps):
+            dropped.append(plan)
     # Floors yield (ADR D6: only never-shed sections are never dropped), lowest priority first.
     for plan in reversed(layout.plans):
         if layout.total <= budget:
             break
-        if plan.section.shed is Shed.DEGRADE and (plan.visible or plan.hidden):
+        if plan.section.shed is _DEGRADE and (plan.visible or plan.hidden):
             _drop_to(layout, plan, budget, steps, 0, "drop_below_floor")
             if layout.total > budget:
                 _drop_section(layout, plan, steps)
-    if layout.total < budget and steps:
-        restore(layout, budget, steps)
+    if layout.total < budget and dropped:
+        restore(layout, budget, steps, dropped[::-1])
     return steps
 
 
-def restore(layout: Layout, budget: int, steps: list[ShedStep]) -> None:
+#: The shortest line a row can have (an empty text: "- " and the newline).
+_MIN_LINE = len(ROW_PREFIX) + 1
+
+
+def restore(
+    layout: Layout, budget: int, steps: list[ShedStep], dropped: Sequence[SectionPlan] | None = None
+) -> None:
     """Give the room left back to dropped rows, best section and best rank first, so a row that
     did not fit never takes smaller rows with it. Only whole rows of ``DROP_ROWS`` sections and
     whole ``DROP_SECTION`` sections come back, each only if the projection still fits; the
-    shedding steps are rewritten to what was dropped in the end."""
-    dropped = {s.section for s in steps if s.action in ("drop_row", "drop_section")}
-    for plan in layout.plans:
-        if plan.name not in dropped:
-            continue
+    shedding steps are rewritten to what was dropped in the end. ``dropped``: the sections
+    that dropped rows or themselves, in delivery order (``fit`` knows them; else read off the
+    steps)."""
+    if dropped is None:
+        names = {s.section for s in steps if s.action in ("drop_row", "drop_section")}
+        dropped = [plan for plan in layout.plans if plan.name in names]
+    for plan in dropped:
+        if budget - layout.total < _MIN_LINE:
+            return  # not even the shortest line fits any more
         shed = plan.section.shed
         had = plan.had
-        if shed is Shed.DROP_SECTION and plan.size == 0:
+        if shed is _DROP_SECTION and plan.size == 0:
             rows_chars = sum(plan.cur[:had])
             if budget - layout.total < rows_chars:
                 continue  # the section alone is larger than the room left
@@ -491,9 +627,10 @@ def restore(layout: Layout, budget: int, steps: list[ShedStep]) -> None:
                 layout.changed(plan)
                 continue
             _give_back(steps, plan.name, had, added)
-        elif shed is Shed.DROP_ROWS and plan.visible < had:
+        elif shed is _DROP_ROWS and plan.visible < had:
             if min(plan.cur[plan.visible : had]) > budget - layout.total:
                 continue  # not one of its dropped rows fits (the usual case): skip the loop
+            plan.order()  # (a section dropped whole was never ordered; nothing of it is kept now)
             for i in range(plan.visible, had):
                 if budget - layout.total < plan.cur[i]:
                     continue  # its line alone is larger than the room left

@@ -14,14 +14,15 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import enum
+import functools
 import hashlib
 import inspect
 import logging
 import operator
 import time
 import types
-from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeGuard
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import attrs
 
@@ -96,8 +97,24 @@ class InjectionRecord:
     approx_tokens: int = 0
 
 
+class _Deferred:
+    """Where a composed projection keeps how to build its ``sections`` until they are first read.
+
+    Most projections are never explained, and a preview (``record=False``) is read for its
+    text: building one report per section, every turn, was a fifth of the core's cost with 50
+    sections. So ``assemble`` leaves the ``sections`` slot empty and keeps the builder here; the
+    first read of ``sections`` (directly, or by ``==``, ``repr``, ``as_dict``, ``attrs.evolve``,
+    pickling: every attrs method reads the attribute) builds the reports once and stores them.
+    The builder only reads the fitted plans, so a read from another thread gets equal reports.
+    """
+
+    __slots__ = ("_reports",)
+
+    _reports: Callable[[], tuple[SectionReport, ...]] | None
+
+
 @attrs.frozen
-class ProjectedContext:
+class ProjectedContext(_Deferred):
     """The composed projection for one request, with everything needed to explain it."""
 
     text: str
@@ -144,6 +161,14 @@ class ProjectedContext:
     def section(self, name: str) -> SectionReport | None:
         return next((s for s in self.sections if s.name == name), None)
 
+    if not TYPE_CHECKING:  # (for the type checker every attribute is declared)
+
+        def __getattr__(self, name: str) -> Any:
+            # Reached only for an empty slot: the ``sections`` of a projection not read yet.
+            if name == "sections":
+                return _built_sections(self)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: enums as their values, each section with its ``sha256`` (not its rendered
         text, which ``text`` already holds), and without the request (a store, a config)."""
@@ -155,6 +180,20 @@ class ProjectedContext:
         for report, section in zip(self.sections, out["sections"], strict=True):
             section["sha256"] = report.sha256
         return out
+
+
+def _built_sections(projection: ProjectedContext) -> tuple[SectionReport, ...]:
+    """Build the reports of a projection whose ``sections`` are read for the first time."""
+    try:
+        build = object.__getattribute__(projection, "_reports")
+    except AttributeError:  # not a deferred projection: the slot was emptied some other way
+        raise AttributeError("'ProjectedContext' object has no attribute 'sections'") from None
+    if build is None:  # built by another thread meanwhile
+        return cast(tuple[SectionReport, ...], object.__getattribute__(projection, "sections"))
+    sections = build()
+    object.__setattr__(projection, "sections", sections)
+    object.__setattr__(projection, "_reports", None)
+    return sections
 
 
 _AS_DICT_FILTER = attrs.filters.exclude(
@@ -455,44 +494,24 @@ def assemble(
         warn_once(overflow_key(layout, budget), message, BudgetWarning)
 
     text = layout.render()
-    # Positional, in field order (name, plugin, priority, chars, item_ids, offered, truncated,
-    # error, suppressed, cut, meta, rendered, drafted): one report per section, every turn.
-    reports = [
-        SectionReport(
-            p.name,
-            p.plugin,
-            p.section.priority,
-            p.size,
-            p.delivered_ids(),
-            len(p.rows),
-            p.truncated,
-            None,
-            None,
-            tuple(p.cut),
-            p.meta,
-            p.rendered,
-            p.rows,
-        )
-        for p in layout.plans
-    ]
-    reports.extend(
-        SectionReport(reg.section.name, reg.plugin, reg.section.priority, error=error, suppressed=why)
-        for reg, why, error in skipped
-    )
-    # ``layout.plans`` is in delivery order already; only skipped sections need placing.
-    ordered = tuple(sorted(reports, key=lambda r: (r.priority, r.name)) if skipped else reports)
+    plans = layout.plans
     injection = None
     if recording:
+        delivered = {}
+        for p in plans:
+            ids = p.delivered_ids()
+            if ids:
+                delivered[p.name] = ids
         injection = InjectionRecord(
             session_id=request.session_id,
             turn_index=request.turn_index,
             at=dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
-            delivered={r.name: r.item_ids for r in ordered if r.item_ids},
+            delivered=delivered,
             approx_tokens=approx_tokens(layout.total),
         )
-    return ProjectedContext(
+    projection = ProjectedContext(
         text=text,
-        sections=ordered,
+        sections=(),  # built when first read (``_Deferred``)
         overflow=tuple(steps),
         budget_chars=budget,
         used_chars=layout.total,
@@ -507,6 +526,41 @@ def assemble(
         as_of=position,
         plugins=host.plugin_versions() if recording else {},
     )
+    object.__delattr__(projection, "sections")
+    object.__setattr__(projection, "_reports", functools.partial(section_reports, plans, tuple(skipped)))
+    return projection
+
+
+def section_reports(
+    plans: Sequence[SectionPlan], skipped: Sequence[Skipped]
+) -> tuple[SectionReport, ...]:
+    """One report per section, in delivery order: the fitted ``plans`` (in delivery order
+    already) and the ``skipped`` sections placed among them."""
+    # Positional, in field order (name, plugin, priority, chars, item_ids, offered, truncated,
+    # error, suppressed, cut, meta, rendered, drafted).
+    reports = [
+        SectionReport(
+            p.name,
+            p.plugin,
+            p.priority,
+            p.size,
+            p.delivered_ids(),
+            len(p.rows),
+            p.truncated,
+            None,
+            None,
+            tuple(p.cut),
+            p.meta,
+            p.rendered,
+            p.offered(),
+        )
+        for p in plans
+    ]
+    reports.extend(
+        SectionReport(reg.section.name, reg.plugin, reg.section.priority, error=error, suppressed=why)
+        for reg, why, error in skipped
+    )
+    return tuple(sorted(reports, key=lambda r: (r.priority, r.name)) if skipped else reports)
 
 
 def compose_projected_context(
