@@ -123,6 +123,8 @@ _SHORT = operator.attrgetter("short")
 _ROW_ID = operator.attrgetter("id")
 #: Delivery order: priority, then name (a documented, registration-independent rule).
 _DELIVERY_ORDER = operator.attrgetter("priority", "name")
+_ENVELOPE = operator.attrgetter("section.envelope")
+_SIZE = operator.attrgetter("size")
 #: The shared empty list of a plan with nothing cut or restored (replaced before any append).
 _NONE: list[Any] = []
 #: The shared empty map of a plan with no degraded or cut row (replaced before any insert).
@@ -162,6 +164,12 @@ class ShedStep:
     chars: int
 
 
+#: One shedding step as ``fit`` records it: a ``ShedStep``'s fields, (section, action, items,
+#: chars). A plain tuple, because most steps are never read: the projection makes the
+#: ``ShedStep`` objects when its ``overflow`` is first read.
+Step = tuple[str, str, int, int]
+
+
 class SectionPlan:
     """The mutable fitting state of one section's draft during one composition.
 
@@ -194,7 +202,6 @@ class SectionPlan:
         "section",
         "short",
         "size",
-        "texts",
         "visible",
     )
 
@@ -215,23 +222,25 @@ class SectionPlan:
         self.priority = section.priority
         self.plugin = plugin
         self.meta = meta
-        #: The rows as drafted, until ``order`` puts them (and ``texts`` and ``cur``) in rank order.
+        #: The rows as drafted, until ``order`` puts them (and ``cur``) in rank order.
         self.rows: Sequence[Row] = rows
         self.ordered = len(rows) < 2
-        # The memo answers for recurring texts in one pass in C; only a miss is escaped here.
-        self.texts = texts = list(map(_TEXT, rows))
-        cur = cast(list[int], list(map(_LINE_LEN.get, texts)))
-        if not all(cur):  # a miss (a line is never empty, so no length is 0)
-            cur = [n or escape_measured(t)[1] for n, t in zip(cur, texts, strict=True)]
+        # The memo answers for recurring texts in one pass in C; a miss (None) fails the sum,
+        # and only then is each missing row escaped here.
+        cur = cast(list[int], list(map(_LINE_LEN.get, map(_TEXT, rows))))
+        try:
+            self.rows_chars = sum(cur)
+        except TypeError:
+            cur = [n or escape_measured(r.text)[1] for n, r in zip(cur, rows, strict=True)]
+            self.rows_chars = sum(cur)
         #: Each row's line length as it stands (degrading and cutting shorten it).
         self.cur = cur
-        self.rows_chars = sum(cur)
         #: Ids of the rows cut to ``row_limit`` chars (a line is never shorter than its text,
         #: so a section whose lines all fit skips the check).
         self.cut: list[str] = _NONE
         #: The rendered lines of the cut rows, by index (the others are the memo's).
         self.lines: dict[int, str] = _NO_LINES
-        if row_limit and self.rows_chars > row_limit and max(cur) > row_limit:
+        if row_limit and self.rows_chars > row_limit and max(self.cur) > row_limit:
             self._cut_rows(row_limit)
         self._row_limit = row_limit
         #: Rows past ``visible`` given back by ``restore``, in rank order.
@@ -261,7 +270,6 @@ class SectionPlan:
         if index is not None:
             pick = operator.itemgetter(*index)
             self.rows = pick(self.rows)
-            self.texts = list(pick(self.texts))
             self.cur = list(pick(self.cur))
 
     def offered(self) -> list[Row]:
@@ -275,11 +283,11 @@ class SectionPlan:
     def _cut_rows(self, limit: int) -> None:
         self.order()
         self.cut, self.lines = [], {}
-        cur, texts = self.cur, self.texts
+        cur, rows = self.cur, self.rows
         for i, length in enumerate(cur):
             if length <= limit:
                 continue  # its escaped text is shorter than its line
-            text = escape_measured(texts[i])[0]
+            text = escape_measured(rows[i].text)[0]
             if len(text) > limit:
                 cut = self.lines[i] = _lines(cut_row(text, limit))
                 cur[i] = len(cut)
@@ -320,14 +328,17 @@ class SectionPlan:
         head = sec.heading + "\n" if sec.heading else ""
         if sec.inner_tag:
             head += f"<{sec.inner_tag}>\n"
-        short, lines, texts = self.short, self.lines, self.texts
+        short, lines, rows = self.short, self.lines, self.rows
         if short or lines or self.restored:
             indices: Sequence[int] = self.kept() if self.restored else range(self.visible)
             body = "".join(
-                [short[i] if i in short else lines[i] if i in lines else _line_of(texts[i]) for i in indices]
+                [
+                    short[i] if i in short else lines[i] if i in lines else _line_of(rows[i].text)
+                    for i in indices
+                ]
             )
         else:
-            shown = texts[: self.visible]
+            shown = list(map(_TEXT, rows[: self.visible]))
             try:
                 body = "".join(map(_LINE.__getitem__, shown))
             except KeyError:  # the memo was cleared since the rows were measured
@@ -348,8 +359,7 @@ class Layout:
         self.envelopes: list[Envelope] = []
         self.members: list[list[SectionPlan]] = []
         index: dict[str, int] = {}
-        for plan in self.plans:
-            env = plan.section.envelope
+        for plan, env in zip(self.plans, map(_ENVELOPE, self.plans), strict=True):
             i = index.get(env.tag)
             if i is None:
                 i = index[env.tag] = len(self.envelopes)
@@ -361,13 +371,13 @@ class Layout:
             len(f"<{e.tag}>\n") + (len(e.preamble) + 1 if e.preamble else 0) + len(f"</{e.tag}>")
             for e in self.envelopes
         ]
-        self.env_content = [sum(p.size for p in m) for m in self.members]
-        self.env_sizes = [self._env_size(i) for i in range(len(self.envelopes))]
-        self.present = sum(1 for s in self.env_sizes if s)
-        self.total = sum(self.env_sizes) + len(ENVELOPE_SEPARATOR) * max(self.present - 1, 0)
+        #: The sections' sizes summed by envelope: an envelope with none is left out whole.
+        self.env_content = [sum(map(_SIZE, m)) for m in self.members]
+        self.total = self._measure()
 
-    def _env_size(self, i: int) -> int:
-        return self.env_overhead[i] + self.env_content[i] if self.env_content[i] else 0
+    def _measure(self) -> int:
+        sizes = [o + c for o, c in zip(self.env_overhead, self.env_content, strict=True) if c]
+        return sum(sizes) + len(ENVELOPE_SEPARATOR) * max(len(sizes) - 1, 0)
 
     def changed(self, plan: SectionPlan) -> int:
         """Re-measure after ``plan`` changed; returns chars freed (positive) or added (negative)."""
@@ -379,23 +389,21 @@ class Layout:
         if not delta:
             return 0
         plan.size = size
+        content = self.env_content
         i = plan.envelope_index
-        before_total = self.total
-        old = self.env_sizes[i]
-        content = self.env_content[i] = self.env_content[i] + delta
-        new = self.env_overhead[i] + content if content else 0
-        self.env_sizes[i] = new
-        if bool(old) != bool(new):
-            self.present += 1 if new else -1
-            self.total = sum(self.env_sizes) + len(ENVELOPE_SEPARATOR) * max(self.present - 1, 0)
-        else:
-            self.total = before_total + new - old
-        return before_total - self.total
+        old = content[i]
+        content[i] = old + delta
+        if old and content[i]:  # the envelope stays: only this section's size changed
+            self.total += delta
+            return -delta
+        before = self.total  # the envelope appears or goes, with its tags and a separator
+        self.total = self._measure()
+        return before - self.total
 
     def render(self) -> str:
         blocks = []
         for i, env in enumerate(self.envelopes):
-            if not self.env_sizes[i]:
+            if not self.env_content[i]:
                 continue
             body = "".join([p.render() for p in self.members[i] if p.size])
             pre = env.preamble + "\n" if env.preamble else ""
@@ -403,74 +411,82 @@ class Layout:
         return ENVELOPE_SEPARATOR.join(blocks)
 
 
-def _drop_rows(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedStep]) -> bool:
+def _drop_rows(layout: Layout, plan: SectionPlan, budget: int, steps: list[Step]) -> bool:
     # Equivalent to dropping one row at a time and re-measuring: every drop but the one that
     # empties the section frees exactly that row's line, so the stopping point is found in one
-    # pass and the layout is re-measured once. When the rows' lines are no more than the excess,
-    # every row goes whatever their order (each frees something), so none is sorted.
+    # pass and the layout is re-measured once.
     excess = layout.total - budget
-    if plan.rows_chars <= excess and not plan.restored:
-        v, freed = 0, plan.rows_chars
-    else:
-        plan.order()
-        v = plan.visible
-        freed = 0
-        cur = plan.cur
-        while v > 0 and freed < excess:
-            v -= 1
-            freed += cur[v]
+    plan.order()
+    v = plan.visible
+    freed = 0
+    cur = plan.cur
+    while v > 0 and freed < excess:
+        v -= 1
+        freed += cur[v]
     dropped = plan.visible - v
     if not dropped:
         return False
     plan.had = plan.visible  # what ``restore`` may give back
     plan.rows_chars -= freed
     plan.visible = v
-    steps.append(ShedStep(plan.name, "drop_row", dropped, layout.changed(plan)))
+    steps.append((plan.name, "drop_row", dropped, layout.changed(plan)))
     return True
 
 
-def _degrade(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedStep]) -> None:
+def _degrade(layout: Layout, plan: SectionPlan, budget: int, steps: list[Step]) -> None:
     # 1. Short forms, lowest-ranked row first, only where the short form is actually shorter;
     # a row's short form is measured only when its turn comes.
     plan.order()
-    if not _degrade_all(layout, plan, budget, steps):
+    degraded = _degrade_all(layout, plan, budget, steps)
+    if degraded is None:
         _degrade_rows(layout, plan, budget, steps)
     # 2. Drop to the floor behind a "+N more" marker.
     _drop_to(layout, plan, budget, steps, plan.section.floor, "drop_to_floor")
+    if degraded and plan.visible:  # the lines of the degraded rows still shown
+        shorts, shorter = degraded
+        keep = shorter[: plan.visible]
+        try:
+            lines = list(map(_LINE.__getitem__, compress(shorts, keep)))
+        except KeyError:  # the memo was cleared since the short forms were measured
+            lines = list(map(_line_of, compress(shorts, keep)))
+        if lines:
+            plan.short = dict(zip(compress(range(plan.visible), keep), lines, strict=True))
 
 
-def _degrade_all(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedStep]) -> bool:
+def _degrade_all(
+    layout: Layout, plan: SectionPlan, budget: int, steps: list[Step]
+) -> tuple[list[str], list[bool]] | None:
     """``_degrade_rows`` in a few passes in C for the usual case, where even every short form
     together does not free the excess, so every row whose short form is shorter is degraded
     whatever the order: every row has a short form already measured, none is over the row
-    bound, and nothing was degraded before. Returns False (nothing done) otherwise."""
+    bound, and nothing was degraded before. Returns the visible rows' short forms and which
+    of them were taken (their lines are made once it is known which rows stay shown), or
+    None, having done nothing, when the case does not apply."""
     visible, cur, limit = plan.visible, plan.cur, plan._row_limit
     if plan.short or not visible:
-        return False
+        return None
     shorts = list(map(_SHORT, plan.rows[:visible]))
-    lengths = list(map(_LINE_LEN.get, shorts))  # None for a missing short form and for a miss
-    if None in lengths or (limit and max(lengths) > limit + 3):
-        return False
+    # None for a row without a short form and for a miss: either fails min() or max() below.
+    lengths = cast(list[int], list(map(_LINE_LEN.get, shorts)))
     shown = cur[:visible]
-    degraded = list(map(min, shown, lengths))
-    saved = sum(shown) - sum(degraded)
-    if saved >= layout.total - budget:
-        return False  # some rows keep their full form: which ones depends on the order
-    if not saved:
-        return True
-    shorter = list(map(operator.lt, lengths, shown))
     try:
-        lines = list(map(_LINE.__getitem__, compress(shorts, shorter)))
-    except KeyError:  # the memo was cleared since the short forms were measured
-        lines = list(map(_line_of, compress(shorts, shorter)))
-    plan.short = dict(zip(compress(range(visible), shorter), lines, strict=True))
-    cur[:visible] = degraded
-    plan.rows_chars -= saved
-    steps.append(ShedStep(plan.name, "degrade_row", len(lines), layout.changed(plan)))
-    return True
+        if limit and max(lengths) > limit + 3:
+            return None  # a short form may need cutting
+        degraded = list(map(min, shown, lengths))
+    except TypeError:
+        return None
+    saved = plan.rows_chars - sum(degraded) if visible == len(cur) else sum(shown) - sum(degraded)
+    if saved >= layout.total - budget:
+        return None  # some rows keep their full form: which ones depends on the order
+    shorter = list(map(operator.lt, lengths, shown))
+    if saved:
+        cur[:visible] = degraded
+        plan.rows_chars -= saved
+        steps.append((plan.name, "degrade_row", shorter.count(True), layout.changed(plan)))
+    return shorts, shorter
 
 
-def _degrade_rows(layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedStep]) -> None:
+def _degrade_rows(layout: Layout, plan: SectionPlan, budget: int, steps: list[Step]) -> None:
     """Degrade row by row, lowest-ranked first, until the excess is freed."""
     short = plan.short
     rows, cur, limit = plan.rows, plan.cur, plan._row_limit
@@ -501,11 +517,11 @@ def _degrade_rows(layout: Layout, plan: SectionPlan, budget: int, steps: list[Sh
         count += 1
     plan.rows_chars -= saved
     if count:
-        steps.append(ShedStep(plan.name, "degrade_row", count, layout.changed(plan)))
+        steps.append((plan.name, "degrade_row", count, layout.changed(plan)))
 
 
 def _drop_to(
-    layout: Layout, plan: SectionPlan, budget: int, steps: list[ShedStep], floor: int, action: str
+    layout: Layout, plan: SectionPlan, budget: int, steps: list[Step], floor: int, action: str
 ) -> None:
     """Drop visible rows, lowest-ranked first, down to ``floor``, behind the "+N more" marker.
     The marker can outweigh a tiny row, so the smallest state seen is kept when nothing fits.
@@ -546,24 +562,24 @@ def _drop_to(
     plan.rows_chars -= sum(cur[final_v:start_visible])
     plan.hidden += dropped
     plan.visible = final_v
-    steps.append(ShedStep(plan.name, action, dropped, layout.changed(plan)))
+    steps.append((plan.name, action, dropped, layout.changed(plan)))
 
 
-def _drop_section(layout: Layout, plan: SectionPlan, steps: list[ShedStep]) -> bool:
+def _drop_section(layout: Layout, plan: SectionPlan, steps: list[Step], action: str = "drop_section") -> bool:
     if plan.visible == 0 and plan.hidden == 0:
         return False
     items = plan.visible
-    plan.had = items
+    plan.had = items  # what ``restore`` may give back
     plan.visible = 0
     plan.hidden = 0
     plan.rows_chars = 0
-    steps.append(ShedStep(plan.name, "drop_section", items, layout.changed(plan)))
+    steps.append((plan.name, action, items, layout.changed(plan)))
     return True
 
 
-def fit(layout: Layout, budget: int | None) -> list[ShedStep]:
+def fit(layout: Layout, budget: int | None) -> list[Step]:
     """Shed until ``layout.total <= budget`` or nothing sheddable is left; returns the steps."""
-    steps: list[ShedStep] = []
+    steps: list[Step] = []
     if budget is None or layout.total <= budget:
         return steps
     dropped: list[SectionPlan] = []  # what ``restore`` may give back to, lowest priority first
@@ -577,6 +593,10 @@ def fit(layout: Layout, budget: int | None) -> list[ShedStep]:
             _degrade(layout, plan, budget, steps)
         elif shed is _DROP_SECTION:
             if _drop_section(layout, plan, steps):
+                dropped.append(plan)
+        elif plan.rows_chars <= layout.total - budget:
+            # Every row goes, whatever their order (each frees its line): as one step.
+            if _drop_section(layout, plan, steps, "drop_row"):
                 dropped.append(plan)
         elif _drop_rows(layout, plan, budget, steps):
             dropped.append(plan)
@@ -598,7 +618,7 @@ _MIN_LINE = len(ROW_PREFIX) + 1
 
 
 def restore(
-    layout: Layout, budget: int, steps: list[ShedStep], dropped: Sequence[SectionPlan] | None = None
+    layout: Layout, budget: int, steps: list[Step], dropped: Sequence[SectionPlan] | None = None
 ) -> None:
     """Give the room left back to dropped rows, best section and best rank first, so a row that
     did not fit never takes smaller rows with it. Only whole rows of ``DROP_ROWS`` sections and
@@ -607,7 +627,7 @@ def restore(
     that dropped rows or themselves, in delivery order (``fit`` knows them; else read off the
     steps)."""
     if dropped is None:
-        names = {s.section for s in steps if s.action in ("drop_row", "drop_section")}
+        names = {name for name, action, _items, _chars in steps if action in ("drop_row", "drop_section")}
         dropped = [plan for plan in layout.plans if plan.name in names]
     for plan in dropped:
         if budget - layout.total < _MIN_LINE:
@@ -647,15 +667,15 @@ def restore(
                 _give_back(steps, plan.name, 1, added)
 
 
-def _give_back(steps: list[ShedStep], section: str, items: int, chars: int) -> None:
+def _give_back(steps: list[Step], section: str, items: int, chars: int) -> None:
     """Take ``items`` rows and ``chars`` chars off the section's last dropping step."""
     for index in range(len(steps) - 1, -1, -1):
-        step = steps[index]
-        if step.section == section and step.action in ("drop_row", "drop_section"):
-            if step.items <= items:
+        name, action, had, freed = steps[index]
+        if name == section and action in ("drop_row", "drop_section"):
+            if had <= items:
                 del steps[index]
             else:
-                steps[index] = ShedStep(section, step.action, step.items - items, step.chars - chars)
+                steps[index] = (section, action, had - items, freed - chars)
             return
 
 

@@ -17,11 +17,12 @@ import enum
 import functools
 import hashlib
 import inspect
+import itertools
 import logging
 import operator
 import time
 import types
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import attrs
@@ -31,7 +32,7 @@ from contextplane.backends import resolve_backend
 from contextplane.budget import approx_tokens, budget_chars
 from contextplane.config import Config
 from contextplane.errors import SectionError, ValidationError
-from contextplane.fitting import Layout, SectionPlan, ShedStep, fit, overflow_key
+from contextplane.fitting import Layout, SectionPlan, ShedStep, Step, fit, overflow_key
 from contextplane.notices import BudgetWarning, log_failure, log_once, warn_once
 from contextplane.plugins import PluginHost, Registered, get_host
 from contextplane.records.backend import is_backend
@@ -108,9 +109,11 @@ class _Deferred:
     The builder only reads the fitted plans, so a read from another thread gets equal reports.
     """
 
-    __slots__ = ("_reports",)
+    __slots__ = ("_reports", "_steps")
 
     _reports: Callable[[], tuple[SectionReport, ...]] | None
+    #: The shedding steps as ``fitting.fit`` recorded them, until ``overflow`` is first read.
+    _steps: Sequence[Step] | None
 
 
 @attrs.frozen
@@ -164,9 +167,11 @@ class ProjectedContext(_Deferred):
     if not TYPE_CHECKING:  # (for the type checker every attribute is declared)
 
         def __getattr__(self, name: str) -> Any:
-            # Reached only for an empty slot: the ``sections`` of a projection not read yet.
+            # Reached only for an empty slot: ``sections`` or ``overflow`` not read yet.
             if name == "sections":
                 return _built_sections(self)
+            if name == "overflow":
+                return _built_overflow(self)
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def as_dict(self) -> dict[str, Any]:
@@ -190,10 +195,24 @@ def _built_sections(projection: ProjectedContext) -> tuple[SectionReport, ...]:
         raise AttributeError("'ProjectedContext' object has no attribute 'sections'") from None
     if build is None:  # built by another thread meanwhile
         return cast(tuple[SectionReport, ...], object.__getattribute__(projection, "sections"))
-    sections = build()
+    sections = cast(tuple[SectionReport, ...], build())
     object.__setattr__(projection, "sections", sections)
     object.__setattr__(projection, "_reports", None)
     return sections
+
+
+def _built_overflow(projection: ProjectedContext) -> tuple[ShedStep, ...]:
+    """Make the ``ShedStep`` objects of a projection whose ``overflow`` is read the first time."""
+    try:
+        steps = object.__getattribute__(projection, "_steps")
+    except AttributeError:
+        raise AttributeError("'ProjectedContext' object has no attribute 'overflow'") from None
+    if steps is None:  # made by another thread meanwhile
+        return cast(tuple[ShedStep, ...], object.__getattribute__(projection, "overflow"))
+    overflow = tuple(itertools.starmap(ShedStep, steps))
+    object.__setattr__(projection, "overflow", overflow)
+    object.__setattr__(projection, "_steps", None)
+    return overflow
 
 
 _AS_DICT_FILTER = attrs.filters.exclude(
@@ -204,6 +223,7 @@ _AS_DICT_FILTER = attrs.filters.exclude(
     attrs.fields(SectionReport).drafted,
 )
 _ROW_ID = operator.attrgetter("id")
+_ROWS_ONLY = frozenset((Row,))
 #: The meta of a draft that gave none (read-only: a report copies the meta it keeps).
 _NO_META: Mapping[str, Any] = types.MappingProxyType({})
 
@@ -225,7 +245,7 @@ def _as_rows(result: Any, name: str) -> tuple[tuple[Row, ...], Mapping[str, Any]
         raise ValidationError(
             f"section {name!r} returned {type(result).__name__}; expected a Draft or an iterable of Row"
         )
-    if set(map(type, rows)) - {Row}:
+    if not _ROWS_ONLY.issuperset(map(type, rows)):
         for i, row in enumerate(rows):
             if not isinstance(row, Row):
                 raise ValidationError(
@@ -311,20 +331,20 @@ def position_of(view: Any) -> Any:
         return None
 
 
-@contextlib.contextmanager
-def consistent_view(store: Any) -> Iterator[Any]:
+#: The view of a composition that reads no memory (a context manager is reusable when stateless).
+_NO_VIEW_NEEDED: contextlib.nullcontext[None] = contextlib.nullcontext()
+
+
+def consistent_view(store: Any) -> contextlib.AbstractContextManager[Any]:
     """The store's point-in-time view for one composition, or the store itself (logged once)
     when it offers none: then each section reads whatever is committed when it reads."""
     if store is None:
-        yield None
-        return
+        return _NO_VIEW_NEEDED
     opener = getattr(store, "consistent_read", None)
     if opener is None:
         warn_no_view(store)
-        yield store
-        return
-    with opener() as view:
-        yield view
+        return contextlib.nullcontext(store)
+    return cast(contextlib.AbstractContextManager[Any], opener())
 
 
 def _resolve(request: ProjectionRequest) -> ProjectionRequest:
@@ -368,13 +388,44 @@ def prepare(
     ordered_regs = host.ordered_context_sections()
     _checked(ordered_regs)
     timeout_s = cfg.context.provider_timeout_ms / 1000 if cfg.context.provider_timeout_ms else None
+    return request, host, strict, _drafting(ordered_regs, request), timeout_s
+
+
+#: ``Drafting`` tuples by registration state and the request's mode flags: the same few serve
+#: every turn of a session. ``_memory``: whether a section that drafts carries memory, by tuple.
+_drafts: dict[Hashable, tuple[tuple[Registered[ContextSection], ...], Drafting]] = {}
+_memory: dict[int, tuple[Drafting, bool]] = {}
+
+
+def _drafting(ordered_regs: tuple[Registered[ContextSection], ...], request: ProjectionRequest) -> Drafting:
+    """Every section in draft order with why it is suppressed this turn (None: draft it), made
+    once per registration state and mode: ``ProjectionRequest.suppression`` reads only the
+    request's subset, incognito and goal-turn flags (a subclass may read more: it is asked)."""
+    if type(request) is not ProjectionRequest:
+        return tuple((reg, request.suppression(reg.section)) for reg in ordered_regs)
+    key = (id(ordered_regs), request.only_sections, request.incognito, request.goal_turn)
+    known = _drafts.get(key)
+    if known is not None and known[0] is ordered_regs:
+        return known[1]
     drafting = tuple((reg, request.suppression(reg.section)) for reg in ordered_regs)
-    return request, host, strict, drafting, timeout_s
+    if len(_drafts) > 64:
+        _drafts.clear()
+        _memory.clear()
+    _drafts[key] = (ordered_regs, drafting)
+    _memory[id(drafting)] = (drafting, _carries_memory(drafting))
+    return drafting
+
+
+def _carries_memory(drafting: Drafting) -> bool:
+    return any(why is None and reg.section.carries_memory for reg, why in drafting)
 
 
 def needs_memory(drafting: Drafting) -> bool:
     """True when a section that will draft carries memory (else no view is opened)."""
-    return any(why is None and reg.section.carries_memory for reg, why in drafting)
+    known = _memory.get(id(drafting))
+    if known is not None and known[0] is drafting:
+        return known[1]
+    return _carries_memory(drafting)
 
 
 def row_limit(cfg: Config) -> int | None:
@@ -434,7 +485,7 @@ def compose(
             started = clock()
             try:
                 result = section.draft(seen)
-                if awaitable(result):  # an async provider, run to completion here
+                if type(result) is not list and awaitable(result):  # an async provider, run here
                     result = run_to_completion(result, timeout_s)
                 rows, meta = _as_rows(result, section.name)
                 elapsed = clock() - started
@@ -511,8 +562,8 @@ def assemble(
         )
     projection = ProjectedContext(
         text=text,
-        sections=(),  # built when first read (``_Deferred``)
-        overflow=tuple(steps),
+        sections=(),  # these two are made when first read (``_Deferred``)
+        overflow=(),
         budget_chars=budget,
         used_chars=layout.total,
         injection=injection,
@@ -528,6 +579,9 @@ def assemble(
     )
     object.__delattr__(projection, "sections")
     object.__setattr__(projection, "_reports", functools.partial(section_reports, plans, tuple(skipped)))
+    if steps:
+        object.__delattr__(projection, "overflow")
+        object.__setattr__(projection, "_steps", steps)
     return projection
 
 
