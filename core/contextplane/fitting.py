@@ -35,7 +35,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Hashable, Mapping, Sequence
 from itertools import compress
-from typing import Any, cast
+from typing import Any
 
 import attrs
 
@@ -123,6 +123,7 @@ _SHORT = operator.attrgetter("short")
 _ROW_ID = operator.attrgetter("id")
 #: Delivery order: priority, then name (a documented, registration-independent rule).
 _DELIVERY_ORDER = operator.attrgetter("priority", "name")
+_PRIORITY = operator.attrgetter("priority")
 _ENVELOPE = operator.attrgetter("section.envelope")
 _SIZE = operator.attrgetter("size")
 #: The shared empty list of a plan with nothing cut or restored (replaced before any append).
@@ -143,11 +144,10 @@ def _rank_order(rows: Sequence[Row]) -> list[int] | None:
     """The indices of ``rows`` in rank order (ties: higher trust tier, then id), or None when
     they are in that order already (the usual draft)."""
     ranks = list(map(_BY_RANK, rows))
-    distinct = sorted(set(ranks))
-    if distinct == ranks:  # strictly increasing
+    if all(map(operator.lt, ranks, ranks[1:])):
         return None
     n = len(ranks)
-    if len(distinct) == n:  # distinct ranks need no tie-break
+    if len(set(ranks)) == n:  # distinct ranks need no tie-break
         index = sorted(range(n), key=ranks.__getitem__)
     else:
         index = sorted(range(n), key=lambda i: _row_key(rows[i]))
@@ -225,16 +225,15 @@ class SectionPlan:
         #: The rows as drafted, until ``order`` puts them (and ``cur``) in rank order.
         self.rows: Sequence[Row] = rows
         self.ordered = len(rows) < 2
-        # The memo answers for recurring texts in one pass in C; a miss (None) fails the sum,
-        # and only then is each missing row escaped here.
-        cur = cast(list[int], list(map(_LINE_LEN.get, map(_TEXT, rows))))
+        # The memo answers for recurring texts in one pass in C; only on a miss is each
+        # missing row escaped here.
         try:
-            self.rows_chars = sum(cur)
-        except TypeError:
-            cur = [n or escape_measured(r.text)[1] for n, r in zip(cur, rows, strict=True)]
-            self.rows_chars = sum(cur)
+            cur = list(map(_LINE_LEN.__getitem__, map(_TEXT, rows)))
+        except KeyError:
+            cur = [_LINE_LEN.get(r.text) or escape_measured(r.text)[1] for r in rows]
         #: Each row's line length as it stands (degrading and cutting shorten it).
         self.cur = cur
+        self.rows_chars = sum(cur)
         #: Ids of the rows cut to ``row_limit`` chars (a line is never shorter than its text,
         #: so a section whose lines all fit skips the check).
         self.cut: list[str] = _NONE
@@ -338,11 +337,11 @@ class SectionPlan:
                 ]
             )
         else:
-            shown = list(map(_TEXT, rows[: self.visible]))
+            shown = rows if self.visible == len(rows) else rows[: self.visible]
             try:
-                body = "".join(map(_LINE.__getitem__, shown))
+                body = "".join(map(_LINE.__getitem__, map(_TEXT, shown)))
             except KeyError:  # the memo was cleared since the rows were measured
-                body = "".join(map(_line_of, shown))
+                body = "".join(map(_line_of, map(_TEXT, shown)))
         tail = self.marker()
         if sec.inner_tag:
             tail += f"</{sec.inner_tag}>\n"
@@ -355,7 +354,12 @@ class Layout:
 
     def __init__(self, plans: Sequence[SectionPlan]) -> None:
         # Delivery order: priority, then name (a documented, registration-independent rule).
-        self.plans = sorted(plans, key=_DELIVERY_ORDER)
+        # Composition hands them over in draft order, which is that order already.
+        priorities = list(map(_PRIORITY, plans))
+        if all(map(operator.lt, priorities, priorities[1:])):
+            self.plans = list(plans)
+        else:
+            self.plans = sorted(plans, key=_DELIVERY_ORDER)
         self.envelopes: list[Envelope] = []
         self.members: list[list[SectionPlan]] = []
         index: dict[str, int] = {}
@@ -372,7 +376,7 @@ class Layout:
             for e in self.envelopes
         ]
         #: The sections' sizes summed by envelope: an envelope with none is left out whole.
-        self.env_content = [sum(map(_SIZE, m)) for m in self.members]
+        self.env_content: list[int] = [sum(map(_SIZE, m)) for m in self.members]
         self.total = self._measure()
 
     def _measure(self) -> int:
@@ -397,6 +401,19 @@ class Layout:
             self.total += delta
             return -delta
         before = self.total  # the envelope appears or goes, with its tags and a separator
+        self.total = self._measure()
+        return before - self.total
+
+    def emptied(self, plan: SectionPlan) -> int:
+        """``changed`` for a section left with nothing to show (so it is left out whole)."""
+        size = plan.size
+        plan.size = 0
+        i = plan.envelope_index
+        left = self.env_content[i] = self.env_content[i] - size
+        if left or not size:
+            self.total -= size
+            return size
+        before = self.total  # the envelope goes, with its tags and a separator
         self.total = self._measure()
         return before - self.total
 
@@ -466,15 +483,14 @@ def _degrade_all(
     if plan.short or not visible:
         return None
     shorts = list(map(_SHORT, plan.rows[:visible]))
-    # None for a row without a short form and for a miss: either fails min() or max() below.
-    lengths = cast(list[int], list(map(_LINE_LEN.get, shorts)))
-    shown = cur[:visible]
     try:
-        if limit and max(lengths) > limit + 3:
-            return None  # a short form may need cutting
-        degraded = list(map(min, shown, lengths))
-    except TypeError:
+        lengths = list(map(_LINE_LEN.__getitem__, shorts))
+    except KeyError:  # a row without a short form (None), or one not measured yet
         return None
+    if limit and max(lengths) > limit + 3:
+        return None  # a short form may need cutting
+    shown = cur[:visible]
+    degraded = list(map(min, shown, lengths))
     saved = plan.rows_chars - sum(degraded) if visible == len(cur) else sum(shown) - sum(degraded)
     if saved >= layout.total - budget:
         return None  # some rows keep their full form: which ones depends on the order
@@ -566,14 +582,12 @@ def _drop_to(
 
 
 def _drop_section(layout: Layout, plan: SectionPlan, steps: list[Step], action: str = "drop_section") -> bool:
-    if plan.visible == 0 and plan.hidden == 0:
-        return False
     items = plan.visible
+    if not items and not plan.hidden:
+        return False
     plan.had = items  # what ``restore`` may give back
-    plan.visible = 0
-    plan.hidden = 0
-    plan.rows_chars = 0
-    steps.append((plan.name, action, items, layout.changed(plan)))
+    plan.visible = plan.hidden = plan.rows_chars = 0
+    steps.append((plan.name, action, items, layout.emptied(plan)))
     return True
 
 
@@ -591,14 +605,20 @@ def fit(layout: Layout, budget: int | None) -> list[Step]:
             continue
         if shed is _DEGRADE:
             _degrade(layout, plan, budget, steps)
-        elif shed is _DROP_SECTION:
-            if _drop_section(layout, plan, steps):
+            continue
+        if shed is _DROP_ROWS and plan.rows_chars > layout.total - budget:
+            if _drop_rows(layout, plan, budget, steps):
                 dropped.append(plan)
-        elif plan.rows_chars <= layout.total - budget:
-            # Every row goes, whatever their order (each frees its line): as one step.
-            if _drop_section(layout, plan, steps, "drop_row"):
-                dropped.append(plan)
-        elif _drop_rows(layout, plan, budget, steps):
+            continue
+        # The whole section goes: a DROP_SECTION one, or a DROP_ROWS one whose lines are no
+        # more than the excess (every row goes, whatever their order: each frees its line).
+        # ``_drop_section``, inline: most sections a tight budget sheds go this way.
+        items = plan.visible
+        if items:
+            plan.had = items
+            plan.visible = plan.rows_chars = 0
+            action = "drop_section" if shed is _DROP_SECTION else "drop_row"
+            steps.append((plan.name, action, items, layout.emptied(plan)))
             dropped.append(plan)
     # Floors yield (ADR D6: only never-shed sections are never dropped), lowest priority first.
     for plan in reversed(layout.plans):

@@ -224,6 +224,7 @@ _AS_DICT_FILTER = attrs.filters.exclude(
 )
 _ROW_ID = operator.attrgetter("id")
 _ROWS_ONLY = frozenset((Row,))
+_CUT = operator.attrgetter("cut")
 #: The meta of a draft that gave none (read-only: a report copies the meta it keeps).
 _NO_META: Mapping[str, Any] = types.MappingProxyType({})
 
@@ -519,7 +520,7 @@ def assemble(
     cfg = request.config
     recording = request.record and not request.incognito
     limit = row_limit(cfg)
-    for plan in plans:
+    for plan in plans if any(map(_CUT, plans)) else ():
         if plan.cut:
             warn_once(
                 ("row-cut", plan.plugin, plan.name),
@@ -585,9 +586,7 @@ def assemble(
     return projection
 
 
-def section_reports(
-    plans: Sequence[SectionPlan], skipped: Sequence[Skipped]
-) -> tuple[SectionReport, ...]:
+def section_reports(plans: Sequence[SectionPlan], skipped: Sequence[Skipped]) -> tuple[SectionReport, ...]:
     """One report per section, in delivery order: the fitted ``plans`` (in delivery order
     already) and the ``skipped`` sections placed among them."""
     # Positional, in field order (name, plugin, priority, chars, item_ids, offered, truncated,
