@@ -451,6 +451,8 @@ def _drop_rows(layout: Layout, plan: SectionPlan, budget: int, steps: list[Step]
 
 
 def _degrade(layout: Layout, plan: SectionPlan, budget: int, steps: list[Step]) -> None:
+    if not plan.section.floor and _degrade_away(layout, plan, budget, steps):
+        return
     # 1. Short forms, lowest-ranked row first, only where the short form is actually shorter;
     # a row's short form is measured only when its turn comes.
     plan.order()
@@ -468,6 +470,44 @@ def _degrade(layout: Layout, plan: SectionPlan, budget: int, steps: list[Step]) 
             lines = list(map(_line_of, compress(shorts, keep)))
         if lines:
             plan.short = dict(zip(compress(range(plan.visible), keep), lines, strict=True))
+
+
+def _degrade_away(layout: Layout, plan: SectionPlan, budget: int, steps: list[Step]) -> bool:
+    """``_degrade`` for a section with no floor that ends as its marker alone, decided without
+    putting its rows in order: the case of ``_degrade_all`` (so every shorter short form is
+    taken, whatever the order), after which every row is longer than the marker can grow by
+    (so each drop shrinks the total) and even the last drop leaves the projection over budget
+    (so all of them are made). Returns False, having done nothing, when that is not the case."""
+    rows, cur, limit = plan.rows, plan.cur, plan._row_limit
+    visible = plan.visible
+    if not visible or visible != len(rows) or plan.hidden or plan.short:
+        return False
+    try:
+        lengths = list(map(_LINE_LEN.__getitem__, map(_SHORT, rows)))
+    except KeyError:  # a row without a short form (None), or one not measured yet
+        return False
+    if limit and max(lengths) > limit + 3:
+        return False  # a short form may need cutting
+    degraded = list(map(min, cur, lengths))
+    kept = sum(degraded)
+    saved = plan.rows_chars - kept
+    total = layout.total - saved  # what degrading leaves (the section keeps rows, so no envelope goes)
+    if total <= budget:
+        return False  # some rows keep their full form: which ones depends on the order
+    marker = plan.section.more_marker
+    slots = marker.count("{n}")
+    fixed = len(marker) - 3 * slots + 1
+    if min(degraded) <= fixed + slots or total + fixed + slots * len(str(visible)) - kept <= budget:
+        return False  # dropping stops before the last row: where depends on the order
+    if saved:
+        count = sum(map(operator.lt, lengths, cur))
+        cur[:] = degraded
+        plan.rows_chars = kept
+        steps.append((plan.name, "degrade_row", count, layout.changed(plan)))
+    plan.rows_chars = 0
+    plan.hidden, plan.visible = visible, 0
+    steps.append((plan.name, "drop_to_floor", visible, layout.changed(plan)))
+    return True
 
 
 def _degrade_all(
