@@ -208,6 +208,8 @@ class SectionPlan:
     #: How many rows were visible before ``_drop_rows`` / ``_drop_section`` shed them (set only
     #: on a section that shed, and read only by ``restore``).
     had: int
+    #: Which of the layout's envelopes the section is in (set by ``Layout``).
+    envelope_index: int
 
     def __init__(
         self,
@@ -254,7 +256,6 @@ class SectionPlan:
         if section.inner_tag:
             overhead += 2 * len(section.inner_tag) + 7  # "<t>\n" + "</t>\n"
         self.overhead = overhead
-        self.envelope_index = -1
         # What ``Layout.changed`` would compute for a plan nothing was shed from yet.
         self.size = overhead + self.rows_chars if rows else 0
         self.rendered = ""
@@ -689,14 +690,15 @@ def restore(
     if dropped is None:
         names = {name for name, action, _items, _chars in steps if action in ("drop_row", "drop_section")}
         dropped = [plan for plan in layout.plans if plan.name in names]
+    room = budget - layout.total
     for plan in dropped:
-        if budget - layout.total < _MIN_LINE:
+        if room < _MIN_LINE:
             return  # not even the shortest line fits any more
         shed = plan.section.shed
         had = plan.had
         if shed is _DROP_SECTION and plan.size == 0:
             rows_chars = sum(plan.cur[:had])
-            if budget - layout.total < rows_chars:
+            if room < rows_chars:
                 continue  # the section alone is larger than the room left
             plan.visible = had
             plan.rows_chars = rows_chars
@@ -707,8 +709,9 @@ def restore(
                 layout.changed(plan)
                 continue
             _give_back(steps, plan.name, had, added)
+            room = budget - layout.total
         elif shed is _DROP_ROWS and plan.visible < had:
-            if min(plan.cur[plan.visible : had]) > budget - layout.total:
+            if min(plan.cur[plan.visible : had]) > room:
                 continue  # not one of its dropped rows fits (the usual case): skip the loop
             plan.order()  # (a section dropped whole was never ordered; nothing of it is kept now)
             for i in range(plan.visible, had):
@@ -725,6 +728,7 @@ def restore(
                     layout.changed(plan)
                     continue
                 _give_back(steps, plan.name, 1, added)
+            room = budget - layout.total
 
 
 def _give_back(steps: list[Step], section: str, items: int, chars: int) -> None:
