@@ -226,7 +226,8 @@ class SectionPlan:
         self.meta = meta
         #: The rows as drafted, until ``order`` puts them (and ``cur``) in rank order.
         self.rows: Sequence[Row] = rows
-        self.ordered = len(rows) < 2
+        self.visible = n = len(rows)
+        self.ordered = n < 2
         # The memo answers for recurring texts in one pass in C; only on a miss is each
         # missing row escaped here.
         try:
@@ -235,29 +236,27 @@ class SectionPlan:
             cur = [_LINE_LEN.get(r.text) or escape_measured(r.text)[1] for r in rows]
         #: Each row's line length as it stands (degrading and cutting shorten it).
         self.cur = cur
-        self.rows_chars = sum(cur)
+        self.rows_chars = rows_chars = sum(cur)
         #: Ids of the rows cut to ``row_limit`` chars (a line is never shorter than its text,
         #: so a section whose lines all fit skips the check).
         self.cut: list[str] = _NONE
         #: The rendered lines of the cut rows, by index (the others are the memo's).
         self.lines: dict[int, str] = _NO_LINES
-        if row_limit and self.rows_chars > row_limit and max(self.cur) > row_limit:
-            self._cut_rows(row_limit)
         self._row_limit = row_limit
+        if row_limit and rows_chars > row_limit and max(cur) > row_limit:
+            self._cut_rows(row_limit)
         #: Rows past ``visible`` given back by ``restore``, in rank order.
         self.restored: list[int] = _NONE
         #: The rendered lines of the degraded rows' short forms only, by index.
         self.short: dict[int, str] = _NO_LINES
-        self.visible = len(rows)
         self.hidden = 0
-        overhead = 0
-        if section.heading:
-            overhead += len(section.heading) + 1
-        if section.inner_tag:
-            overhead += 2 * len(section.inner_tag) + 7  # "<t>\n" + "</t>\n"
+        heading, inner_tag = section.heading, section.inner_tag
+        overhead = len(heading) + 1 if heading else 0
+        if inner_tag:
+            overhead += 2 * len(inner_tag) + 7  # "<t>\n" + "</t>\n"
         self.overhead = overhead
         # What ``Layout.changed`` would compute for a plan nothing was shed from yet.
-        self.size = overhead + self.rows_chars if rows else 0
+        self.size = overhead + self.rows_chars if n else 0
         self.rendered = ""
 
     def order(self) -> None:
