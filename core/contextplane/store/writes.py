@@ -35,7 +35,7 @@ from contextplane.memory.model import (
     validate_text,
 )
 from contextplane.memory.stamps import creation_stamps
-from contextplane.store import history, migrate, vector_index
+from contextplane.store import history, migrate, unkeyed, vector_index
 from contextplane.store.columns import (
     ADD_FIELDS,
     ATTRIBUTE_FIELDS,
@@ -99,6 +99,9 @@ def _match(candidates: list[tuple[str, Any]] | None, content: str) -> Any | None
 
 class StoreWrites(VectorUpkeep):
     """Adding rows: one or a batch, all or none."""
+
+    #: Set once the store's rows all have their content key (``_keys_complete``).
+    _all_keyed: bool = False
 
     def add_chunk(
         self,
@@ -264,18 +267,32 @@ class StoreWrites(VectorUpkeep):
         self, conn: apsw.Connection, prepared: list[tuple[Any, ...]], now_text: str
     ) -> dict[tuple[Any, ...], list[tuple[str, Any]]]:
         """Deliverable rows with the content key of a prepared row, in one statement for the
-        batch: dedupe key -> [(text, id)], oldest first."""
+        batch: dedupe key -> [(text, id)], oldest first. While a migrated store's rows are not
+        all keyed yet (``migrate.migrate_content_hashes``), the unkeyed ones are looked up too."""
         hashes = list({row[_AT_HASH] for row in prepared if row[_AT_HASH] is not None})
         found: dict[tuple[Any, ...], list[tuple[str, Any]]] = {}
         if not hashes:
             return found
         for chunk_id, content, namespace, source_type, key in conn.execute(
             "SELECT c.id, c.content, c.namespace, c.source_type, c.content_hash FROM chunks AS c "
-            "WHERE c.content_hash IN (SELECT value FROM json_each(?)) AND " + _DELIVERABLE + " ORDER BY c.id",
+            "WHERE c.content_hash IN (SELECT value FROM json_each(?)) AND c.content_hash IS NOT NULL AND "
+            + _DELIVERABLE
+            + " ORDER BY c.id",
             (json.dumps(hashes), now_text),
         ):
             found.setdefault((key, namespace, source_type), []).append((str(content), str(chunk_id)))
+        if not self._keys_complete(conn):
+            writes = [(_dedupe_key(row), str(row[0])) for row in prepared]
+            for key, rows in unkeyed.duplicates(conn, writes, _DELIVERABLE, now_text).items():
+                both = set(found.get(key, [])) | set(rows)
+                found[key] = sorted(both, key=lambda pair: int(pair[1]))
         return found
+
+    def _keys_complete(self, conn: apsw.Connection) -> bool:
+        """True once every row has its content key (the pass's marker never goes away again)."""
+        if not self._all_keyed:
+            self._all_keyed = migrate.meta_get(conn, migrate.CONTENT_HASH_BACKFILL) is not None
+        return self._all_keyed
 
     def _near_duplicates(
         self, conn: apsw.Connection, row: tuple[Any, ...], now_text: str, policy: Consolidation
