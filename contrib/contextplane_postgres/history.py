@@ -44,7 +44,13 @@ import attrs
 import psycopg
 
 from contextplane.errors import StoreError
-from contextplane.memory.history import EVENT_NAMES, HISTORY_START, MIGRATION_NOTE, HistoryEvent, HistoryPosition
+from contextplane.memory.history import (
+    EVENT_NAMES,
+    HISTORY_START,
+    MIGRATION_NOTE,
+    HistoryEvent,
+    HistoryPosition,
+)
 from contextplane.memory.model import format_timestamp, read_timestamp, utc_now
 from contextplane_postgres.codec import content_key, dec, enc
 

@@ -10,11 +10,11 @@ sits in the table: the migration writes none (``migrate.start_history``); a row'
 before its first change, and until then ``events`` reads it from the row itself.
 
 As-of reads: the state of the store at a ``HistoryPosition`` (seq S, time T) differs from now
-only for the rows with a change after S (a ``migrated`` event is no change). ``overlay`` puts their state at S into a temporary
-table and shadows ``chunks`` with a temporary view of the same name that reads them from it
-(rows written after S are hidden), so every read statement of the store (``get``,
-``list_chunks``, ``search``, the vector leg) runs unchanged against the past. SQLite resolves
-an unqualified table name in ``temp`` first, so nothing in ``sql`` needs to know.
+only for the rows with a change after S (a ``migrated`` event is no change). ``overlay`` puts
+their state at S into a temporary table and shadows ``chunks`` with a temporary view of the same
+name that reads them from it (rows written after S are hidden), so every read statement of the
+store (``get``, ``list_chunks``, ``search``, the vector leg) runs unchanged against the past.
+SQLite resolves an unqualified table name in ``temp`` first, so nothing in ``sql`` needs to know.
 
 Ranking: BM25 depends on the corpus (row count, lengths, how many rows hold a word), so rows
 written after S would change the order of results even while hidden. With ``exact_ranking``
@@ -38,7 +38,13 @@ import apsw
 import attrs
 
 from contextplane.errors import StoreError
-from contextplane.memory.history import EVENT_NAMES, HISTORY_START, MIGRATION_NOTE, HistoryEvent, HistoryPosition
+from contextplane.memory.history import (
+    EVENT_NAMES,
+    HISTORY_START,
+    MIGRATION_NOTE,
+    HistoryEvent,
+    HistoryPosition,
+)
 from contextplane.memory.model import format_timestamp, read_timestamp
 from contextplane.store import migrate
 from contextplane.store.columns import SELECT_NAMES
@@ -165,7 +171,8 @@ def _unwritten_baseline(conn: apsw.Connection, chunk_id: int, *, probe: bool) ->
     started = migrate.meta_get(conn, migrate.HISTORY_STARTED_KEY)
     if high is None or started is None or chunk_id > int(high):
         return None
-    if probe and conn.execute("SELECT 1 FROM chunk_history WHERE chunk_id = ? LIMIT 1", (chunk_id,)).fetchone():
+    probed = "SELECT 1 FROM chunk_history WHERE chunk_id = ? LIMIT 1"
+    if probe and conn.execute(probed, (chunk_id,)).fetchone():
         return None  # written after the position
     row = conn.execute(f"SELECT {_STATE_LIST} FROM chunks WHERE id = ?", (chunk_id,)).fetchone()
     if row is None:
@@ -290,8 +297,9 @@ def overlay(conn: apsw.Connection, position: HistoryPosition, *, exact_ranking: 
     conn.execute(_view_sql())
     corpus_changed = bool(written or purged)
     if exact_ranking and corpus_changed:
+        tokenize = fts_tokenizer(conn)
         conn.execute(
-            f"CREATE VIRTUAL TABLE temp.chunks_fts USING fts5(content, heading, tokenize={fts_tokenizer(conn)})"
+            f"CREATE VIRTUAL TABLE temp.chunks_fts USING fts5(content, heading, tokenize={tokenize})"
         )
         conn.execute(
             "INSERT INTO temp.chunks_fts(rowid, content, heading) SELECT id, content, heading FROM chunks"

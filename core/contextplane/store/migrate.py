@@ -505,13 +505,15 @@ def _backfill(
         )
     start = _pass_start(conn, passes)
     max_id = int(scalar(conn, "SELECT coalesce(max(id), 0) FROM chunks"))
-    if limit is None:
-        total = int(scalar(conn, "SELECT count(*) FROM chunks WHERE id > ?", (start,)))
-    else:
+    if limit is not None:
         batch_rows = max(1, min(batch_rows, limit))
-        total = int(
-            scalar(conn, "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE id > ? LIMIT ?)", (start, limit))
-        )
+    total = 0
+    if on_batch is not None:  # counting a million rows is a twentieth of the pass: only for progress
+        if limit is None:
+            total = int(scalar(conn, "SELECT count(*) FROM chunks WHERE id > ?", (start,)))
+        else:
+            bounded = "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE id > ? LIMIT ?)"
+            total = int(scalar(conn, bounded, (start, limit)))
     done = 0
     lo = start
     while lo < max_id:
@@ -525,16 +527,19 @@ def _backfill(
             conn.execute(update, {"lo": lo, "hi": hi})
             for p in passes:
                 _meta_set(conn, _cursor_key(p), str(hi))
-        done = min(total, done + batch_rows) if row is not None else total
+        if row is not None:  # ids are unique: the batch is exactly ``batch_rows`` rows
+            done += batch_rows
+        else:
+            done += int(scalar(conn, "SELECT count(*) FROM chunks WHERE id > ? AND id <= ?", (lo, hi)))
         lo = hi
         if on_batch is not None:
-            on_batch(done, total)
+            on_batch(min(done, total), total)
     stamp = format_timestamp(utc_now())
     with write_transaction(conn):
         for p in passes:  # in order: D4, then D7's review state, then the content key
             _meta_set(conn, p, stamp)
             conn.execute("DELETE FROM _kb_meta WHERE key = ?", (_cursor_key(p),))
-    return total
+    return done
 
 
 @attrs.frozen
@@ -593,12 +598,16 @@ def ensure_schema(
     first = passes + ((CONTENT_HASH_BACKFILL,) if finish and passes else ())
     later = (CONTENT_HASH_BACKFILL,) if finish and not passes else ()
     # One progress report over both phases: (rows done, rows total).
-    first_rows = _rows_left(conn, first) if first else 0
-    later_rows = _rows_left(conn, later) if later else 0
     report_first = report_later = None
     if on_batch is not None:
+        first_rows = _rows_left(conn, first) if first else 0
+        later_rows = _rows_left(conn, later) if later else 0
         report_first = functools.partial(_report, on_batch, 0, first_rows + later_rows)
         report_later = functools.partial(_report, on_batch, first_rows, first_rows + later_rows)
+    if first:
+        # The read path's always-on index before the row pass: built over rows no pass has
+        # stamped 'always' yet it is a scan without a sort, and the pass adds each row to it.
+        ensure_read_indexes(conn)
     visited = _backfill(conn, first, on_batch=report_first, batch_rows=batch_rows) if first else 0
     # Before the history starts: a repaired cell is the state the history starts from.
     repaired = repair_nonpositive_ids(conn)
@@ -917,7 +926,8 @@ def repair_nonpositive_ids(conn: apsw.Connection) -> int:
     if pending_passes(conn) or not table_exists(conn, "chunks"):
         return 0
     checks = ["c.id <= 0 AND (c.memory_kind IS NULL OR c.review_state IS NULL)"]
-    keys = _meta_get(conn, CONTENT_HASH_BACKFILL) is not None and "content_hash" in column_names(conn, "chunks")
+    keys = _meta_get(conn, CONTENT_HASH_BACKFILL) is not None
+    keys = keys and "content_hash" in column_names(conn, "chunks")
     if keys:
         checks.append("c.id <= 0 AND c.content_hash IS NULL")
     find = f"SELECT c.id FROM chunks AS c WHERE {' OR '.join(f'({c})' for c in checks)}"
@@ -1064,10 +1074,9 @@ def pending_v3_passes(conn: apsw.Connection) -> list[str]:
 def _baseline_installed(conn: apsw.Connection) -> bool:
     if _meta_get(conn, HISTORY_BASELINE_KEY) is None:
         return False
-    found = conn.execute(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?)", tuple(_BASELINE_TRIGGERS)
-    ).fetchone()
-    return int(found[0]) == len(_BASELINE_TRIGGERS)
+    installed = "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?)"
+    found = scalar(conn, installed, tuple(_BASELINE_TRIGGERS))
+    return int(found) == len(_BASELINE_TRIGGERS)
 
 
 def _history_due(conn: apsw.Connection) -> bool:
@@ -1118,7 +1127,8 @@ def content_hash_rows_left(conn: apsw.Connection, at_most: int | None = None) ->
     start = _pass_start(conn, (CONTENT_HASH_BACKFILL,))
     if at_most is None:
         return int(scalar(conn, "SELECT count(*) FROM chunks WHERE id > ?", (start,)))
-    return int(scalar(conn, "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE id > ? LIMIT ?)", (start, at_most)))
+    bounded = "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE id > ? LIMIT ?)"
+    return int(scalar(conn, bounded, (start, at_most)))
 
 
 def migrate_content_hashes(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, cast
 
 import apsw
 
@@ -55,7 +55,10 @@ def phrase(tokenizer: apsw.FTS5Tokenizer, text: str) -> str | None:
     """The MATCH expression of ``text``'s first tokens as a phrase in the content column, or
     None when the tokenizer finds no token in it. A span holds no separator, so no quote."""
     data = text.encode("utf-8")
-    spans = tokenizer(data, apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=True, include_colocated=False)
+    spans = cast(
+        list[tuple[int, int, str]],
+        tokenizer(data, apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=True, include_colocated=False),
+    )
     if not spans:
         return None
     words = [data[start:end].decode("utf-8") for start, end, *_ in spans[:PHRASE_TOKENS]]

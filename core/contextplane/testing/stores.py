@@ -555,13 +555,13 @@ class StoreMigrationChecks(_StoreBase):
         position = history.history_position()
         store.set_review_state(one.id, "rejected", by="curator-kit")
         store.invalidate_chunk(two.id, reason="kit says wrong", by="curator-kit")
-        got = [(e.seq, e.event, e.review_state, e.actor) for e in history.history(one.id)]
+        changed = [(e.seq, str(e.event), e.review_state, e.actor) for e in history.history(one.id)]
         requirement.check(
-            len(got) == 2
-            and got[0] == (0, "migrated", "pending", "")
-            and got[1][1:] == ("review", "rejected", "curator-kit")
-            and got[1][0] > position.seq,
-            f"after set_review_state the history of legacy row {one.id!r} reads {got}; expected the "
+            len(changed) == 2
+            and changed[0] == (0, "migrated", "pending", "")
+            and changed[1][1:] == ("review", "rejected", "curator-kit")
+            and changed[1][0] > position.seq,
+            f"after set_review_state the history of legacy row {one.id!r} reads {changed}; expected the "
             f"'migrated' event at seq 0, then the review after position {position.seq}",
         )
         with _as_of(store, position, requirement) as then:
