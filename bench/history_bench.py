@@ -260,6 +260,38 @@ def bench_migration(work: Path, rows: int) -> None:
     )
 
 
+def bench_migrated_review(work: Path, rows: int, writes: int) -> None:
+    """What a migrated store's lazy history costs a review-state change: the first change of a
+    row that was there writes its ``migrated`` event too (a trigger), a later one probes for it;
+    against the same change on a store whose rows were all written with their history."""
+    migrated, fresh = work / "review-migrated.sqlite3", work / "review-fresh.sqlite3"
+    build_v1_store(migrated, rows)
+    with SQLiteKnowledgeStore(fresh) as store:
+        store.add_chunks([{"content": f"legacy memory {i}", "source_type": "extracted"} for i in range(rows)])
+    times: dict[tuple[str, int], list[float]] = {}
+    with SQLiteKnowledgeStore(migrated) as lazy, SQLiteKnowledgeStore(fresh) as eager:
+        for change, state in enumerate(("confirmed", "rejected")):
+            for i in range(writes):
+                chunk_id = str(1 + i * 7 % rows)
+                for name, store in (("migrated", lazy), ("fresh", eager))[:: 1 if i % 2 == 0 else -1]:
+                    start = time.perf_counter()
+                    store.set_review_state(chunk_id, state, by="bench")
+                    times.setdefault((name, change), []).append(time.perf_counter() - start)
+        events = lazy.conn.execute("SELECT count(*) FROM chunk_history WHERE event = 'migrated'").fetchone()[0]
+    assert events == writes
+    for change, what in enumerate(("first change of a row (writes its migrated event)", "a later change")):
+        lazy_ms = statistics.median(times[("migrated", change)]) * 1e3
+        eager_ms = statistics.median(times[("fresh", change)]) * 1e3
+        record(
+            f"set_review_state on a migrated {rows}-row store, {what}",
+            writes=writes,
+            migrated_ms=round(lazy_ms, 4),
+            fresh_store_ms=round(eager_ms, 4),
+            ratio=round(lazy_ms / eager_ms, 3),
+            target="(reported)",
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -281,6 +313,7 @@ def main() -> None:
         bench_single(work, base, corpus, 300 if args.quick else 1000)
         bench_explain(work, base, corpus)
         bench_migration(work, 200_000 if args.quick else 1_000_000)
+        bench_migrated_review(work, rows, 300 if args.quick else 1000)
     finally:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
