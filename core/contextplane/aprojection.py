@@ -328,7 +328,8 @@ def _stuck(timeout_s: float) -> TimeoutError:
 class _OneHop:
     """A turn composed in one worker thread: the view opened, every section's synchronous draft
     made in draft order, the view closed, the projection assembled and the observers told, as
-    ``projection.compose`` does it, for one hand-off to the executor instead of one per read.
+    ``projection.compose`` does it, for one hand-off (``contextplane.handoff``) instead of one
+    per read.
 
     Why: on a store that reads in worker threads anyway (the embedded SQLite store), a hop per
     read (open the view, each section's reads, close and record) cost more than the reads of a
