@@ -302,10 +302,21 @@ def bench_migration(work: Path, rows: int) -> None:
     migrate.start_history(conn)
     history_s = time.perf_counter() - start
     events = conn.execute("SELECT count(*) FROM chunk_history").fetchone()[0]
+    conn.close()
+    pending = _lookup_times(work, v1, rows)
+    conn = connect(v1)
     start = time.perf_counter()
     keyed = migrate.migrate_content_hashes(conn)
     keys_s = time.perf_counter() - start
     conn.close()
+    done = _lookup_times(work, v1, rows)
+    record(
+        f"a write while a migrated {rows}-row store's keys are pending (most rows unkeyed) vs once keyed, "
+        "whole add_chunk, median ms",
+        **{name: [pending[name], done[name], round(pending[name] / done[name], 2)] for name in pending},
+        columns="[pending, keyed, ratio]",
+        target="(reported)",
+    )
     assert events == 0 and keyed == rows
     record(
         f"migration, {rows} rows: v2 passes (D4, D7), the history's start, then the content-key pass",
@@ -316,6 +327,40 @@ def bench_migration(work: Path, rows: int) -> None:
         content_key_per_row_us=round(keys_s / rows * 1e6, 2),
         target="(reported)",
     )
+
+
+def _lookup_times(work: Path, migrated: Path, rows: int, writes: int = 200) -> dict[str, float]:
+    """Median ms of writes on a copy of a migrated store opened as a runtime opens it (which keys
+    50,000 rows if its keys are pending): duplicates of rows near its end, new usual texts, texts
+    of only the corpus's commonest words, texts with no token. While keys are pending each
+    looks its duplicates up through the full-text index too (``store.unkeyed``)."""
+    path = work / "mig-lookups.sqlite3"
+    shutil.copyfile(migrated, path)
+    times: dict[str, list[float]] = {}
+    with SQLiteKnowledgeStore(path) as store:
+        high = rows - rows // 20
+        for i in range(writes):
+            chunk_id = high - i * 97
+            content, source = store.conn.execute(
+                "SELECT content, source_type FROM chunks WHERE id = ?", (chunk_id,)
+            ).fetchone()
+            cases = (
+                ("duplicate", content, source),
+                ("new_usual_text", text_corpus(1, seed=100 + i)[0], "operator"),
+                ("only_common_words", f"legacy memory {i % 7} about topic {i % 7}", "agent"),
+            )
+            for name, text, provenance in cases:
+                start = time.perf_counter()
+                got = store.add_chunk(text, "general", provenance)
+                times.setdefault(name, []).append(time.perf_counter() - start)
+                if name == "duplicate":
+                    assert got == str(chunk_id) and got.outcome == "duplicate", (got, chunk_id)
+        for i in range(5):
+            start = time.perf_counter()
+            store.add_chunk("!!! ??? " + "." * i, "general", "operator")
+            times.setdefault("no_token", []).append(time.perf_counter() - start)
+    path.unlink()
+    return {name: round(statistics.median(t) * 1e3, 3) for name, t in times.items()}
 
 
 def bench_migrated_review(work: Path, rows: int, writes: int) -> None:

@@ -30,7 +30,7 @@ from contextplane.explain import explain, replay
 from contextplane.memory.consolidation import content_hash
 from contextplane.memory.history import HISTORY_START, MIGRATION_NOTE
 from contextplane.memory.model import format_timestamp
-from contextplane.store import SQLiteKnowledgeStore, aio, cli
+from contextplane.store import SQLiteKnowledgeStore, aio, cli, unkeyed
 from contextplane.store import migrate as m
 from contextplane.store.migrate import V1_SCHEMA_SQL
 from contextplane_external.mcp_server import build_mcp_server
@@ -244,6 +244,7 @@ def unkeyed_store(legacy: Path, request: pytest.FixtureRequest, monkeypatch: pyt
     if request.param == "unstemmed":
         monkeypatch.setattr(m, "INLINE_STEMMING_MAX_ROWS", 0)
     monkeypatch.setattr(m, "INLINE_CONTENT_HASH_MAX_ROWS", 0)  # no later open keys a row either
+    monkeypatch.setattr(unkeyed, "LOOKUP_COST_IN_KEYS", 0)  # nor a bulk write (see below)
     with SQLiteKnowledgeStore(legacy) as store:
         assert store.conn.execute("SELECT count(*) FROM chunks WHERE content_hash IS NULL").fetchone() == (9,)
         assert m.stemming_pending(store.conn) == (request.param == "unstemmed")
@@ -324,6 +325,31 @@ def test_what_is_not_an_exact_duplicate_of_an_unkeyed_row_is_stored(unkeyed_stor
             got = store.add_chunk(content, "fact", source, namespace=namespace)
             assert got.outcome in ("stored", "near_duplicate"), (content, got.outcome)
             assert int(got) > 9
+
+
+def test_a_bulk_write_that_would_cost_more_in_lookups_keys_the_store_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(m, "INLINE_CONTENT_HASH_MAX_ROWS", 0)
+    path = tmp_path / "v1.sqlite3"
+    make_v1(path, [(f"legacy memory {i}", "general", "operator", "", "") for i in range(100)])
+
+    def unkeyed_rows(store: SQLiteKnowledgeStore) -> int:
+        return int(store.conn.execute("SELECT count(*) FROM chunks WHERE content_hash IS NULL").fetchone()[0])
+
+    with SQLiteKnowledgeStore(path) as store:
+        # 3 rows: 75 lookups' worth of keying is less than the 100 rows left, so they are looked up
+        small = store.add_chunks(
+            [{"content": f"legacy memory {i}", "source_type": "operator"} for i in range(3)]
+        )
+        assert [(w.outcome, str(w)) for w in small] == [("duplicate", str(i + 1)) for i in range(3)]
+        assert unkeyed_rows(store) == 100 and m.pending_v3_passes(store.conn) == [m.CONTENT_HASH_BACKFILL]
+        # 4 rows: 100 lookups' worth, so the store is keyed first and the key finds them
+        bulk = store.add_chunks(
+            [{"content": f"legacy memory {i}", "source_type": "operator"} for i in range(10, 14)]
+        )
+        assert [(w.outcome, str(w)) for w in bulk] == [("duplicate", str(i + 1)) for i in range(10, 14)]
+        assert unkeyed_rows(store) == 0 and m.pending_v3_passes(store.conn) == []
 
 
 def test_later_opens_key_a_batch_each_and_migrate_finishes(legacy: Path) -> None:

@@ -29,6 +29,10 @@ from contextplane.store import history
 
 #: Tokens of the write the phrase holds: enough to make a match rare, few enough to stay cheap.
 PHRASE_TOKENS: Final[int] = 32
+#: A lookup here costs about what keying this many rows does (0.1 ms against 4 us a row at a
+#: million rows, ``bench/history_bench.py``): a bulk write with more rows than the unkeyed
+#: rows divided by it keys the store first (``writes._key_before_bulk``).
+LOOKUP_COST_IN_KEYS: Final[int] = 25
 
 #: (content key, namespace, source_type): what a duplicate must share with the write.
 DedupeKey = tuple[int | None, str, str]

@@ -46,6 +46,7 @@ from contextplane.store.columns import (
     STAGING_SQL,
     UNSTAGE_SQL,
 )
+from contextplane.store.connection import store_error
 from contextplane.store.fts_query import to_match_expression
 from contextplane.store.vector_upkeep import VectorUpkeep
 
@@ -167,6 +168,8 @@ class StoreWrites(VectorUpkeep):
         self, prepared: list[tuple[Any, ...]], vectors: list[bytes] | None, now_text: str, *, single: bool
     ) -> list[WriteOutcome]:
         """Prepared (and embedded) rows written in one transaction, consolidated."""
+        if len(prepared) > 1 and not self._read_only:
+            self._key_before_bulk(len(prepared))
         with self._writing() as conn:
             outcomes = self._consolidate(conn, prepared, vectors, now_text, single=single)
         self._maybe_train()
@@ -287,6 +290,21 @@ class StoreWrites(VectorUpkeep):
                 both = set(found.get(key, [])) | set(rows)
                 found[key] = sorted(both, key=lambda pair: int(pair[1]))
         return found
+
+    def _key_before_bulk(self, rows: int) -> None:
+        """Before a bulk write into a store whose rows are not all keyed: when looking each row's
+        duplicates up through the full-text index would cost more than keying the rest of the
+        store (``unkeyed.LOOKUP_COST_IN_KEYS`` rows keyed per lookup), key the rest first."""
+        with self._lock:
+            conn = self.conn
+            if self._keys_complete(conn):
+                return
+            worth = rows * unkeyed.LOOKUP_COST_IN_KEYS
+            if migrate.content_hash_rows_left(conn, worth + 1) <= worth:
+                try:
+                    migrate.migrate_content_hashes(conn)
+                except apsw.Error as exc:
+                    raise store_error(self.path, exc, migrate.MIGRATING) from None
 
     def _keys_complete(self, conn: apsw.Connection) -> bool:
         """True once every row has its content key (the pass's marker never goes away again)."""
