@@ -27,6 +27,12 @@ it, then ``explain(memory, session, turn)`` for memories with different verdicts
 cases are reported: rows *written* after the turn (the as-of view rebuilds the full-text
 statistics of the corpus as it stood, an O(rows) step) and the same with ``exact_ranking``
 off (ranks from today's statistics).
+
+A migrated store (issue 11: the schema-3 migration visits no row for the history or the content
+key) is reported too: the history's start and the content-key pass of a 1M-row migration; writes
+while its keys are pending (duplicates looked up through the full-text index) against the same
+store keyed; and a review-state change on it (the first change of a row writes its ``migrated``
+event) against a store written with its history.
 """
 
 from __future__ import annotations
