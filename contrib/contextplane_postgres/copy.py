@@ -22,9 +22,11 @@ Why it is shaped this way:
   the memories, in batches with the same cursor; so are the turn inputs. A turn recorded on
   the embedded store names a history position (a ``seq``): kept, it names the same state
   here, so ``explain`` and ``replay`` answer on PostgreSQL as they did on the file. A row the
-  source has no event for (a version-1 or -2 store, or a schema-3 one whose history pass had
-  not finished) gets a ``migrated`` event in the copy's last transaction, and the history
-  starts there, as ``contextplane migrate`` would have made it start on the file. A store
+  source has no event for (a version-1 or -2 store, or a schema-3 one migrated from those: the
+  embedded store writes a row's ``migrated`` event only at its first change) gets one in the
+  copy's last transaction, stamped with the time the source's history starts; like every
+  ``migrated`` event it reads at the start of the history, whatever its ``seq``, so a copied
+  position still names the same state. A store
   newer than schema 3 is refused, naming its version, rather than copied without what it
   holds.
 """

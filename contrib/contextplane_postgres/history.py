@@ -17,8 +17,13 @@ its first event and holds it to its commit: events are numbered in commit order,
 snapshot sees exactly the events up to some seq. The lock is held only for the event inserts
 and the commit (every write appends its events last), never while a writer waits on a row.
 
+A ``migrated`` event (schema step 4 writes one per row already there; a copy from an embedded
+store brings the ones it wrote lazily, at a row's first change, with their ``seq``) is read at
+``HISTORY_START`` wherever it sits: it is the row's state from the start of the history, not a
+change, whatever its ``seq``.
+
 As-of reads: the state at a position (seq S, time T) differs from now only for the rows with
-an event after S. ``overlay`` puts their state at S into a temporary table and shadows
+a change after S. ``overlay`` puts their state at S into a temporary table and shadows
 ``chunks`` with a temporary view of that name (PostgreSQL resolves an unqualified name in the
 session's temporary schema first), so every read statement of the store runs unchanged
 against the past. Both are created inside the as-of view's transaction, which is rolled back
@@ -39,7 +44,13 @@ import attrs
 import psycopg
 
 from contextplane.errors import StoreError
-from contextplane.memory.history import EVENT_NAMES, MIGRATION_NOTE, HistoryEvent, HistoryPosition
+from contextplane.memory.history import (
+    EVENT_NAMES,
+    HISTORY_START,
+    MIGRATION_NOTE,
+    HistoryEvent,
+    HistoryPosition,
+)
 from contextplane.memory.model import format_timestamp, read_timestamp, utc_now
 from contextplane_postgres.codec import content_key, dec, enc
 
@@ -202,7 +213,7 @@ def _utc(value: datetime | None) -> datetime | None:
 def _event(row: Sequence[Any]) -> HistoryEvent:
     seq, chunk_id, at, event, actor, review, expires, invalidated, reason, updated, detail = row
     return HistoryEvent(
-        seq=int(seq),
+        seq=HISTORY_START if event == "migrated" else int(seq),
         chunk_id=str(chunk_id),
         at=at.astimezone(UTC),
         event=event,
@@ -221,7 +232,7 @@ def events(conn: psycopg.Connection[Any], chunk_id: int, upto: int | None = None
     statement = f"SELECT {_EVENT_COLUMNS} FROM chunk_history WHERE chunk_id = %s"
     args: list[Any] = [chunk_id]
     if upto is not None:
-        statement += " AND seq <= %s"
+        statement += " AND (seq <= %s OR event = 'migrated')"
         args.append(upto)
     return [_event(r) for r in conn.execute(statement + " ORDER BY seq", args)]
 
@@ -246,7 +257,9 @@ def position_at(conn: psycopg.Connection[Any], shown: str, when: datetime) -> Hi
             f"schema 4 of the PostgreSQL backend); {format_timestamp(when)} is before it, so its state then "
             "is not known"
         )
-    row = conn.execute("SELECT max(seq) FROM chunk_history WHERE at <= %s", (when,)).fetchone()
+    row = conn.execute(
+        "SELECT max(seq) FROM chunk_history WHERE at <= %s AND event <> 'migrated'", (when,)
+    ).fetchone()
     return HistoryPosition(0 if row is None or row[0] is None else int(row[0]), when)
 
 
@@ -281,8 +294,8 @@ def overlay(conn: psycopg.Connection[Any], schema: str, position: HistoryPositio
     """Shadow ``chunks`` on ``conn`` with the store's state at ``position``. ``conn`` must be
     inside the view's transaction (which is rolled back at its end, taking these with it)."""
     later = conn.execute(
-        "SELECT chunk_id, bool_or(event = 'purged') FROM chunk_history WHERE seq > %s GROUP BY chunk_id "
-        "ORDER BY chunk_id",
+        "SELECT chunk_id, bool_or(event = 'purged') FROM chunk_history WHERE seq > %s "
+        "AND event <> 'migrated' GROUP BY chunk_id ORDER BY chunk_id",
         (position.seq,),
     ).fetchall()
     if not later:
@@ -292,7 +305,8 @@ def overlay(conn: psycopg.Connection[Any], schema: str, position: HistoryPositio
         "SELECT l.id, coalesce(p.event <> 'purged', false) AS present, p.event AS prior_event, "
         + ", ".join(f"p.{c}" for c in STATE_COLUMNS)
         + " FROM unnest(%s::bigint[]) AS l(id) LEFT JOIN LATERAL (SELECT * FROM chunk_history AS h "
-        "WHERE h.chunk_id = l.id AND h.seq <= %s ORDER BY h.seq DESC LIMIT 1) AS p ON true",
+        "WHERE h.chunk_id = l.id AND (h.seq <= %s OR h.event = 'migrated') ORDER BY h.seq DESC LIMIT 1) "
+        "AS p ON true",
         ([int(r[0]) for r in later], position.seq),
     )
     conn.execute("CREATE UNIQUE INDEX ON pg_temp.asof_state (id)")

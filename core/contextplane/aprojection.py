@@ -64,6 +64,7 @@ import attrs
 from contextplane.aio import abandon, over_limit, overran, run_to_completion
 from contextplane.config import Config
 from contextplane.fitting import SectionPlan
+from contextplane.handoff import hand_off, settled_within
 from contextplane.plugins import PluginHost, Registered
 from contextplane.projection import (
     Drafting,
@@ -118,7 +119,7 @@ async def _draft(
         if timeout_s is not None and elapsed > timeout_s:
             raise overran(elapsed, timeout_s)
     else:
-        result = await asyncio.to_thread(_in_thread, section, request)
+        result = await hand_off(_in_thread, section, request)
     if inspect.isawaitable(result):
         result = await result
     if isinstance(result, _Validated):
@@ -327,7 +328,8 @@ def _stuck(timeout_s: float) -> TimeoutError:
 class _OneHop:
     """A turn composed in one worker thread: the view opened, every section's synchronous draft
     made in draft order, the view closed, the projection assembled and the observers told, as
-    ``projection.compose`` does it, for one hand-off to the executor instead of one per read.
+    ``projection.compose`` does it, for one hand-off (``contextplane.handoff``) instead of one
+    per read.
 
     Why: on a store that reads in worker threads anyway (the embedded SQLite store), a hop per
     read (open the view, each section's reads, close and record) cost more than the reads of a
@@ -446,16 +448,14 @@ class _OneHop:
 
     async def compose(self) -> ProjectedContext:
         """The turn's projection: the thread's, or the loop's once it took the turn back."""
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(None, contextvars.copy_context().run, self.run)
+        future = hand_off(self.run)  # a cancelled caller cancels only this future; run() goes on
         timeout_s = self.timeout_s
         try:
             if timeout_s is None:
-                done = await asyncio.shield(future)
+                done = await future
             else:
                 while True:
-                    finished, _ = await asyncio.wait((future,), timeout=self._patience(timeout_s))
-                    if finished:
+                    if await settled_within(future, self._patience(timeout_s)):
                         done = future.result()
                         break
                     taken = self._take_back(timeout_s)

@@ -3,14 +3,18 @@ and who the history says made the console's changes (its reviewer, never an empt
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
 from contextplane import PluginHost
+from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.testing.memory import InMemoryBackend
 from contextplane_console import ConsoleServer, create_app
 from tests.console.conftest import Console, Deployment, start_console
 from tests.console.test_api import find, refused
+from tests.store.helpers import make_v1_store
 
 HX = {"HX-Request": "true"}
 
@@ -175,3 +179,28 @@ def test_every_event_is_described_and_a_duplicate_write_shows_as_consolidated(
     assert described["purged"] == "purged (row deleted)"
     assert described["expiry"] == "expiry cleared"
     assert len(set(described.values())) == len(EVENT_NAMES)  # no event borrows another's words
+
+
+def test_a_migrated_stores_history_starts_at_the_migration(tmp_path: Path) -> None:
+    """A version-1 store's rows have no event until they change (the migration writes none):
+    the panel still shows where their history starts, and a change after it."""
+    path = tmp_path / "v1.sqlite3"
+    make_v1_store(path, [("Standup is at 09:30", "general", "operator"), ("Lunch is at noon", "general", "chat")])
+    backend = SQLiteBackend(path)
+    backend.memories.set_review_state("2", "rejected", by="sam")
+    server = ConsoleServer(create_app(backend, PluginHost()), "127.0.0.1", 0).start()
+    try:
+        untouched = httpx.get(f"{server.url}/api/memory/chunks/1/history").json()["events"]
+        assert [(e["seq"], e["event"], e["change"]) for e in untouched] == [
+            (0, "migrated", "present at the migration (its history starts here)")
+        ]
+        changed = httpx.get(f"{server.url}/api/memory/chunks/2/history").json()["events"]
+        assert [(e["event"], e["review_state"], e["by"]) for e in changed] == [
+            ("migrated", "pending", ""),
+            ("review", "rejected", "sam"),
+        ]
+        page = httpx.get(f"{server.url}/memory/1").text
+        assert '<tr data-event="migrated"' in page and "present at the migration" in page
+    finally:
+        server.stop()
+        backend.close()

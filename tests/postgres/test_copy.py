@@ -29,9 +29,11 @@ from contextplane.memory.history import HistoryPosition
 from contextplane.records import InjectionRow
 from contextplane.records.snapshots import SnapshotRow
 from contextplane.records.turn_inputs import TurnInputs
+from contextplane.store import SQLiteKnowledgeStore, migrate
 from contextplane_postgres import PostgresBackend
 from contextplane_postgres.copy import copy_store, cursor_key
 from contextplane_postgres.database import Database
+from tests.store.helpers import make_v1_store
 
 from .helpers import HashEmbedder
 
@@ -310,6 +312,58 @@ def test_copy_killed_inside_the_history_resumes_with_no_event_lost_or_doubled(
         assert_same(src, dst)  # every row's history event by event, so none lost or doubled
         with psycopg.connect(pg_url) as pg:
             assert pg.execute(f"SELECT count(*) FROM {pg_schema}.chunk_history").fetchone()[0] == events
+    finally:
+        dst.close()
+
+
+def test_a_migrated_store_copies_with_its_history_starting_at_the_migration(
+    tmp_path: Path, pg_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The embedded migration writes a row's 'migrated' event only at its first change (and keys
+    # its rows later): a copy must read every row's history, and the store as of every
+    # position, as the file does.
+    monkeypatch.setattr(migrate, "INLINE_CONTENT_HASH_MAX_ROWS", 0)
+    src = tmp_path / "v1.sqlite3"
+    make_v1_store(
+        src, [(f"legacy {i} kiwi window", "fact", ("operator", "extracted")[i % 2]) for i in range(40)]
+    )
+    with SQLiteKnowledgeStore(src) as mine:
+        assert mine.conn.execute("SELECT count(*) FROM chunk_history").fetchone() == (0,)
+        positions = [mine.history_position()]
+        mine.set_review_state("3", "rejected", by="sam")
+        new = mine.add_chunk("legacy 5 kiwi window", "fact", "extracted")  # a duplicate of row 6
+        assert (new.outcome, new) == ("duplicate", "6")
+        positions.append(mine.history_position())
+        between = datetime.now(UTC)
+        mine.invalidate_chunk("5", reason="wrong")
+        mine.supersede("8", "legacy 7 kiwi window, newer")
+        mine.set_review_state("3", "confirmed", by="priya")
+        assert mine.purge() == 1
+        positions.append(mine.history_position())
+    before = sha(src)
+    db = Database(pg_url, schema=pg_schema, vectors=False)
+    try:
+        copy_store(src, db)
+    finally:
+        db.close()
+    assert sha(src) == before
+    dst = PostgresBackend(pg_url, schema=pg_schema)
+    try:
+        with SQLiteKnowledgeStore(src, read_only=True) as mine:
+            theirs = dst.memories
+            for chunk_id in map(str, range(1, 42)):
+                assert mine.history(chunk_id) == theirs.history(chunk_id), chunk_id
+            assert [e.event for e in theirs.history("3")] == ["migrated", "review", "review"]
+            assert theirs.history("3")[0].seq == 0 and theirs.history("40")[0].event == "migrated"
+            for when in (*positions, between):
+                with mine.as_of(when) as was, theirs.as_of(when) as now:
+                    assert was.list_chunks() == now.list_chunks()
+                    assert was.list_chunks(deliverable=True) == now.list_chunks(deliverable=True)
+                    assert was.history_position() == now.history_position()
+            with theirs.as_of(positions[0]) as now:
+                assert now.get("3").review_state == "confirmed"  # type: ignore[union-attr]
+                assert now.get("8").superseded_by is None  # type: ignore[union-attr]
+                assert now.get("41") is None and theirs.get("41") is not None  # written since
     finally:
         dst.close()
 

@@ -14,8 +14,10 @@ import pytest
 
 from contextplane.memory import legacy_kind_and_policy
 from contextplane.memory.consolidation import content_hash
+from contextplane.memory.history import HISTORY_START
 from contextplane.memory.trust import initial_review_state, trust_tier
 from contextplane.store import SQLiteKnowledgeStore
+from contextplane.store import history as store_history
 from contextplane.store import migrate as m
 from contextplane.store.sqlite import connect
 from tests.store.helpers import make_v1_store
@@ -80,14 +82,13 @@ def _assert_fully_migrated(path: Path, rows: list[tuple[str, str, str]]) -> None
     ):
         assert (s_content, s_domain, s_source) == (content, domain, source)
         assert (kind, policy, review) == _expected(domain, source), (domain, source)
-    # schema 3: one ``migrated`` event per row, recording its backfilled review state; every
-    # row keyed by its content hash
-    events = conn.execute(
-        "SELECT h.chunk_id, h.event, h.review_state, c.review_state FROM chunk_history AS h "
-        "JOIN chunks AS c ON c.id = h.chunk_id ORDER BY h.seq"
-    ).fetchall()
-    assert [e[0] for e in events] == [s[0] for s in stored], "a row's history was lost or doubled"
-    assert all(e[1] == "migrated" and e[2] == e[3] for e in events)
+    # schema 3: the history starts at the migration without an event written per row; each row
+    # reads as one ``migrated`` event at the start, with its backfilled review state; every row
+    # keyed by its content hash
+    assert conn.execute("SELECT count(*) FROM chunk_history").fetchone() == (0,)
+    for chunk_id, *_, review in stored:
+        events = store_history.events(conn, chunk_id)
+        assert [(e.seq, e.event, e.review_state) for e in events] == [(HISTORY_START, "migrated", review)]
     hashes = conn.execute("SELECT content, content_hash FROM chunks").fetchall()
     assert all(h == content_hash(c) for c, h in hashes)
     markers = dict(conn.execute("SELECT key, value FROM _kb_meta"))
@@ -118,7 +119,8 @@ def test_migration_of_every_combination(tmp_path: Path) -> None:
         path, on_migrate_batch=lambda d, t: batches.append((d, t)), migrate_batch_rows=50
     ).close()
     _assert_fully_migrated(path, rows)
-    # A version-1 store: the v2 and v3 passes (cells, content key, history) in one row pass.
+    # A version-1 store: the v2 passes and the content key in one row pass (a small store is
+    # keyed at open), the history started without one.
     n = len(rows)
     assert len(batches) == -(-n // 50) and batches[-1] == (n, n)
     assert [d for d, _ in batches] == sorted(d for d, _ in batches) and {t for _, t in batches} == {n}
@@ -334,7 +336,7 @@ def test_migration_killed_mid_way_resumes_without_loss(
     SQLiteKnowledgeStore(
         path, on_migrate_batch=lambda d, t: visited.append(t), migrate_batch_rows=100
     ).close()
-    # resumed from the cursor, not from scratch (one row pass: the v3 passes ride along)
+    # resumed from the cursor, not from scratch (one row pass: the content key rides along)
     assert visited and visited[0] == len(rows) - committed
     _assert_fully_migrated(path, rows)
     with SQLiteKnowledgeStore(path) as store:

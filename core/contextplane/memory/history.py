@@ -8,8 +8,13 @@ row's lifecycle state *after* it. Nothing rewrites or deletes an event. The late
 row at or before a ``HistoryPosition`` is therefore the row's state at that position, which is
 all an as-of read needs (the D6/D7 filters evaluated then, not now).
 
-Stores that existed before the history get one ``migrated`` event per row, stamped with the
-migration time: their history starts there, and says so (``MIGRATION_NOTE``).
+Stores that existed before the history start it at their migration, and say so
+(``MIGRATION_NOTE``): each row that was already there has one ``migrated`` event, its state
+from the start of the history, stamped with the migration time. A store may write that event
+lazily, just before the row's first change (the embedded store does: one event per row would
+cost a million-row migration more than its own rewrite), or read one for a row that has not
+changed since. Either way a ``migrated`` event is read at ``HISTORY_START``, whatever its
+place in the table: it holds from the start of the history until the row's next event.
 
 Storage-agnostic: the SQLite store and any other store share these values.
 """
@@ -42,6 +47,10 @@ EventName = Literal[
 ]
 EVENT_NAMES: Final[frozenset[str]] = frozenset(get_args(EventName))
 
+#: The position a store's history starts at (no event has happened yet), and the ``seq`` every
+#: ``migrated`` event is read at: the row's state at the start, however late the event was written.
+HISTORY_START: Final[int] = 0
+
 #: What a ``migrated`` event says: the history of that row starts at the migration.
 MIGRATION_NOTE: Final[str] = (
     "history starts at the migration to schema 3; changes before it were not recorded"
@@ -58,7 +67,8 @@ def _frozen(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
 class HistoryEvent:
     """One change to one memory row, with the row's lifecycle state after the change.
 
-    ``seq`` orders events store-wide (a later change has a larger ``seq``); ``actor`` says who
+    ``seq`` orders events store-wide (a later change has a larger ``seq``; a ``migrated`` event
+    has ``HISTORY_START``, since it describes the row from the start); ``actor`` says who
     made the change (the provenance of a write, the curator of a review, ``purge``...);
     ``detail`` holds what the change needs beyond the state (the successor of a supersession,
     the near-duplicate candidates of a write, the migration note)."""

@@ -5,12 +5,16 @@ transaction, after the change, so the event copies the row's state as the change
 commits or rolls back with it (``contextplane.memory.history`` says why). The ``chunk_history``
 table refuses UPDATE and DELETE (``migrate.HISTORY_SQL``).
 
+A migrated store's rows start with a ``migrated`` event, read at ``HISTORY_START`` wherever it
+sits in the table: the migration writes none (``migrate.start_history``); a row's is written just
+before its first change, and until then ``events`` reads it from the row itself.
+
 As-of reads: the state of the store at a ``HistoryPosition`` (seq S, time T) differs from now
-only for the rows with an event after S. ``overlay`` puts their state at S into a temporary
-table and shadows ``chunks`` with a temporary view of the same name that reads them from it
-(rows written after S are hidden), so every read statement of the store (``get``,
-``list_chunks``, ``search``, the vector leg) runs unchanged against the past. SQLite resolves
-an unqualified table name in ``temp`` first, so nothing in ``sql`` needs to know.
+only for the rows with a change after S (a ``migrated`` event is no change). ``overlay`` puts
+their state at S into a temporary table and shadows ``chunks`` with a temporary view of the same
+name that reads them from it (rows written after S are hidden), so every read statement of the
+store (``get``, ``list_chunks``, ``search``, the vector leg) runs unchanged against the past.
+SQLite resolves an unqualified table name in ``temp`` first, so nothing in ``sql`` needs to know.
 
 Ranking: BM25 depends on the corpus (row count, lengths, how many rows hold a word), so rows
 written after S would change the order of results even while hidden. With ``exact_ranking``
@@ -34,7 +38,13 @@ import apsw
 import attrs
 
 from contextplane.errors import StoreError
-from contextplane.memory.history import EVENT_NAMES, HistoryEvent, HistoryPosition
+from contextplane.memory.history import (
+    EVENT_NAMES,
+    HISTORY_START,
+    MIGRATION_NOTE,
+    HistoryEvent,
+    HistoryPosition,
+)
 from contextplane.memory.model import format_timestamp, read_timestamp
 from contextplane.store import migrate
 from contextplane.store.columns import SELECT_NAMES
@@ -123,7 +133,7 @@ def _event(row: tuple[Any, ...]) -> HistoryEvent:
     if stamp is None:
         raise StoreError(f"history event {seq}: unreadable time {at!r}")
     return HistoryEvent(
-        seq=int(seq),
+        seq=HISTORY_START if event == "migrated" else int(seq),
         chunk_id=str(chunk_id),
         at=stamp,
         event=event,
@@ -138,22 +148,51 @@ def _event(row: tuple[Any, ...]) -> HistoryEvent:
 
 
 def events(conn: apsw.Connection, chunk_id: int, upto: int | None = None) -> list[HistoryEvent]:
-    """Every event of one row, oldest first (only those at or before ``upto`` when given)."""
+    """Every event of one row, oldest first (only those at or before ``upto`` when given). A
+    row that was there when a migrated store's history started and has not changed since has
+    its ``migrated`` event read from its cells (the state it has had all along)."""
     sql = f"SELECT {_EVENT_COLUMNS} FROM chunk_history WHERE chunk_id = ?"
     args: list[Any] = [chunk_id]
     if upto is not None:
-        sql += " AND seq <= ?"
+        sql += " AND (seq <= ? OR event = 'migrated')"
         args.append(upto)
-    return [_event(r) for r in conn.execute(sql + " ORDER BY seq", args)]
+    found = [_event(r) for r in conn.execute(sql + " ORDER BY seq", args)]
+    if found:
+        return found
+    baseline = _unwritten_baseline(conn, chunk_id, probe=upto is not None)
+    return [] if baseline is None else [baseline]
+
+
+def _unwritten_baseline(conn: apsw.Connection, chunk_id: int, *, probe: bool) -> HistoryEvent | None:
+    """The ``migrated`` event of a row with no event, when the store's history started at a
+    migration that found it there (``migrate.HISTORY_BASELINE_KEY``). ``probe``: check that the
+    row has no event at all (the caller read only those up to a position)."""
+    high = migrate.meta_get(conn, migrate.HISTORY_BASELINE_KEY)
+    started = migrate.meta_get(conn, migrate.HISTORY_STARTED_KEY)
+    if high is None or started is None or chunk_id > int(high):
+        return None
+    probed = "SELECT 1 FROM chunk_history WHERE chunk_id = ? LIMIT 1"
+    if probe and conn.execute(probed, (chunk_id,)).fetchone():
+        return None  # written after the position
+    row = conn.execute(f"SELECT {_STATE_LIST} FROM chunks WHERE id = ?", (chunk_id,)).fetchone()
+    if row is None:
+        return None
+    note = json.dumps({"note": MIGRATION_NOTE})
+    return _event((HISTORY_START, chunk_id, started, "migrated", "", *row, note))
 
 
 def events_after(conn: apsw.Connection, seq: int, chunk_id: int | None = None) -> list[HistoryEvent]:
-    """Events after ``seq`` (of one row, or of all), oldest first."""
+    """The changes after ``seq`` (of one row, or of all), oldest first: every event but the
+    ``migrated`` ones, which hold from the start of the history wherever they were written."""
     if chunk_id is None:
-        rows = conn.execute(f"SELECT {_EVENT_COLUMNS} FROM chunk_history WHERE seq > ? ORDER BY seq", (seq,))
+        rows = conn.execute(
+            f"SELECT {_EVENT_COLUMNS} FROM chunk_history WHERE seq > ? AND event != 'migrated' ORDER BY seq",
+            (seq,),
+        )
     else:
         rows = conn.execute(
-            f"SELECT {_EVENT_COLUMNS} FROM chunk_history WHERE chunk_id = ? AND seq > ? ORDER BY seq",
+            f"SELECT {_EVENT_COLUMNS} FROM chunk_history WHERE chunk_id = ? AND seq > ? "
+            "AND event != 'migrated' ORDER BY seq",
             (chunk_id, seq),
         )
     return [_event(r) for r in rows]
@@ -173,7 +212,8 @@ def position_at(conn: apsw.Connection, path: str, when: datetime) -> HistoryPosi
             f"schema 3); {format_timestamp(when)} is before it, so its state then is not known"
         )
     row = conn.execute(
-        "SELECT seq FROM chunk_history WHERE at <= ? ORDER BY seq DESC LIMIT 1", (format_timestamp(when),)
+        "SELECT seq FROM chunk_history WHERE at <= ? AND event != 'migrated' ORDER BY seq DESC LIMIT 1",
+        (format_timestamp(when),),
     ).fetchone()
     return HistoryPosition(0 if row is None else int(row[0]), when)
 
@@ -196,7 +236,8 @@ class AsOfOverlay:
     exact_ranking: bool = True
 
 
-def _tokenizer(conn: apsw.Connection) -> str:
+def fts_tokenizer(conn: apsw.Connection) -> str:
+    """The ``tokenize=`` argument of the store's full-text index, quoted as in its SQL."""
     sql = str(migrate.scalar(conn, "SELECT sql FROM main.sqlite_master WHERE name = 'chunks_fts'"))
     found = re.search(r"tokenize\s*=\s*('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")", sql)
     return found.group(1) if found else "'unicode61'"
@@ -230,8 +271,8 @@ def overlay(conn: apsw.Connection, position: HistoryPosition, *, exact_ranking: 
         int(r[1]): r
         for r in conn.execute(
             f"SELECT {_EVENT_COLUMNS} FROM chunk_history WHERE seq IN ("
-            "SELECT (SELECT max(h.seq) FROM chunk_history AS h WHERE h.chunk_id = j.value AND h.seq <= ?) "
-            "FROM json_each(?) AS j)",
+            "SELECT (SELECT max(h.seq) FROM chunk_history AS h WHERE h.chunk_id = j.value "
+            "AND (h.seq <= ? OR h.event = 'migrated')) FROM json_each(?) AS j)",
             (position.seq, json.dumps(ids)),
         )
     }
@@ -256,8 +297,9 @@ def overlay(conn: apsw.Connection, position: HistoryPosition, *, exact_ranking: 
     conn.execute(_view_sql())
     corpus_changed = bool(written or purged)
     if exact_ranking and corpus_changed:
+        tokenize = fts_tokenizer(conn)
         conn.execute(
-            f"CREATE VIRTUAL TABLE temp.chunks_fts USING fts5(content, heading, tokenize={_tokenizer(conn)})"
+            f"CREATE VIRTUAL TABLE temp.chunks_fts USING fts5(content, heading, tokenize={tokenize})"
         )
         conn.execute(
             "INSERT INTO temp.chunks_fts(rowid, content, heading) SELECT id, content, heading FROM chunks"

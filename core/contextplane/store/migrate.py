@@ -17,14 +17,18 @@ Why it is shaped this way:
   metadata update would re-index every row during the backfill (about 10x slower).
 - A fresh database is created at the current version with every marker stamped, no scan.
 - Version 3 adds the ``chunk_history`` table (append-only: triggers refuse UPDATE and DELETE)
-  and the nullable ``content_hash`` column. Its two passes (``history_backfill``: one
-  ``migrated`` event per existing row, all stamped with the time the migration started;
-  ``content_hash_backfill``) have their own cursors and markers, like the v2 passes. On a
-  version-1 store all four share one id-ordered row pass: per batch one ``UPDATE`` fills the
-  v2 cells and the hash, one ``INSERT ... SELECT`` appends the events (a second rewrite of
-  every row for the hash cost as much as the first). On a version-2 store they run alone. A
-  re-run batch changes nothing: the history pass skips rows that already have an event, the
-  hash pass fills only NULL cells.
+  and the nullable ``content_hash`` column, and visits no row for either at migration: written
+  per row, the events and keys cost a million-row migration four times its v2 rewrite.
+  ``history_backfill`` starts the history in one transaction (when, and up to which id) and
+  installs two triggers that write a row's ``migrated`` event (the state before the change,
+  stamped with the migration time) just before its first change, by whatever path; a row that
+  never changes needs none (``store.history`` reads its baseline from the row).
+  ``content_hash_backfill`` keys the rows in resumable batches with a cursor, like the stemming
+  step: at open for up to ``INLINE_CONTENT_HASH_MAX_ROWS`` rows (in the v2 row pass when that
+  runs too), beyond that by ``contextplane migrate`` and a batch on each later open. Until it
+  is done a write also finds exact duplicates among the unkeyed rows through the full-text
+  index (``store.writes``). The key's index is partial, so creating it over unkeyed rows is
+  one scan.
 """
 
 from __future__ import annotations
@@ -395,8 +399,8 @@ def _ensure_fts(conn: apsw.Connection) -> None:
         conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'chunks'")
     )
     for name, sql in triggers.items():
-        if name.startswith(("chunks_vec", "chunks_fts_stem")):
-            continue  # vector-index and stemming-build triggers belong to their own steps
+        if name.startswith(("chunks_vec", "chunks_fts_stem", "chunks_migrated")):
+            continue  # vector-index, stemming-build and history triggers belong to their own steps
         if _FTS_TRIGGERS.get(name) != sql:
             conn.execute(f'DROP TRIGGER "{name}"')
     for name, sql in _FTS_TRIGGERS.items():
@@ -473,74 +477,69 @@ def _backfill(
     *,
     on_batch: BatchCallback | None,
     batch_rows: int,
+    limit: int | None = None,
 ) -> int:
-    """Run ``passes`` (any of ``PASSES`` and ``V3_PASSES``, in their order) in one id-ordered
-    row pass; return rows visited. Per batch, in one transaction with every pass's cursor: one
-    ``UPDATE`` fills the v2 cells and the content hash (each row rewritten once: a second
-    rewrite for the hash cost as much as the first, mostly in page splits as the rows grow),
-    then one ``INSERT ... SELECT`` appends the ``migrated`` events, recording the cells just
-    filled. The history insert checks each row for an event only when the batch's id range
-    already has one (a writer's, or a batch redone): one index probe a batch instead of one a
-    row. The passes' markers are stamped in order when the last batch is done."""
+    """Run ``passes`` (any of ``PASSES`` and the content-key pass, in that order) in one
+    id-ordered row pass; return rows visited. Per batch, in one transaction with every pass's
+    cursor, one ``UPDATE`` fills the v2 cells and, when that pass is among them, the content key
+    (each row rewritten once: a second rewrite for the key costs as much as the first, mostly in
+    page splits as the rows grow). The passes' markers are stamped in order when the last batch
+    is done; with ``limit``, the pass stops after about that many rows, unstamped."""
     if not passes:
         return 0
     if batch_rows < 1:
         raise StoreError(f"batch_rows: {batch_rows} must be at least 1")
     v2 = [p for p in passes if p in PASSES]
-    history = HISTORY_BACKFILL in passes
     hashes = CONTENT_HASH_BACKFILL in passes
-    params: dict[str, Any] = {}
-    if history:
-        started = _meta_get(conn, HISTORY_STARTED_KEY)
-        if started is None:
-            started = format_timestamp(utc_now())
-            with write_transaction(conn):
-                _meta_set(conn, HISTORY_STARTED_KEY, started)
-        params = {"at": started, "detail": json.dumps({"note": MIGRATION_NOTE})}
     if hashes:
         conn.create_scalar_function("contextplane_content_hash", _content_hash_sql, 1, deterministic=True)
     assignments = [_PASS_ASSIGNMENTS[p] for p in v2]
-    update = None
     if assignments:
         if hashes:
             assignments.append("content_hash = COALESCE(content_hash, contextplane_content_hash(content))")
         update = f"UPDATE chunks SET {', '.join(assignments)} WHERE id > :lo AND id <= :hi"
-    elif hashes:  # the cells are filled: rewrite only the rows without a hash
+    else:  # the cells are filled: rewrite only the rows without a key
         update = (
             "UPDATE chunks SET content_hash = contextplane_content_hash(content) "
             "WHERE id > :lo AND id <= :hi AND content_hash IS NULL"
         )
     start = _pass_start(conn, passes)
     max_id = int(scalar(conn, "SELECT coalesce(max(id), 0) FROM chunks"))
-    total = int(scalar(conn, "SELECT count(*) FROM chunks WHERE id > ?", (start,)))
+    if limit is not None:
+        batch_rows = max(1, min(batch_rows, limit))
+    total = 0
+    if on_batch is not None:  # counting a million rows is a twentieth of the pass: only for progress
+        if limit is None:
+            total = int(scalar(conn, "SELECT count(*) FROM chunks WHERE id > ?", (start,)))
+        else:
+            bounded = "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE id > ? LIMIT ?)"
+            total = int(scalar(conn, bounded, (start, limit)))
     done = 0
     lo = start
     while lo < max_id:
+        if limit is not None and done >= limit:
+            return done
         row = conn.execute(
             "SELECT id FROM chunks WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?", (lo, batch_rows - 1)
         ).fetchone()
         hi = max_id if row is None else min(int(row[0]), max_id)
-        bounds = {**params, "lo": lo, "hi": hi}
         with write_transaction(conn):
-            if update is not None:
-                conn.execute(update, bounds)
-            if history:
-                seen = conn.execute(_HISTORY_SEEN_SQL, bounds).fetchone() is not None
-                conn.execute(_HISTORY_INSERT_SQL.format(unseen=_HISTORY_UNSEEN if seen else ""), bounds)
+            conn.execute(update, {"lo": lo, "hi": hi})
             for p in passes:
                 _meta_set(conn, _cursor_key(p), str(hi))
-        done = min(total, done + batch_rows) if row is not None else total
+        if row is not None:  # ids are unique: the batch is exactly ``batch_rows`` rows
+            done += batch_rows
+        else:
+            done += int(scalar(conn, "SELECT count(*) FROM chunks WHERE id > ? AND id <= ?", (lo, hi)))
         lo = hi
         if on_batch is not None:
-            on_batch(done, total)
+            on_batch(min(done, total), total)
     stamp = format_timestamp(utc_now())
     with write_transaction(conn):
-        for p in passes:  # in order: D4, then D7's review state, then the v3 passes
+        for p in passes:  # in order: D4, then D7's review state, then the content key
             _meta_set(conn, p, stamp)
             conn.execute("DELETE FROM _kb_meta WHERE key = ?", (_cursor_key(p),))
-        if hashes:
-            conn.execute(_CONTENT_HASH_INDEX)
-    return total
+    return done
 
 
 @attrs.frozen
@@ -565,8 +564,14 @@ def ensure_schema(
     *,
     on_batch: BatchCallback | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    content_hash_rows: int | None = None,
 ) -> MigrationResult:
-    """Bring any store to the current schema: create it, or upgrade and backfill it."""
+    """Bring any store to the current schema: create it, or upgrade and backfill it.
+
+    ``content_hash_rows``: how many rows the content-key pass may key now (``None``, as
+    ``contextplane migrate`` runs it: all of them). The store's open passes
+    ``INLINE_CONTENT_HASH_MAX_ROWS``: a store with more rows to key than that is left to key
+    later (``migrate_content_hashes``), and a later open keys that many more."""
     from_version = check_schema_version(conn, path)
     if not table_exists(conn, "chunks"):
         create_fresh(conn)
@@ -583,30 +588,52 @@ def ensure_schema(
         added = upgrade_schema(conn)
     passes = tuple(pending_passes(conn))
     added.extend(ensure_v3_schema(conn))
-    v3 = tuple(pending_v3_passes(conn))
-    if passes and v3:
-        # A version-1 store: every pass in one row pass (the rows are read and rewritten once).
-        visited = _backfill(conn, passes + v3, on_batch=on_batch, batch_rows=batch_rows)
-        repaired = repair_nonpositive_ids(conn)
-        if repaired:
-            normalised.append(f"backfilled {repaired} rows with an id of 0 or below")
-        return MigrationResult(False, from_version, tuple(added), passes + v3, visited, tuple(normalised))
-    # One progress report over both phases: (rows done, rows total) of v2's passes and then v3's.
-    first = _rows_left(conn, passes) if passes else 0
-    second = _rows_left(conn, v3) if v3 else 0
-    report_v2 = report_v3 = None
+    history = _history_due(conn)
+    keys_pending = CONTENT_HASH_BACKFILL in pending_v3_passes(conn)
+    finish = keys_pending and (
+        content_hash_rows is None or content_hash_rows_left(conn, content_hash_rows + 1) <= content_hash_rows
+    )
+    # The v2 row pass, with the content key in it when the key is done now too (a v1 store
+    # through `contextplane migrate`, or a small one): each row is read and rewritten once.
+    first = passes + ((CONTENT_HASH_BACKFILL,) if finish and passes else ())
+    later = (CONTENT_HASH_BACKFILL,) if finish and not passes else ()
+    # One progress report over both phases: (rows done, rows total).
+    report_first = report_later = None
     if on_batch is not None:
-        report_v2 = functools.partial(_report, on_batch, 0, first + second)
-        report_v3 = functools.partial(_report, on_batch, first, first + second)
-    visited = run_backfill(conn, on_batch=report_v2, batch_rows=batch_rows) if passes else 0
-    # Before the history pass, so each row's ``migrated`` event records its repaired state.
+        first_rows = _rows_left(conn, first) if first else 0
+        later_rows = _rows_left(conn, later) if later else 0
+        report_first = functools.partial(_report, on_batch, 0, first_rows + later_rows)
+        report_later = functools.partial(_report, on_batch, first_rows, first_rows + later_rows)
+    if first:
+        # The read path's always-on index before the row pass: built over rows no pass has
+        # stamped 'always' yet it is a scan without a sort, and the pass adds each row to it.
+        ensure_read_indexes(conn)
+    visited = _backfill(conn, first, on_batch=report_first, batch_rows=batch_rows) if first else 0
+    # Before the history starts: a repaired cell is the state the history starts from.
     repaired = repair_nonpositive_ids(conn)
-    if v3:
-        visited = max(visited, run_v3_backfill(conn, on_batch=report_v3, batch_rows=batch_rows))
-        repaired += repair_nonpositive_ids(conn)
+    ran = list(passes)
+    if history and start_history(conn) and HISTORY_BACKFILL not in ran:
+        ran.append(HISTORY_BACKFILL)
+    if later:
+        visited = max(visited, migrate_content_hashes(conn, on_batch=report_later, batch_rows=batch_rows))
+    elif keys_pending and not finish:
+        if passes or history:  # this open migrated the store: its rows are keyed later
+            log.warning(
+                "%s: more than %d rows have no content key yet; a write finds its exact duplicates "
+                "among them through the full-text index until `contextplane migrate` keys them "
+                "(resumable, in batches), and each later open keys %d more",
+                path,
+                content_hash_rows,
+                content_hash_rows,
+            )
+        elif content_hash_rows:
+            migrate_content_hashes(conn, batch_rows=batch_rows, limit=content_hash_rows)
+    if finish:
+        ran.append(CONTENT_HASH_BACKFILL)
+    repaired += repair_nonpositive_ids(conn)
     if repaired:
         normalised.append(f"backfilled {repaired} rows with an id of 0 or below")
-    return MigrationResult(False, from_version, tuple(added), passes + v3, visited, tuple(normalised))
+    return MigrationResult(False, from_version, tuple(added), tuple(ran), visited, tuple(normalised))
 
 
 def _rows_left(conn: apsw.Connection, passes: tuple[str, ...]) -> int:
@@ -867,8 +894,11 @@ def require_current(conn: apsw.Connection, path: str) -> None:
     missing = [n for n, _ in (*V2_COLUMNS, *V3_COLUMNS) if n not in columns]
     if missing or schema_version(conn) < SCHEMA_VERSION or not table_exists(conn, "chunk_history"):
         todo.append(f"bring it to schema version {SCHEMA_VERSION}")
-    todo += [f"run the {p} pass" for p in (*pending_passes(conn), *pending_v3_passes(conn))]
-    if todo:
+    pending = (*pending_passes(conn), *pending_v3_passes(conn))
+    # Rows without a content key read as usual (only a write's duplicate lookup uses the key).
+    required = todo + [f"run the {p} pass" for p in pending if p != CONTENT_HASH_BACKFILL]
+    todo += [f"run the {p} pass" for p in pending]
+    if required:
         raise StoreError(
             f"{path}: the store needs migrating ({'; '.join(todo)}), but it is read-only; run "
             f"`contextplane migrate --db {path}` with write access, or work on a writable copy"
@@ -890,38 +920,28 @@ def planned_normalisation(conn: apsw.Connection, path: str) -> tuple[str, ...]:
 def repair_nonpositive_ids(conn: apsw.Connection) -> int:
     """Backfill rows with an id of 0 or below that an earlier migration stamped as done without
     visiting (its cursor started at 0): their v2 cells once the v2 passes are done, and their
-    v3 ``migrated`` event and content hash once the v3 passes are. Reads one index range;
-    writes only if such rows exist. Returns the rows repaired."""
+    content key once that pass is. (Their history needs nothing: a row without an event is in
+    its migration state, ``start_history``.) Reads one index range; writes only if such rows
+    exist. Returns the rows repaired."""
     if pending_passes(conn) or not table_exists(conn, "chunks"):
         return 0
     checks = ["c.id <= 0 AND (c.memory_kind IS NULL OR c.review_state IS NULL)"]
-    history = not pending_v3_passes(conn) and table_exists(conn, "chunk_history")
-    unvisited = "c.id <= 0 AND NOT EXISTS (SELECT 1 FROM chunk_history AS h WHERE h.chunk_id = c.id)"
-    if history:
-        checks.append(unvisited)
+    keys = _meta_get(conn, CONTENT_HASH_BACKFILL) is not None
+    keys = keys and "content_hash" in column_names(conn, "chunks")
+    if keys:
+        checks.append("c.id <= 0 AND c.content_hash IS NULL")
     find = f"SELECT c.id FROM chunks AS c WHERE {' OR '.join(f'({c})' for c in checks)}"
     if conn.execute(find + " LIMIT 1").fetchone() is None:
         return 0
     assignments = ", ".join(_PASS_ASSIGNMENTS[p] for p in PASSES)
     with write_transaction(conn):
         repaired = len(conn.execute(find).fetchall())
-        # The cells first: the event below records the state they give the row.
         conn.execute(f"UPDATE chunks AS c SET {assignments} WHERE {checks[0]}")
-        if history:
+        if keys:
             conn.create_scalar_function("contextplane_content_hash", _content_hash_sql, 1, deterministic=True)
             conn.execute(
                 "UPDATE chunks SET content_hash = contextplane_content_hash(content) "
                 "WHERE id <= 0 AND content_hash IS NULL"
-            )
-            conn.execute(
-                "INSERT INTO chunk_history(chunk_id, at, event, actor, review_state, expires_at, "
-                "invalidated_at, invalidation_reason, updated_at, detail) "
-                "SELECT c.id, ?, 'migrated', '', c.review_state, c.expires_at, c.invalidated_at, "
-                f"c.invalidation_reason, c.updated_at, ? FROM chunks AS c WHERE {unvisited} ORDER BY c.id",
-                (
-                    _meta_get(conn, HISTORY_STARTED_KEY) or format_timestamp(utc_now()),
-                    json.dumps({"note": MIGRATION_NOTE}),
-                ),
             )
     return repaired
 
@@ -963,21 +983,53 @@ V3_COLUMNS: Final[tuple[tuple[str, str], ...]] = (("content_hash", "INTEGER"),)
 _V3_INDEXES: Final[str] = """
 CREATE INDEX IF NOT EXISTS chunks_subject ON chunks(subject, namespace) WHERE subject != '';
 """
-#: Built when the content-hash pass is done (or at once for a new store): one sort of the
-#: filled column is cheaper than keeping the index through a million-row UPDATE.
-_CONTENT_HASH_INDEX: Final[str] = "CREATE INDEX IF NOT EXISTS chunks_content_hash ON chunks(content_hash)"
-
-#: When the history backfill started; every ``migrated`` event carries this one time.
-HISTORY_STARTED_KEY: Final[str] = "history_started_at"
-_HISTORY_INSERT_SQL: Final[str] = (
-    "INSERT INTO chunk_history(chunk_id, at, event, actor, review_state, expires_at, "
-    "invalidated_at, invalidation_reason, updated_at, detail) "
-    "SELECT c.id, :at, 'migrated', '', c.review_state, c.expires_at, c.invalidated_at, "
-    "c.invalidation_reason, c.updated_at, :detail FROM chunks AS c "
-    "WHERE c.id > :lo AND c.id <= :hi {unseen}ORDER BY c.id"
+#: The duplicate key's index holds the keyed rows only: created over a migrated store whose rows
+#: are not keyed yet it is one scan and no sort, and it grows as the key pass fills them. (A store
+#: migrated when the pass ran at once has a full index of this name; the lookups say
+#: ``content_hash IS NOT NULL``, so either serves them.)
+_CONTENT_HASH_INDEX: Final[str] = (
+    "CREATE INDEX IF NOT EXISTS chunks_content_hash ON chunks(content_hash) WHERE content_hash IS NOT NULL"
 )
-_HISTORY_UNSEEN: Final[str] = "AND NOT EXISTS (SELECT 1 FROM chunk_history AS h WHERE h.chunk_id = c.id) "
-_HISTORY_SEEN_SQL: Final[str] = "SELECT 1 FROM chunk_history WHERE chunk_id > :lo AND chunk_id <= :hi LIMIT 1"
+
+#: When the history of a store that had rows before it starts (its migration to schema 3); every
+#: ``migrated`` event carries this one time.
+HISTORY_STARTED_KEY: Final[str] = "history_started_at"
+#: The largest id when the history started: a row up to it may have no event yet, and is then
+#: in the state it was in at the migration (``contextplane.memory.history``).
+HISTORY_BASELINE_KEY: Final[str] = "history_baseline_max_id"
+
+#: Rows the content-key pass keys at open (about 0.1 s); a larger store is keyed by
+#: ``contextplane migrate``, and this many more rows on each later open (resumable, in batches).
+INLINE_CONTENT_HASH_MAX_ROWS: Final[int] = 50_000
+
+_EVENT_INSERT: Final[str] = (
+    "INSERT INTO chunk_history(chunk_id, at, event, actor, review_state, expires_at, "
+    "invalidated_at, invalidation_reason, updated_at, detail)"
+)
+#: A row's ``migrated`` event, written just before its first change, with the state before it.
+#: Triggers, so that every path that changes a row (this version's, another process's) writes
+#: it in the change's own transaction, and a row that never changes costs nothing. One fires
+#: before an UPDATE of the lifecycle cells (``OLD`` is the state the migration left); the other
+#: before any other first event (a purge or a duplicate write: the row is as it was). ``{high}``
+#: bounds them to the rows that were there (new rows always have a ``created`` event); a NULL
+#: review state is a row the v2 backfill has not reached, whose repair is not a change.
+_BASELINE_TRIGGERS: Final[dict[str, str]] = {
+    "chunks_migrated_baseline": (
+        "CREATE TRIGGER IF NOT EXISTS chunks_migrated_baseline BEFORE UPDATE OF review_state, "
+        "expires_at, invalidated_at, invalidation_reason, updated_at ON chunks "
+        "WHEN old.id <= {high} AND old.review_state IS NOT NULL "
+        "AND NOT EXISTS (SELECT 1 FROM chunk_history WHERE chunk_id = old.id) BEGIN "
+        f"{_EVENT_INSERT} VALUES (old.id, {{at}}, 'migrated', '', old.review_state, old.expires_at, "
+        "old.invalidated_at, old.invalidation_reason, old.updated_at, {detail}); END"
+    ),
+    "chunk_history_migrated_baseline": (
+        "CREATE TRIGGER IF NOT EXISTS chunk_history_migrated_baseline BEFORE INSERT ON chunk_history "
+        "WHEN new.event != 'migrated' AND new.chunk_id <= {high} "
+        "AND NOT EXISTS (SELECT 1 FROM chunk_history WHERE chunk_id = new.chunk_id) BEGIN "
+        f"{_EVENT_INSERT} SELECT id, {{at}}, 'migrated', '', review_state, expires_at, invalidated_at, "
+        "invalidation_reason, updated_at, {detail} FROM chunks WHERE id = new.chunk_id; END"
+    ),
+}
 
 
 def _ensure_v3_objects(conn: apsw.Connection) -> list[str]:
@@ -989,10 +1041,7 @@ def _ensure_v3_objects(conn: apsw.Connection) -> list[str]:
         if name in added:
             conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {decl}")
     conn.execute(_V3_INDEXES)
-    if _meta_get(conn, CONTENT_HASH_BACKFILL) is not None or not int(
-        scalar(conn, "SELECT count(*) FROM chunks")
-    ):
-        conn.execute(_CONTENT_HASH_INDEX)
+    conn.execute(_CONTENT_HASH_INDEX)
     return added
 
 
@@ -1005,7 +1054,7 @@ def ensure_v3_schema(conn: apsw.Connection) -> list[str]:
         has_history
         and not ({n for n, _ in V3_COLUMNS} - column_names(conn, "chunks"))
         # a version-1 table rewritten in the v2 shape (``normalise_chunks``) lost its indexes
-        and "chunks_subject" in indexes
+        and {"chunks_subject", "chunks_content_hash"} <= indexes
     ):
         return []
     with write_transaction(conn):
@@ -1022,18 +1071,92 @@ def pending_v3_passes(conn: apsw.Connection) -> list[str]:
     return [name for name in V3_PASSES if _meta_get(conn, name) is None]
 
 
+def _baseline_installed(conn: apsw.Connection) -> bool:
+    if _meta_get(conn, HISTORY_BASELINE_KEY) is None:
+        return False
+    installed = "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?)"
+    found = scalar(conn, installed, tuple(_BASELINE_TRIGGERS))
+    return int(found) == len(_BASELINE_TRIGGERS)
+
+
+def _history_due(conn: apsw.Connection) -> bool:
+    if _meta_get(conn, HISTORY_BACKFILL) is None:
+        return True
+    # a store whose history started at a migration: its baseline triggers must be there (an
+    # earlier release wrote every row's event instead, and a rewritten table loses its triggers)
+    return _meta_get(conn, HISTORY_STARTED_KEY) is not None and not _baseline_installed(conn)
+
+
+def start_history(conn: apsw.Connection) -> bool:
+    """The history pass (``history_backfill``): the history starts now, for every row already
+    there, in one transaction and without visiting a row: record when (``HISTORY_STARTED_KEY``)
+    and up to which id (``HISTORY_BASELINE_KEY``), and install the triggers that write a row's
+    ``migrated`` event before its first change. True when it did anything. Run it after the v2
+    passes: their backfill of the review state is not a change."""
+    if not table_exists(conn, "chunks") or not _history_due(conn):
+        return False
+    with write_transaction(conn):
+        if not _history_due(conn):
+            return False
+        started = _meta_get(conn, HISTORY_STARTED_KEY)
+        if started is None:
+            started = format_timestamp(utc_now())
+            _meta_set(conn, HISTORY_STARTED_KEY, started)
+        high = _meta_get(conn, HISTORY_BASELINE_KEY)
+        if high is None:
+            high = str(int(scalar(conn, "SELECT coalesce(max(id), 0) FROM chunks")))
+            _meta_set(conn, HISTORY_BASELINE_KEY, high)
+        literals = {
+            "high": str(int(high)),
+            "at": _sql_literal(started),
+            "detail": _sql_literal(json.dumps({"note": MIGRATION_NOTE})),
+        }
+        for body in _BASELINE_TRIGGERS.values():
+            conn.execute(body.format(**literals))
+        if _meta_get(conn, HISTORY_BACKFILL) is None:
+            _meta_set(conn, HISTORY_BACKFILL, format_timestamp(utc_now()))
+        # an earlier release's history pass wrote events row by row, with a cursor: done now
+        conn.execute("DELETE FROM _kb_meta WHERE key = ?", (_cursor_key(HISTORY_BACKFILL),))
+    return True
+
+
+def content_hash_rows_left(conn: apsw.Connection, at_most: int | None = None) -> int:
+    """Rows the content-key pass has still to visit (0 when done), counted up to ``at_most``."""
+    if _meta_get(conn, CONTENT_HASH_BACKFILL) is not None or not table_exists(conn, "chunks"):
+        return 0
+    start = _pass_start(conn, (CONTENT_HASH_BACKFILL,))
+    if at_most is None:
+        return int(scalar(conn, "SELECT count(*) FROM chunks WHERE id > ?", (start,)))
+    bounded = "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE id > ? LIMIT ?)"
+    return int(scalar(conn, bounded, (start, at_most)))
+
+
+def migrate_content_hashes(
+    conn: apsw.Connection,
+    *,
+    on_batch: BatchCallback | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    limit: int | None = None,
+) -> int:
+    """The content-key pass (``content_hash_backfill``): fill ``content_hash`` where it is NULL,
+    in id-ordered batches, each committed with its cursor (a kill resumes from it); the marker
+    is stamped when the last row is keyed. ``limit``: stop after about that many rows (whole
+    batches), leaving the rest to a later call. Returns the rows visited."""
+    if CONTENT_HASH_BACKFILL not in pending_v3_passes(conn):
+        return 0
+    return _backfill(conn, (CONTENT_HASH_BACKFILL,), on_batch=on_batch, batch_rows=batch_rows, limit=limit)
+
+
 def run_v3_backfill(
     conn: apsw.Connection,
     *,
     on_batch: BatchCallback | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> int:
-    """Run the pending version-3 passes in id-ordered batches; return rows visited.
-
-    The history pass appends one ``migrated`` event per row that has none (so a batch redone
-    after a kill appends nothing twice); the hash pass fills ``content_hash`` where it is NULL.
-    Each batch commits with its cursor; the marker is stamped when the pass is done."""
-    return _backfill(conn, tuple(pending_v3_passes(conn)), on_batch=on_batch, batch_rows=batch_rows)
+    """Run the pending version-3 passes (the history's start, then every row's content key);
+    return rows visited."""
+    start_history(conn)
+    return migrate_content_hashes(conn, on_batch=on_batch, batch_rows=batch_rows)
 
 
 # --------------------------------------------------------------------------- read path (issue 11)

@@ -108,7 +108,11 @@ class SQLiteKnowledgeStore(StoreLifecycle):
                 migrate.require_current(self._conn, self.path)
             else:
                 migrate.ensure_schema(
-                    self._conn, self.path, on_batch=on_migrate_batch, batch_rows=migrate_batch_rows
+                    self._conn,
+                    self.path,
+                    on_batch=on_migrate_batch,
+                    batch_rows=migrate_batch_rows,
+                    content_hash_rows=migrate.INLINE_CONTENT_HASH_MAX_ROWS,
                 )
                 migrate.prepare_read_path(self._conn, self.path)
             # Called directly, not through a helper method: both may warn with stacklevel=4,

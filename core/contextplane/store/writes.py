@@ -35,7 +35,7 @@ from contextplane.memory.model import (
     validate_text,
 )
 from contextplane.memory.stamps import creation_stamps
-from contextplane.store import history, migrate, vector_index
+from contextplane.store import history, migrate, unkeyed, vector_index
 from contextplane.store.columns import (
     ADD_FIELDS,
     ATTRIBUTE_FIELDS,
@@ -46,6 +46,7 @@ from contextplane.store.columns import (
     STAGING_SQL,
     UNSTAGE_SQL,
 )
+from contextplane.store.connection import store_error
 from contextplane.store.fts_query import to_match_expression
 from contextplane.store.vector_upkeep import VectorUpkeep
 
@@ -99,6 +100,9 @@ def _match(candidates: list[tuple[str, Any]] | None, content: str) -> Any | None
 
 class StoreWrites(VectorUpkeep):
     """Adding rows: one or a batch, all or none."""
+
+    #: Set once the store's rows all have their content key (``_keys_complete``).
+    _all_keyed: bool = False
 
     def add_chunk(
         self,
@@ -164,6 +168,8 @@ class StoreWrites(VectorUpkeep):
         self, prepared: list[tuple[Any, ...]], vectors: list[bytes] | None, now_text: str, *, single: bool
     ) -> list[WriteOutcome]:
         """Prepared (and embedded) rows written in one transaction, consolidated."""
+        if len(prepared) > 1 and not self._read_only:
+            self._key_before_bulk(len(prepared))
         with self._writing() as conn:
             outcomes = self._consolidate(conn, prepared, vectors, now_text, single=single)
         self._maybe_train()
@@ -264,18 +270,47 @@ class StoreWrites(VectorUpkeep):
         self, conn: apsw.Connection, prepared: list[tuple[Any, ...]], now_text: str
     ) -> dict[tuple[Any, ...], list[tuple[str, Any]]]:
         """Deliverable rows with the content key of a prepared row, in one statement for the
-        batch: dedupe key -> [(text, id)], oldest first."""
+        batch: dedupe key -> [(text, id)], oldest first. While a migrated store's rows are not
+        all keyed yet (``migrate.migrate_content_hashes``), the unkeyed ones are looked up too."""
         hashes = list({row[_AT_HASH] for row in prepared if row[_AT_HASH] is not None})
         found: dict[tuple[Any, ...], list[tuple[str, Any]]] = {}
         if not hashes:
             return found
         for chunk_id, content, namespace, source_type, key in conn.execute(
             "SELECT c.id, c.content, c.namespace, c.source_type, c.content_hash FROM chunks AS c "
-            "WHERE c.content_hash IN (SELECT value FROM json_each(?)) AND " + _DELIVERABLE + " ORDER BY c.id",
+            "WHERE c.content_hash IN (SELECT value FROM json_each(?)) AND c.content_hash IS NOT NULL AND "
+            + _DELIVERABLE
+            + " ORDER BY c.id",
             (json.dumps(hashes), now_text),
         ):
             found.setdefault((key, namespace, source_type), []).append((str(content), str(chunk_id)))
+        if not self._keys_complete(conn):
+            writes = [(_dedupe_key(row), str(row[0])) for row in prepared]
+            for key, rows in unkeyed.duplicates(conn, writes, _DELIVERABLE, now_text).items():
+                both = set(found.get(key, [])) | set(rows)
+                found[key] = sorted(both, key=lambda pair: int(pair[1]))
         return found
+
+    def _key_before_bulk(self, rows: int) -> None:
+        """Before a bulk write into a store whose rows are not all keyed: when looking each row's
+        duplicates up through the full-text index would cost more than keying the rest of the
+        store (``unkeyed.LOOKUP_COST_IN_KEYS`` rows keyed per lookup), key the rest first."""
+        with self._lock:
+            conn = self.conn
+            if self._keys_complete(conn):
+                return
+            worth = rows * unkeyed.LOOKUP_COST_IN_KEYS
+            if migrate.content_hash_rows_left(conn, worth + 1) <= worth:
+                try:
+                    migrate.migrate_content_hashes(conn)
+                except apsw.Error as exc:
+                    raise store_error(self.path, exc, migrate.MIGRATING) from None
+
+    def _keys_complete(self, conn: apsw.Connection) -> bool:
+        """True once every row has its content key (the pass's marker never goes away again)."""
+        if not self._all_keyed:
+            self._all_keyed = migrate.meta_get(conn, migrate.CONTENT_HASH_BACKFILL) is not None
+        return self._all_keyed
 
     def _near_duplicates(
         self, conn: apsw.Connection, row: tuple[Any, ...], now_text: str, policy: Consolidation

@@ -248,6 +248,15 @@ _ALL: tuple[Requirement, ...] = (
         capability="migration",
     ),
     Requirement(
+        "STORE-HISTORY-MIGRATED",
+        "store",
+        "Rows that were there before the store kept a history read as present since it started: each "
+        "one's history begins with one 'migrated' event at seq 0 carrying its state, a later change "
+        "appends its event after that one, the view as of a position before the change shows the row "
+        "as the migration left it, and an exact duplicate of such a row is found like any other.",
+        capability="migration",
+    ),
+    Requirement(
         "STORE-SEARCH-HOSTILE",
         "store",
         "search never raises on hostile query text (full-text syntax, quotes, operators, control "

@@ -530,6 +530,63 @@ class StoreMigrationChecks(_StoreBase):
             )
             requirement.check(chunk.domain == domain, f"{where} lost its domain (now {chunk.domain!r})")
 
+    @checks("STORE-HISTORY-MIGRATED")
+    def test_store_history_migrated(self, request: pytest.FixtureRequest, requirement: Requirement) -> None:
+        self._require(requirement)
+        legacy_store: Callable[[Sequence[LegacyRow]], KnowledgeStore] = request.getfixturevalue(
+            "legacy_store"
+        )
+        rows = [
+            ("kiwi migrated one", "fact", "extracted"),
+            ("kiwi migrated two", "fact", "operator"),
+            ("kiwi migrated three", "general", "operator"),
+        ]
+        store = legacy_store(rows)
+        history = _history_of(store, requirement)
+        by_content = {c.content: c for c in store.list_chunks()}
+        one, two, three = (by_content[content] for content, _, _ in rows)
+        for chunk in (one, two, three):
+            got = [(e.seq, e.event, e.review_state) for e in history.history(chunk.id)]
+            requirement.check(
+                got == [(0, "migrated", chunk.review_state)],
+                f"the history of legacy row {chunk.id!r} reads {got} (seq, event, review_state); "
+                f"expected [(0, 'migrated', {chunk.review_state!r})]",
+            )
+        position = history.history_position()
+        store.set_review_state(one.id, "rejected", by="curator-kit")
+        store.invalidate_chunk(two.id, reason="kit says wrong", by="curator-kit")
+        changed = [(e.seq, str(e.event), e.review_state, e.actor) for e in history.history(one.id)]
+        requirement.check(
+            len(changed) == 2
+            and changed[0] == (0, "migrated", "pending", "")
+            and changed[1][1:] == ("review", "rejected", "curator-kit")
+            and changed[1][0] > position.seq,
+            f"after set_review_state the history of legacy row {one.id!r} reads {changed}; expected the "
+            f"'migrated' event at seq 0, then the review after position {position.seq}",
+        )
+        with _as_of(store, position, requirement) as then:
+            was_one, was_two = then.get(one.id), then.get(two.id)
+            requirement.check(
+                was_one is not None and was_one.review_state == "pending",
+                f"as of {position} legacy row {one.id!r} reads {was_one}; expected it pending, as migrated",
+            )
+            requirement.check(
+                was_two is not None and was_two.invalidated_at is None,
+                f"as of {position} legacy row {two.id!r} reads {was_two}; expected it valid, as migrated",
+            )
+            listed = _ids(then.list_chunks(deliverable=True))
+            requirement.check(
+                {one.id, two.id, three.id} <= listed,
+                f"as of {position} list_chunks(deliverable=True) returned {sorted(listed)}; the three "
+                "legacy rows were deliverable then",
+            )
+        copy = store.add_chunk("kiwi  migrated three", "general", "operator")
+        requirement.check(
+            copy == three.id and getattr(copy, "outcome", "duplicate") == "duplicate",
+            f"add_chunk of a copy of legacy row {three.id!r} returned {copy!r} "
+            f"(outcome {getattr(copy, 'outcome', None)!r}); expected the legacy row's id, a duplicate",
+        )
+
 
 class StoreRobustnessChecks(_StoreBase):
     """What no caller can break: hostile search text, concurrent writers, every attribute."""
