@@ -126,6 +126,7 @@ _DELIVERY_ORDER = operator.attrgetter("priority", "name")
 _PRIORITY = operator.attrgetter("priority")
 _ENVELOPE = operator.attrgetter("section.envelope")
 _SIZE = operator.attrgetter("size")
+_CUR = operator.attrgetter("cur")
 #: The shared empty list of a plan with nothing cut or restored (replaced before any append).
 _NONE: list[Any] = []
 #: The shared empty map of a plan with no degraded or cut row (replaced before any insert).
@@ -301,7 +302,7 @@ class SectionPlan:
         return [*range(self.visible), *self.restored]
 
     def delivered_ids(self) -> tuple[str, ...]:
-        if not self.size:
+        if not self.size or not (self.visible or self.restored):
             return ()
         self.order()  # a no-op once rendered
         rows = self.rows
@@ -322,7 +323,8 @@ class SectionPlan:
         if self.size == 0:
             self.rendered = ""
             return ""
-        self.order()
+        if self.visible or self.restored:  # (a section shown as its marker alone needs no order)
+            self.order()
         sec = self.section
         head = sec.heading + "\n" if sec.heading else ""
         if sec.inner_tag:
@@ -336,6 +338,8 @@ class SectionPlan:
                     for i in indices
                 ]
             )
+        elif not self.visible:  # the marker alone
+            body = ""
         else:
             shown = rows if self.visible == len(rows) else rows[: self.visible]
             try:
@@ -690,6 +694,8 @@ def restore(
         names = {name for name, action, _items, _chars in steps if action in ("drop_row", "drop_section")}
         dropped = [plan for plan in layout.plans if plan.name in names]
     room = budget - layout.total
+    if room < min(map(min, map(_CUR, dropped)), default=_MIN_LINE):
+        return  # not even the shortest of their lines fits (the usual case under a tight budget)
     for plan in dropped:
         if room < _MIN_LINE:
             return  # not even the shortest line fits any more
