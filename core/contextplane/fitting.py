@@ -346,7 +346,7 @@ class SectionPlan:
                 body = "".join(map(_LINE.__getitem__, map(_TEXT, shown)))
             except KeyError:  # the memo was cleared since the rows were measured
                 body = "".join(map(_line_of, map(_TEXT, shown)))
-        tail = self.marker()
+        tail = self.marker() if self.hidden else ""
         if sec.inner_tag:
             tail += f"</{sec.inner_tag}>\n"
         self.rendered = head + body + tail
