@@ -124,7 +124,7 @@ _ROW_ID = operator.attrgetter("id")
 #: Delivery order: priority, then name (a documented, registration-independent rule).
 _DELIVERY_ORDER = operator.attrgetter("priority", "name")
 _PRIORITY = operator.attrgetter("priority")
-_ENVELOPE = operator.attrgetter("section.envelope")
+_ENVELOPE_TAG = operator.attrgetter("section.envelope.tag")
 _SIZE = operator.attrgetter("size")
 _CUR = operator.attrgetter("cur")
 #: The shared empty list of a plan with nothing cut or restored (replaced before any append).
@@ -366,15 +366,16 @@ class Layout:
             self.plans = sorted(plans, key=_DELIVERY_ORDER)
         self.envelopes: list[Envelope] = []
         self.members: list[list[SectionPlan]] = []
+        envelopes, members = self.envelopes, self.members
         index: dict[str, int] = {}
-        for plan, env in zip(self.plans, map(_ENVELOPE, self.plans), strict=True):
-            i = index.get(env.tag)
+        for plan, tag in zip(self.plans, map(_ENVELOPE_TAG, self.plans), strict=True):
+            i = index.get(tag)
             if i is None:
-                i = index[env.tag] = len(self.envelopes)
-                self.envelopes.append(env)
-                self.members.append([])
+                i = index[tag] = len(envelopes)
+                envelopes.append(plan.section.envelope)
+                members.append([])
             plan.envelope_index = i
-            self.members[i].append(plan)
+            members[i].append(plan)
         self.env_overhead = [
             len(f"<{e.tag}>\n") + (len(e.preamble) + 1 if e.preamble else 0) + len(f"</{e.tag}>")
             for e in self.envelopes

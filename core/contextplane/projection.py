@@ -36,7 +36,7 @@ from contextplane.fitting import Layout, SectionPlan, ShedStep, Step, fit, overf
 from contextplane.notices import BudgetWarning, log_failure, log_once, warn_once
 from contextplane.plugins import PluginHost, Registered, get_host
 from contextplane.records.backend import is_backend
-from contextplane.request import ProjectionRequest, Surface
+from contextplane.request import FrozenDict, ProjectionRequest, Surface
 from contextplane.sections import ContextSection, Draft, Row
 
 log = logging.getLogger("contextplane.projection")
@@ -227,6 +227,8 @@ _ROWS_ONLY = frozenset((Row,))
 _CUT = operator.attrgetter("cut")
 #: The meta of a draft that gave none (read-only: a report copies the meta it keeps).
 _NO_META: Mapping[str, Any] = types.MappingProxyType({})
+#: The state and extra of a request given none (frozen, so every such request can share it).
+_NOTHING = FrozenDict()
 
 
 def awaitable(result: Any) -> TypeGuard[Awaitable[Any]]:
@@ -699,7 +701,7 @@ def d8_request(
         config=cfg,
         knowledge_store=knowledge_store,
         skills_index=skills_index,
-        state=state or {},
+        state=state or _NOTHING,
         session_id=session_id,
         turn_index=turn_index,
         project=project if project is not None else cfg.context.project,
@@ -711,6 +713,6 @@ def d8_request(
         context_window=context_window,
         record=record,
         backend=backend,
-        extra=extra or {},
+        extra=extra or _NOTHING,
     )
     return request, host
