@@ -395,9 +395,15 @@ def prepare(
 
 
 #: ``Drafting`` tuples by registration state and the request's mode flags: the same few serve
-#: every turn of a session. ``_memory``: whether a section that drafts carries memory, by tuple.
+#: every turn of a session. ``_split``: each tuple's sections to draft (what the drafting loop
+#: reads of each, bound once), the suppressed ones as skipped, and whether a section that
+#: drafts carries memory.
 _drafts: dict[Hashable, tuple[tuple[Registered[ContextSection], ...], Drafting]] = {}
-_memory: dict[int, tuple[Drafting, bool]] = {}
+#: A section to draft, as the drafting loop reads it: (registration, section, draft, name, plugin).
+ToDraft = tuple[
+    tuple[Registered[ContextSection], ContextSection, Callable[[ProjectionRequest], Any], str, str], ...
+]
+_split: dict[int, tuple[Drafting, ToDraft, tuple[Skipped, ...], bool]] = {}
 
 
 def _drafting(ordered_regs: tuple[Registered[ContextSection], ...], request: ProjectionRequest) -> Drafting:
@@ -413,22 +419,34 @@ def _drafting(ordered_regs: tuple[Registered[ContextSection], ...], request: Pro
     drafting = tuple((reg, request.suppression(reg.section)) for reg in ordered_regs)
     if len(_drafts) > 64:
         _drafts.clear()
-        _memory.clear()
+        _split.clear()
     _drafts[key] = (ordered_regs, drafting)
-    _memory[id(drafting)] = (drafting, _carries_memory(drafting))
+    _split[id(drafting)] = (drafting, *_split_of(drafting))
     return drafting
 
 
-def _carries_memory(drafting: Drafting) -> bool:
-    return any(why is None and reg.section.carries_memory for reg, why in drafting)
+def _split_of(drafting: Drafting) -> tuple[ToDraft, tuple[Skipped, ...], bool]:
+    to_draft = tuple(
+        (reg, reg.section, reg.section.draft, reg.section.name, reg.plugin)
+        for reg, why in drafting
+        if why is None
+    )
+    suppressed = tuple((reg, why, None) for reg, why in drafting if why is not None)
+    return to_draft, suppressed, any(section.carries_memory for _reg, section, *_rest in to_draft)
+
+
+def split(drafting: Drafting) -> tuple[ToDraft, tuple[Skipped, ...], bool]:
+    """The sections to draft (each with its draft, name and plugin), the suppressed ones as
+    skipped, and whether a section that drafts carries memory."""
+    known = _split.get(id(drafting))
+    if known is not None and known[0] is drafting:
+        return known[1], known[2], known[3]
+    return _split_of(drafting)
 
 
 def needs_memory(drafting: Drafting) -> bool:
     """True when a section that will draft carries memory (else no view is opened)."""
-    known = _memory.get(id(drafting))
-    if known is not None and known[0] is drafting:
-        return known[1]
-    return _carries_memory(drafting)
+    return split(drafting)[2]
 
 
 def row_limit(cfg: Config) -> int | None:
@@ -469,34 +487,31 @@ def compose(
     is the same composition for an event loop, and returns the same projection."""
     request, host, strict, drafting, timeout_s = prepare(request, host, strict)
     limit = row_limit(request.config)
+    to_draft, suppressed, memory = split(drafting)
 
     plans: list[SectionPlan] = []
-    # Reports are built once, at the end; these hold what is known before fitting.
-    skipped: list[Skipped] = []
+    # Reports are built when first read; these hold what is known before fitting.
+    skipped: list[Skipped] = list(suppressed)
     recording = request.record and not request.incognito
     position = None
-    with consistent_view(request.knowledge_store if needs_memory(drafting) else None) as view:
+    with consistent_view(request.knowledge_store if memory else None) as view:
         if recording and view is not None:
             position = position_of(view)
         seen = request if view is None or view is request.knowledge_store else request.with_store(view)
         clock = time.perf_counter
-        for reg, why in drafting:
-            section = reg.section
-            if why is not None:
-                skipped.append((reg, why, None))
-                continue
+        for reg, section, draft, name, plugin in to_draft:
             started = clock()
             try:
-                result = section.draft(seen)
+                result = draft(seen)
                 if type(result) is not list and awaitable(result):  # an async provider, run here
                     result = run_to_completion(result, timeout_s)
-                rows, meta = _as_rows(result, section.name)
+                rows, meta = _as_rows(result, name)
                 elapsed = clock() - started
                 if timeout_s is not None and elapsed > timeout_s:
                     raise overran(elapsed, timeout_s)
                 # Escaping and measuring the rows belong to the section too: a row the core
                 # cannot lay out fails that section, never the turn.
-                plan = SectionPlan(section, reg.plugin, rows, meta, limit)
+                plan = SectionPlan(section, plugin, rows, meta, limit)
             except (Exception, SystemExit) as exc:  # sys.exit() in a provider fails its section only
                 skipped.append((reg, None, draft_failed(reg, exc, strict)))
                 continue
