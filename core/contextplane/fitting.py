@@ -28,6 +28,14 @@ bad row or one floor from breaking the budget (ADR D6: only never-shed sections 
 * a ``DEGRADE`` floor yields when it does not fit: if every other sheddable row is gone and
   the projection is still over budget, the floor's rows are dropped too, lowest-ranked first,
   and then the section (``drop_below_floor``).
+
+Under a tight budget most sections are shed whole, so the common cases take shortcuts that
+reach the same state as the step-by-step rules in fewer passes, most of them without putting
+the section's rows in rank order: a section whose lines are no more than the excess is dropped
+in one step, every short form is taken at once when together they do not free the excess, a
+section with no floor that ends as its marker is decided from its lengths, and the drops to a
+floor stop early when each one shrinks the total (tests/core/test_fitting_paths.py checks
+each against the path it stands for).
 """
 
 from __future__ import annotations
@@ -82,7 +90,8 @@ def escape_measured(text: str) -> tuple[str, int]:
 
 
 def _line_of(text: str) -> str:
-    """The rendered line(s) of a row's text (measured already, so a memo hit but after a clear)."""
+    """The rendered line(s) of a row's text: the memo's, or made again when the memo was cleared
+    since the row was measured."""
     line = _LINE.get(text)
     return line if line is not None else _lines(escape_measured(text)[0])
 
