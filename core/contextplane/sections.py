@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import inspect
 import re
+import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,11 @@ if TYPE_CHECKING:
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*(?:[.-][a-z0-9_]+)*$")
 _TAG = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+#: The meta of a row given none: one shared read-only empty mapping, so the rows a provider
+#: drafts every turn do not each allocate a dict that nothing writes.
+_NO_META: Mapping[str, Any] = types.MappingProxyType({})
 
 
 def _check_name(_inst: object, attribute: attrs.Attribute[str], value: str) -> None:
@@ -98,7 +104,7 @@ class Row:
     text: str = attrs.field()
     short: str | None = None
     trust_tier: int = 0
-    meta: Mapping[str, Any] = attrs.field(factory=dict, eq=False, hash=False)
+    meta: Mapping[str, Any] = attrs.field(default=_NO_META, eq=False, hash=False)
 
     @rank.validator
     def _check_rank(self, _attribute: attrs.Attribute[float], value: float) -> None:
