@@ -248,6 +248,10 @@ def _as_rows(result: Any, name: str) -> tuple[tuple[Row, ...], Mapping[str, Any]
         raise ValidationError(
             f"section {name!r} returned {type(result).__name__}; expected a Draft or an iterable of Row"
         )
+    # One pass answers for the usual draft (every item a plain Row, the ids distinct); only
+    # when it does not is each rule checked in turn, for the error that names the culprit.
+    if len({row.id for row in rows if type(row) is Row}) == len(rows):
+        return rows, meta
     if not _ROWS_ONLY.issuperset(map(type, rows)):
         for i, row in enumerate(rows):
             if not isinstance(row, Row):
