@@ -126,13 +126,11 @@ def cut_row(escaped: str, limit: int) -> str:
     return head + "\n" + CUT_MARKER.replace("{n}", str(len(escaped) - len(head)))
 
 
-_BY_RANK = operator.attrgetter("rank")
 _TEXT = operator.attrgetter("text")
 _SHORT = operator.attrgetter("short")
 _ROW_ID = operator.attrgetter("id")
 #: Delivery order: priority, then name (a documented, registration-independent rule).
 _DELIVERY_ORDER = operator.attrgetter("priority", "name")
-_PRIORITY = operator.attrgetter("priority")
 _ENVELOPE_TAG = operator.attrgetter("section.envelope.tag")
 _SIZE = operator.attrgetter("size")
 _CUR = operator.attrgetter("cur")
@@ -153,7 +151,7 @@ def _row_key(row: Row) -> tuple[float, int, str]:
 def _rank_order(rows: Sequence[Row]) -> list[int] | None:
     """The indices of ``rows`` in rank order (ties: higher trust tier, then id), or None when
     they are in that order already (the usual draft)."""
-    ranks = list(map(_BY_RANK, rows))
+    ranks = [row.rank for row in rows]
     if all(map(operator.lt, ranks, ranks[1:])):
         return None
     n = len(ranks)
@@ -238,10 +236,10 @@ class SectionPlan:
         self.rows: Sequence[Row] = rows
         self.visible = n = len(rows)
         self.ordered = n < 2
-        # The memo answers for recurring texts in one pass in C; only on a miss is each
-        # missing row escaped here.
+        # The memo answers for recurring texts in one pass (a comprehension: cheaper than
+        # mapping ``__getitem__`` over ``attrgetter``); only on a miss is each row escaped here.
         try:
-            cur = list(map(_LINE_LEN.__getitem__, map(_TEXT, rows)))
+            cur = [_LINE_LEN[row.text] for row in rows]
         except KeyError:
             cur = [_LINE_LEN.get(r.text) or escape_measured(r.text)[1] for r in rows]
         #: Each row's line length as it stands (degrading and cutting shorten it).
@@ -352,7 +350,7 @@ class SectionPlan:
         else:
             shown = rows if self.visible == len(rows) else rows[: self.visible]
             try:
-                body = "".join(map(_LINE.__getitem__, map(_TEXT, shown)))
+                body = "".join([_LINE[row.text] for row in shown])
             except KeyError:  # the memo was cleared since the rows were measured
                 body = "".join(map(_line_of, map(_TEXT, shown)))
         tail = self.marker() if self.hidden else ""
@@ -368,7 +366,7 @@ class Layout:
     def __init__(self, plans: Sequence[SectionPlan]) -> None:
         # Delivery order: priority, then name (a documented, registration-independent rule).
         # Composition hands them over in draft order, which is that order already.
-        priorities = list(map(_PRIORITY, plans))
+        priorities = [plan.priority for plan in plans]
         if all(map(operator.lt, priorities, priorities[1:])):
             self.plans = list(plans)
         else:
@@ -497,7 +495,7 @@ def _degrade_away(layout: Layout, plan: SectionPlan, budget: int, steps: list[St
     if not visible or visible != len(rows) or plan.hidden or plan.short:
         return False
     try:
-        lengths = list(map(_LINE_LEN.__getitem__, map(_SHORT, rows)))
+        lengths = [_LINE_LEN[row.short] for row in rows]
     except KeyError:  # a row without a short form (None), or one not measured yet
         return False
     if limit and max(lengths) > limit + 3:
