@@ -500,7 +500,7 @@ def _degrade_away(layout: Layout, plan: SectionPlan, budget: int, steps: list[St
         return False
     if limit and max(lengths) > limit + 3:
         return False  # a short form may need cutting
-    degraded = list(map(min, cur, lengths))
+    degraded = [s if s < c else c for c, s in zip(cur, lengths, strict=True)]  # min(), inline
     kept = sum(degraded)
     saved = plan.rows_chars - kept
     total = layout.total - saved  # what degrading leaves (the section keeps rows, so no envelope goes)
@@ -542,7 +542,7 @@ def _degrade_all(
     if limit and max(lengths) > limit + 3:
         return None  # a short form may need cutting
     shown = cur[:visible]
-    degraded = list(map(min, shown, lengths))
+    degraded = [s if s < c else c for c, s in zip(shown, lengths, strict=True)]  # min(), inline
     saved = plan.rows_chars - sum(degraded) if visible == len(cur) else sum(shown) - sum(degraded)
     if saved >= layout.total - budget:
         return None  # some rows keep their full form: which ones depends on the order
