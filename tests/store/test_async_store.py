@@ -63,7 +63,11 @@ def test_async_reads_answer_what_the_sync_reads_answer(db_path: Path, hybrid: bo
         assert isinstance(store, AsyncKnowledgeStore)
 
         async def main() -> None:
-            for query, options in (("deploy window", {}), ("canary", {"namespaces": ["project:web"]}), ("", {})):
+            for query, options in (
+                ("deploy window", {}),
+                ("canary", {"namespaces": ["project:web"]}),
+                ("", {}),
+            ):
                 sync = [(h.chunk.id, h.rank, h.score) for h in store.search(query, 5, **options)]
                 other = [(h.chunk.id, h.rank, h.score) for h in await store.asearch(query, 5, **options)]
                 assert other == sync
@@ -234,6 +238,47 @@ def test_a_write_with_an_async_embedder_embeds_on_the_loop_and_writes_in_a_worke
         assert store.vector_neighbours("Rollback drills happen on Thursdays.", 1) == [str(new)]
         chunk = store.get(str(new))
         assert chunk is not None and (chunk.domain, chunk.source_type) == ("general", "operator")
+
+
+def test_a_supersession_with_an_async_embedder_embeds_on_the_loop(db_path: Path) -> None:
+    """``asupersede``, as ``aadd_chunk``: the newer row is embedded by ``aembed`` (never the
+    blocking ``embed``), the write runs in a worker thread, and the result is what ``supersede``
+    leaves: the old row superseded by the new one, whose vector finds it, its scope inherited."""
+    embedder = NativeAsyncEmbedder()
+    with SQLiteKnowledgeStore(db_path, embedder=embedder) as store:
+        seed(store)
+        old = str(store.add_chunk("Standup is at 09:30.", "general", "operator", namespace="project:web"))
+        writers: list[int] = []
+        original = store._write_superseding
+
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            writers.append(threading.get_ident())
+            return original(*args, **kwargs)
+
+        store._write_superseding = spy  # type: ignore[method-assign]
+        embedder.sync_allowed = False
+
+        async def main() -> tuple[str, int]:
+            return await store.asupersede(
+                old, "Standup moved to 10:00.", source_type="operator"
+            ), threading.get_ident()
+
+        new, loop_thread = asyncio.run(main())
+        assert embedder.async_calls == 1
+        assert len(writers) == 1 and loop_thread not in writers
+        embedder.sync_allowed = True
+        before = store.get(old)
+        after = store.get(new)
+        assert before is not None and before.superseded_by == new
+        assert (
+            after is not None
+            and after.namespace == "project:web"
+            and after.content == "Standup moved to 10:00."
+        )
+        assert store.vector_neighbours("Standup moved to 10:00.", 1) == [new]
+        with pytest.raises(StoreError, match=f"memory {old} is already invalidated; supersede {new} instead"):
+            asyncio.run(store.asupersede(old, "Standup at 11:00."))
+        assert embedder.async_calls == 1  # refused before anything was embedded
 
 
 def test_an_async_write_checks_its_row_before_embedding(db_path: Path) -> None:

@@ -130,6 +130,15 @@ class StoreLifecycle(StoreWrites):
         transaction, insert first: if the insert fails the old row is untouched and still valid.
         Scope, domain, kind, delivery policy, heading, subject and epoch are inherited unless
         given; provenance and review state are not (they describe the new write)."""
+        old, prepared, actor = self._superseding(old_id, content, attrs)
+        vectors = self._embed([prepared[0][0]]) if self._embedder is not None else None
+        return self._write_superseding(old, prepared, vectors, actor)
+
+    def _superseding(
+        self, old_id: str, content: str, attrs: Mapping[str, Any]
+    ) -> tuple[MemoryChunk, list[tuple[Any, ...]], str]:
+        """The row to supersede and the newer row, checked, before anything is embedded (so the
+        async form can embed between the two halves, on the loop)."""
         with self._lock:
             old = self._require(self.conn, old_id)
         if old.invalidated_at is not None:
@@ -139,9 +148,11 @@ class StoreLifecycle(StoreWrites):
         row.update(attrs)
         row["content"] = content
         now = utc_now()
-        prepared = [self._prepare(row, now, format_timestamp(now), 0)]  # validate before embedding
-        vectors = self._embed([prepared[0][0]]) if self._embedder is not None else None
-        actor = str(row.get("source_type", ""))
+        return old, [self._prepare(row, now, format_timestamp(now), 0)], str(row.get("source_type", ""))
+
+    def _write_superseding(
+        self, old: MemoryChunk, prepared: list[tuple[Any, ...]], vectors: list[bytes] | None, actor: str
+    ) -> str:
         with self._writing() as conn:
             ids = self._insert(conn, prepared, vectors, record=False)
             new_id = str(ids[0])

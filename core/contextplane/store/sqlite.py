@@ -515,8 +515,16 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         return outcomes[0]
 
     async def asupersede(self, old_id: str, content: str, **attrs: Any) -> str:
-        """``supersede`` in a worker thread."""
-        return await asyncio.to_thread(self.supersede, old_id, content, **attrs)
+        """``supersede`` without blocking the loop: as ``aadd_chunk``, an embedder with its own
+        ``aembed`` embeds the newer row on the loop, between reading the old row and the write
+        (each in a worker thread); any other supersession runs whole in a worker thread."""
+        embedder = self._embedder
+        if embedder is None or not hasattr(embedder, "aembed"):
+            return await asyncio.to_thread(self.supersede, old_id, content, **attrs)
+        old, prepared, actor = await asyncio.to_thread(self._superseding, old_id, content, attrs)
+        text = prepared[0][0]
+        vectors = self._packed([text], await aembed(embedder, [text]), embedder.dimensions)
+        return await asyncio.to_thread(self._write_superseding, old, prepared, vectors, actor)
 
     async def aset_review_state(self, chunk_id: str, state: str) -> MemoryChunk:
         """``set_review_state`` in a worker thread."""
@@ -567,7 +575,6 @@ def _corpus_of(view: StoreView | None) -> Hashable | None:
     if overlay is None or not overlay.exact_ranking or not (overlay.written_after or overlay.purged_after):
         return None
     return ("as_of", overlay.position.seq)
-
 
 
 class StoreView:
