@@ -104,6 +104,7 @@ class Row:
     text: str = attrs.field()
     short: str | None = None
     trust_tier: int = 0
+    #: Free-form facts about the row (read-only and shared when none are given).
     meta: Mapping[str, Any] = attrs.field(default=_NO_META, eq=False, hash=False)
 
     @rank.validator
