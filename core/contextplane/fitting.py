@@ -495,7 +495,7 @@ def _degrade_away(layout: Layout, plan: SectionPlan, budget: int, steps: list[St
     if not visible or visible != len(rows) or plan.hidden or plan.short:
         return False
     try:
-        lengths = [_LINE_LEN[row.short] for row in rows]
+        lengths = [_LINE_LEN[row.short] for row in rows]  # type: ignore[index]  # (None: KeyError)
     except KeyError:  # a row without a short form (None), or one not measured yet
         return False
     if limit and max(lengths) > limit + 3:
