@@ -121,12 +121,14 @@ def _v2(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_fresh_store_is_created_at_schema_3_with_every_marker(tmp_path: Path) -> None:
+def test_a_fresh_store_is_created_at_schema_4_with_every_marker(tmp_path: Path) -> None:
     with SQLiteKnowledgeStore(tmp_path / "fresh.sqlite3") as store:
-        assert m.schema_version(store.conn) == m.SCHEMA_VERSION == 3
+        assert m.schema_version(store.conn) == m.SCHEMA_VERSION == 4
         for name in (*m.PASSES, *m.V3_PASSES):
             assert (m.meta_get(store.conn, name) or "").startswith("fresh ")
-        assert m.table_exists(store.conn, "chunk_history")
+        assert m.table_exists(store.conn, "chunk_log") and m.table_exists(store.conn, "chunk_gone")
+        assert not m.table_exists(store.conn, "chunk_history")
+        assert {"history", "created_seq"} <= m.column_names(store.conn, "chunks")
         assert m.meta_get(store.conn, m.HISTORY_STARTED_KEY) is None  # nothing predates the history
         assert isinstance(store, MemoryHistory)
 
@@ -140,22 +142,22 @@ def test_v2_store_migrates_and_every_public_read_and_write_works(tmp_path: Path)
     assert (result.from_version, result.passes_run, result.added_columns) == (
         2,
         (m.HISTORY_BACKFILL, m.CONTENT_HASH_BACKFILL),
-        ("content_hash",),
+        ("content_hash", "history", "created_seq"),
     )
     with SQLiteKnowledgeStore(path) as store:
-        assert m.schema_version(store.conn) == 3
+        assert m.schema_version(store.conn) == m.SCHEMA_VERSION == 4
         indexes = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         assert {
             "chunks_content_hash",
             "chunks_subject",
             "chunks_always",  # the one always-on index (issue 11's read path)
-            "chunk_history_chunk",
         } <= indexes
+        assert not [i for i in indexes if "history" in i or "chunk_log" in i]  # no per-row index to keep
         started = m.meta_get(store.conn, m.HISTORY_STARTED_KEY)
         assert started is not None
         # The history starts at the migration and says so: one event per row, the row's state
-        # (none written yet: a row's is written just before its first change).
-        assert store.conn.execute("SELECT count(*) FROM chunk_history").fetchone() == (0,)
+        # (none written: a row's state then is its first change's before-cells, or the row).
+        assert store.conn.execute("SELECT count(*) FROM chunk_log").fetchone() == (0,)
         for i, row in enumerate(V2_ROWS, start=1):
             (event,) = store.history(str(i))
             assert (event.event, event.review_state, event.invalidation_reason) == (
@@ -181,7 +183,7 @@ def test_v2_store_migrates_and_every_public_read_and_write_works(tmp_path: Path)
             assert [c.id for c in then.list_chunks(deliverable=True)] == ["1", "3", "7"]
         with (
             pytest.raises(
-                StoreError, match=r"history of this store starts at .* \(its migration to schema 3\)"
+                StoreError, match=r"history of this store starts at .* \(the migration that added it\)"
             ),
             store.as_of(datetime(2025, 6, 1, tzinfo=UTC)),
         ):
@@ -232,6 +234,7 @@ def test_v3_backfill_resumes_after_a_crash_between_batches(tmp_path: Path) -> No
     conn = connect(path)
     m.upgrade_schema(conn)
     m.ensure_v3_schema(conn)
+    m.ensure_v4_history(conn)
     calls = 0
 
     def crash(done: int, total: int) -> None:
@@ -244,7 +247,8 @@ def test_v3_backfill_resumes_after_a_crash_between_batches(tmp_path: Path) -> No
         m.run_v3_backfill(conn, on_batch=crash, batch_rows=100)
     # The history started at once, writing no event; two batches of keys committed with their
     # cursor; no marker for the keys.
-    assert conn.execute("SELECT count(*) FROM chunk_history").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM chunk_log").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM chunks WHERE history IS NOT NULL").fetchone()[0] == 0
     assert conn.execute("SELECT count(*) FROM chunks WHERE content_hash IS NULL").fetchone()[0] == 50
     assert m.pending_v3_passes(conn) == [m.CONTENT_HASH_BACKFILL]
     assert m.meta_get(conn, "content_hash_backfill_cursor") == "200"
@@ -255,7 +259,7 @@ def test_v3_backfill_resumes_after_a_crash_between_batches(tmp_path: Path) -> No
         path, on_migrate_batch=lambda d, t: visited.append((d, t)), migrate_batch_rows=100
     ) as store:
         assert visited == [(50, 50)]  # resumed from the cursor
-        assert store.conn.execute("SELECT count(*) FROM chunk_history").fetchone()[0] == 0
+        assert store.conn.execute("SELECT count(*) FROM chunk_log").fetchone()[0] == 0
         assert {e.at for i in (1, 250) for e in store.history(str(i))} == {store.history("1")[0].at}
         assert m.meta_get(store.conn, m.HISTORY_STARTED_KEY) == started
         assert store.conn.execute("SELECT count(*) FROM chunks WHERE content_hash IS NULL").fetchone()[0] == 0
@@ -265,10 +269,23 @@ def test_v3_backfill_resumes_after_a_crash_between_batches(tmp_path: Path) -> No
 def test_history_is_append_only(tmp_path: Path) -> None:
     with SQLiteKnowledgeStore(tmp_path / "m.sqlite3") as store:
         cid = store.add_chunk("kiwi", "fact", "operator")
-        for sql in ("UPDATE chunk_history SET actor = 'someone else'", "DELETE FROM chunk_history"):
-            with pytest.raises(apsw.ConstraintError, match="chunk_history is append-only"):
+        store.set_review_state(cid, "rejected", by="priya")
+        store.set_expires_at(store.add_chunk("gone soon", "fact", "operator"), "2000-01-01T00:00:00Z")
+        assert store.purge() == 1
+        for table, column in (("chunk_log", "at"), ("chunk_gone", "purged_at")):
+            for sql in (f"UPDATE {table} SET {column} = 'x'", f"DELETE FROM {table}"):
+                with pytest.raises(apsw.ConstraintError, match=f"{table} is append-only"):
+                    store.conn.execute(sql)
+        for sql in (
+            "UPDATE chunks SET history = NULL",
+            "UPDATE chunks SET history = 'rewritten' || char(10)",
+            "UPDATE chunks SET history = substr(history, 2)",
+        ):
+            with pytest.raises(apsw.ConstraintError, match=r"chunks\.history is append-only"):
                 store.conn.execute(sql)
-        assert [e.actor for e in store.history(cid)] == ["operator"]
+        with pytest.raises(apsw.ConstraintError, match="deleted only by purge"):
+            store.conn.execute("DELETE FROM chunks")
+        assert [(e.event, e.actor) for e in store.history(cid)] == [("created", "operator"), ("review", "priya")]
 
 
 def test_a_change_that_fails_appends_no_event(tmp_path: Path) -> None:
@@ -361,14 +378,14 @@ def test_the_migrate_command_upgrades_a_v2_store(tmp_path: Path) -> None:
     dry = CliRunner().invoke(main, ["migrate", "--dry-run", "--db", str(path)])
     assert (
         dry.exit_code == 0
-        and "schema version 2 -> 3; 7 rows; pending passes: history_backfill, content_hash_backfill"
+        and "schema version 2 -> 4; 7 rows; pending passes: history_backfill, content_hash_backfill"
         in dry.output
     )
     done = CliRunner().invoke(main, ["migrate", "--db", str(path)])
     assert done.exit_code == 0
     assert (
-        "migrated from schema version 2 to 3; passes history_backfill, content_hash_backfill; 7 rows"
+        "migrated from schema version 2 to 4; passes history_backfill, content_hash_backfill; 7 rows"
         in done.output
     )
     again = CliRunner().invoke(main, ["migrate", "--db", str(path)])
-    assert "already at schema version 3; nothing to do" in again.output
+    assert "already at schema version 4; nothing to do" in again.output

@@ -76,16 +76,24 @@ def legacy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def raw_events(path: Path, chunk_id: int) -> list[tuple[int, str, str, str | None, str | None]]:
+def raw_entries(path: Path, chunk_id: int) -> list[list[Any]]:
+    """A row's history entries as stored (``[seq, at, event, actor, detail, cells before...]``),
+    from ``chunks`` or, purged, ``chunk_gone``."""
     conn = apsw.Connection(str(path))
     try:
-        return conn.execute(
-            "SELECT seq, event, at, review_state, invalidated_at FROM chunk_history WHERE chunk_id = ? "
-            "ORDER BY seq",
-            (chunk_id,),
-        ).fetchall()
+        row = conn.execute("SELECT history FROM chunks WHERE id = ?", (chunk_id,)).fetchone()
+        if row is None:
+            row = conn.execute("SELECT history FROM chunk_gone WHERE chunk_id = ?", (chunk_id,)).fetchone()
+        text = row[0] if row else None
+        return [json.loads(line) for line in text.splitlines()] if text else []
     finally:
         conn.close()
+
+
+def written(conn: apsw.Connection) -> tuple[int, int]:
+    """Log rows, and rows with a history entry: what the history has written."""
+    log_rows = conn.execute("SELECT count(*) FROM chunk_log").fetchone()[0]
+    return log_rows, conn.execute("SELECT count(*) FROM chunks WHERE history IS NOT NULL").fetchone()[0]
 
 
 def test_the_migration_writes_no_event_and_keys_no_row(
@@ -95,7 +103,7 @@ def test_the_migration_writes_no_event_and_keys_no_row(
         store = SQLiteKnowledgeStore(legacy)
     with store:
         conn = store.conn
-        assert conn.execute("SELECT count(*) FROM chunk_history").fetchone() == (0,)
+        assert written(conn) == (0, 0)
         assert conn.execute("SELECT count(*) FROM chunks WHERE content_hash IS NULL").fetchone() == (9,)
         assert m.pending_v3_passes(conn) == [m.CONTENT_HASH_BACKFILL]
         assert m.meta_get(conn, m.HISTORY_BASELINE_KEY) == "9"
@@ -121,14 +129,13 @@ def test_the_migration_writes_no_event_and_keys_no_row(
     shown = CliRunner().invoke(contextplane_main, ["memory", "show", "2", "--db", str(legacy)])
     assert shown.exit_code == 0, shown.output
     assert (
-        f"#0 {started} present at migration; history starts at the migration to schema 3; changes before "
+        f"#0 {started} present at migration; history starts at the migration that added it; changes before "
         "it were not recorded" in shown.output
     )
 
 
 def test_each_first_change_writes_the_rows_migrated_event_just_before_its_own(legacy: Path) -> None:
     with SQLiteKnowledgeStore(legacy) as store:
-        started = m.meta_get(store.conn, m.HISTORY_STARTED_KEY)
         pending = store.get("8")
         assert pending is not None and pending.review_state == "pending"
         store.set_review_state("8", "confirmed", by="priya")
@@ -164,14 +171,15 @@ def test_each_first_change_writes_the_rows_migrated_event_just_before_its_own(le
             read = store.history(chunk_id)
             assert [(e.event, e.review_state) for e in read] == events, chunk_id
             assert read[0].seq == HISTORY_START and all(e.seq > HISTORY_START for e in read[1:])
-            stored = raw_events(legacy, int(chunk_id))
-            # written in the change's transaction, before it, with the state before it
-            assert [e[1] for e in stored] == [e for e, _ in events]
-            assert stored[0][2] == started and stored[0][4] is None
-            assert [s for s, *_ in stored] == sorted(s for s, *_ in stored)
+            stored = raw_entries(legacy, int(chunk_id))
+            # each change's entry, written by the change: nothing for the migration, nor for the
+            # purge (the row moved to chunk_gone); the first holds the state the migration left
+            assert [e[2] for e in stored] == [e for e, _ in events if e not in ("migrated", "purged")]
+            assert stored[0][5] == events[0][1] and stored[0][7] is None
+            assert [e[0] for e in stored] == sorted(e[0] for e in stored) == [e.seq for e in read[1:] if e.event != "purged"]
         assert [e.event for e in store.history(successor)] == ["created"]
         for untouched in ("4", "5", "6", "7"):
-            assert raw_events(legacy, int(untouched)) == []
+            assert raw_entries(legacy, int(untouched)) == []
             assert [e.event for e in store.history(untouched)] == ["migrated"]
 
 
@@ -211,7 +219,7 @@ def test_explain_and_replay_of_a_turn_on_a_migrated_store(legacy: Path) -> None:
     host = host_with(cfg)
     with backend_at(legacy, cfg) as backend:
         store = backend.memories
-        assert store.conn.execute("SELECT count(*) FROM chunk_history").fetchone() == (0,)
+        assert written(store.conn) == (0, 0)
         first = turn(host, backend, "when is the deploy window?")
         delivered = {i for s in first.sections for i in s.item_ids}
         assert "1" in delivered
@@ -376,9 +384,7 @@ def test_later_opens_key_a_batch_each_and_migrate_finishes(legacy: Path) -> None
     assert "passes content_hash_backfill" in done.output
     conn = apsw.Connection(str(legacy))
     assert all(h == content_hash(c) for c, h in conn.execute("SELECT content, content_hash FROM chunks"))
-    assert m.pending_v3_passes(conn) == [] and conn.execute(
-        "SELECT count(*) FROM chunk_history"
-    ).fetchone() == (0,)
+    assert m.pending_v3_passes(conn) == [] and written(conn)[1] == 0
     assert not [k for (k,) in conn.execute("SELECT key FROM _kb_meta") if k.endswith("_cursor")]
     conn.close()
     with SQLiteKnowledgeStore(legacy) as store:  # the key finds them now
@@ -433,7 +439,7 @@ def test_a_key_pass_killed_part_way_resumes_without_loss(tmp_path: Path) -> None
         path, on_migrate_batch=lambda d, t: visited.append((d, t)), migrate_batch_rows=100
     ) as store:
         assert visited[0] == (100, 600) and visited[-1] == (600, 600)  # resumed from the cursor
-        assert store.conn.execute("SELECT count(*) FROM chunk_history").fetchone() == (0,)
+        assert written(store.conn) == (0, 0)
         keys = store.conn.execute("SELECT content, content_hash FROM chunks").fetchall()
         assert len(keys) == 1000 and all(h == content_hash(c) for c, h in keys)
         assert m.pending_v3_passes(store.conn) == []

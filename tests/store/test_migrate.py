@@ -85,7 +85,8 @@ def _assert_fully_migrated(path: Path, rows: list[tuple[str, str, str]]) -> None
     # schema 3: the history starts at the migration without an event written per row; each row
     # reads as one ``migrated`` event at the start, with its backfilled review state; every row
     # keyed by its content hash
-    assert conn.execute("SELECT count(*) FROM chunk_history").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM chunk_log").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM chunks WHERE history IS NOT NULL").fetchone() == (0,)
     for chunk_id, *_, review in stored:
         events = store_history.events(conn, chunk_id)
         assert [(e.seq, e.event, e.review_state) for e in events] == [(HISTORY_START, "migrated", review)]
@@ -349,6 +350,6 @@ def test_version_refusal_names_both_versions(tmp_path: Path) -> None:
     conn.execute("PRAGMA user_version = 7")
     conn.close()
     with pytest.raises(
-        Exception, match=r"schema version 7, but this contextplane understands schema version 3"
+        Exception, match=r"schema version 7, but this contextplane understands schema version 4"
     ):
         SQLiteKnowledgeStore(path)

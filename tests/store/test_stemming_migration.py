@@ -11,7 +11,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from contextplane.store import SQLiteKnowledgeStore, cli
+from contextplane.store import SQLiteKnowledgeStore, cli, history
 from contextplane.store import migrate as m
 from contextplane.store.sqlite import connect
 
@@ -60,6 +60,7 @@ def test_a_killed_build_resumes_and_keeps_every_write_made_meanwhile(tmp_path: P
     # writes during the build: rows already covered (2, 3) and not yet covered (8, 9), a new row
     conn.execute("UPDATE chunks SET content = 'row 2 deployed again' WHERE id = 2")
     conn.execute("UPDATE chunks SET content = 'row 8 shipping instead' WHERE id = 8")
+    history.record_purged(conn, "id IN (3, 9)", {}, STAMP)  # what a purge does before it deletes
     conn.execute("DELETE FROM chunks WHERE id IN (3, 9)")
     conn.execute("INSERT INTO chunks(content, created_at, updated_at) VALUES ('row 11 deploying', ?, ?)", (STAMP, STAMP))
     assert m.migrate_stemming(conn, batch_rows=3) == 3  # ids 7, 8, 10: the rest of the backlog
@@ -78,7 +79,7 @@ def test_a_killed_build_resumes_and_keeps_every_write_made_meanwhile(tmp_path: P
     triggers = {
         r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'chunks'")
     }
-    assert triggers == {"chunks_fts_ai", "chunks_fts_ad", "chunks_fts_au"}
+    assert triggers == {"chunks_fts_ai", "chunks_fts_ad", "chunks_fts_au", "chunks_history_append", "chunks_history_kept"}
     assert m.migrate_stemming(conn) == 0  # done: a no-op
     # the v1 upgrade path recognises the stemmed definition and does not rebuild it away
     m.upgrade_schema(conn)

@@ -53,7 +53,7 @@ HISTORY_START: Final[int] = 0
 
 #: What a ``migrated`` event says: the history of that row starts at the migration.
 MIGRATION_NOTE: Final[str] = (
-    "history starts at the migration to schema 3; changes before it were not recorded"
+    "history starts at the migration that added it; changes before it were not recorded"
 )
 
 LifecycleState = Literal["active", "pending", "rejected", "superseded", "expired", "invalidated", "purged"]

@@ -97,8 +97,9 @@ assert [c.on_add for c in INSERT_COLUMNS if c.on_add == "derived"] == [
     c.on_add for c in INSERT_COLUMNS[-1:] if c.on_add == "derived"
 ], "the derived column must be the last one inserted"
 _INSERT_NAMES: Final[str] = ", ".join(c.name for c in INSERT_COLUMNS)
+#: An insert binds the prepared row, then the write's history position (``chunks.created_seq``).
 INSERT_SQL: Final[str] = (
-    f"INSERT INTO chunks({_INSERT_NAMES}) VALUES ({', '.join('?' for _ in INSERT_COLUMNS)})"
+    f"INSERT INTO chunks({_INSERT_NAMES}, created_seq) VALUES ({', '.join('?' for _ in INSERT_COLUMNS)}, ?)"
 )
 #: A batch goes through a temporary table on the writer's connection, then into ``chunks`` in
 #: one statement: FTS5 flushes its pending index at every statement boundary, so inserting row
@@ -108,7 +109,8 @@ INSERT_SQL: Final[str] = (
 STAGING_SQL: Final[str] = f"CREATE TEMP TABLE IF NOT EXISTS chunks_staging({_INSERT_NAMES})"
 STAGE_SQL: Final[str] = f"INSERT INTO temp.chunks_staging VALUES ({', '.join('?' for _ in INSERT_COLUMNS)})"
 BULK_INSERT_SQL: Final[str] = (
-    f"INSERT INTO chunks({_INSERT_NAMES}) SELECT {_INSERT_NAMES} FROM temp.chunks_staging ORDER BY rowid"
+    f"INSERT INTO chunks({_INSERT_NAMES}, created_seq) SELECT {_INSERT_NAMES}, ? FROM temp.chunks_staging "
+    "ORDER BY rowid"
 )
 UNSTAGE_SQL: Final[str] = "DELETE FROM temp.chunks_staging"
 

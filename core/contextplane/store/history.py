@@ -1,20 +1,38 @@
 """The embedded store's lifecycle history: appending events, reading them, and as-of overlays.
 
-Appending: every write path calls one of the ``record_*`` functions inside its own write
-transaction, after the change, so the event copies the row's state as the change left it and
-commits or rolls back with it (``contextplane.memory.history`` says why). The ``chunk_history``
-table refuses UPDATE and DELETE (``migrate.HISTORY_SQL``).
+Where the events live (schema 4), and why: a review-state change is a ~30 us write that commits
+one page (the row's). An event kept in a table of its own commits two more (the table's last
+page and its per-row index), and those pages, not the insert, are what made the history cost a
+change 1.28x. So a row carries its own history, in ``chunks.history``, and a change appends its
+entry in the same ``UPDATE`` that makes it, dirtying the page it dirties anyway:
 
-A migrated store's rows start with a ``migrated`` event, read at ``HISTORY_START`` wherever it
-sits in the table: the migration writes none (``migrate.start_history``); a row's is written just
-before its first change, and until then ``events`` reads it from the row itself.
+- ``chunks.history``: one JSON array per change, newline-terminated, appended and never
+  rewritten (a trigger refuses anything else): ``[seq, at, event, actor, detail, <the row's
+  lifecycle cells before the change>]``. The cells *before*: an ``UPDATE``'s expressions read
+  the old values, so the entry is written by SQL with no read of the row; the state a change
+  left is the next entry's before-cells, or the row itself for the last one.
+- ``chunk_log``: the store-wide order, one small row per change (``seq``, row, time), one per
+  write batch (``kind`` 'created': the batch's id range, whose rows all carry its ``seq`` in
+  ``chunks.created_seq``) and one per purged row. It answers "what changed after position S"
+  and "the latest position" by its rowid, with no index to keep.
+- ``chunk_gone``: a purged row's history, creation stamps and last state, moved there by the
+  purge before the row is deleted (a trigger refuses to delete a row that has not been).
+
+Appending: every write path goes through ``change`` (or ``log_created`` / ``record_purged``)
+inside its own write transaction, so an event commits or rolls back with its change.
+
+A migrated store's rows (those up to ``HISTORY_BASELINE_KEY`` without a ``created_seq``) start
+with a ``migrated`` event read at ``HISTORY_START``: their state at the migration is the first
+entry's before-cells, or the row itself while it has not changed; nothing is written for them at
+the migration (``migrate.start_history``).
 
 As-of reads: the state of the store at a ``HistoryPosition`` (seq S, time T) differs from now
-only for the rows with a change after S (a ``migrated`` event is no change). ``overlay`` puts
-their state at S into a temporary table and shadows ``chunks`` with a temporary view of the same
-name that reads them from it (rows written after S are hidden), so every read statement of the
-store (``get``, ``list_chunks``, ``search``, the vector leg) runs unchanged against the past.
-SQLite resolves an unqualified table name in ``temp`` first, so nothing in ``sql`` needs to know.
+only for the rows with a change after S. ``overlay`` puts their state at S into a temporary table
+and shadows ``chunks`` with a temporary view of the same name that reads them from it and hides
+the rows written after S (ids are handed out in order, so those are the ids above the last batch
+at or before S); every read statement of the store (``get``, ``list_chunks``, ``search``, the
+vector leg) runs unchanged against the past. SQLite resolves an unqualified table name in
+``temp`` first, so nothing in ``sql`` needs to know.
 
 Ranking: BM25 depends on the corpus (row count, lengths, how many rows hold a word), so rows
 written after S would change the order of results even while hidden. With ``exact_ranking``
@@ -58,84 +76,123 @@ STATE_COLUMNS: Final[tuple[str, ...]] = (
     "updated_at",
 )
 _STATE_LIST: Final[str] = ", ".join(STATE_COLUMNS)
-_UPDATED_AT: Final[int] = STATE_COLUMNS.index("updated_at")
-_EVENT_COLUMNS: Final[str] = f"seq, chunk_id, at, event, actor, {_STATE_LIST}, detail"
-_INSERT: Final[str] = f"INSERT INTO chunk_history(chunk_id, at, event, actor, {_STATE_LIST}, detail)"
-_CHANGE_FROM_ROW: Final[str] = (
-    f"{_INSERT} SELECT id, coalesce(?, updated_at), ?, ?, {_STATE_LIST}, ? FROM chunks WHERE id = ?"
-)
-_CHANGE_VALUES: Final[str] = f"{_INSERT} VALUES (?, ?, ?, ?, {', '.join('?' for _ in STATE_COLUMNS)}, ?)"
 #: The state cells of a ``SELECT_COLUMNS`` row, in ``STATE_COLUMNS`` order.
 state_of: Final[Callable[[Sequence[Any]], tuple[Any, ...]]] = operator.itemgetter(
     *(SELECT_NAMES.index(name) for name in STATE_COLUMNS)
+)
+
+#: A change's entry: its seq, time, name, actor and detail (bound), then the row's cells before it.
+ENTRY_SQL: Final[str] = (
+    f"coalesce(history, '') || json_array(?, ?, ?, ?, json(?), {_STATE_LIST}) || char(10)"
+)
+_LOG_CHANGE: Final[str] = "INSERT INTO chunk_log(chunk_id, at) VALUES (?, ?)"
+#: What reading one row's history needs, from ``chunks`` or (purged) from ``chunk_gone``; named
+#: in ``main``, since an as-of view's connection shadows ``chunks`` with a view of the past.
+_ROW_LIVE: Final[str] = (
+    f"SELECT id, created_seq, created_at, source_type, history, {_STATE_LIST}, NULL, NULL FROM main.chunks"
+)
+_ROW_GONE: Final[str] = (
+    f"SELECT chunk_id, created_seq, created_at, source_type, history, {_STATE_LIST}, purged_seq, purged_at "
+    "FROM main.chunk_gone"
 )
 
 
 # --------------------------------------------------------------------------- appending
 
 
-def record_created(conn: apsw.Connection, ids: range, details: Mapping[int, str] | None = None) -> None:
-    """One ``created`` event per inserted row, actor its provenance, in id order. One
-    statement for the batch unless some row carries a consolidation detail."""
-    if not details:
-        conn.execute(
-            f"{_INSERT} SELECT id, created_at, 'created', source_type, {_STATE_LIST}, NULL "
-            "FROM chunks WHERE id >= ? AND id <= ? ORDER BY id",
-            (ids.start, ids.stop - 1),
-        )
-        return
+def log_created(conn: apsw.Connection, ids: range, at: str) -> int:
+    """The position of a write batch (rows ``ids``, created at ``at``): one log row; the rows
+    carry its seq in ``created_seq``. Called before the insert."""
+    conn.execute(
+        "INSERT INTO chunk_log(chunk_id, last_id, at, kind) VALUES (?, ?, ?, 'created')",
+        (ids.start, ids.stop - 1, at),
+    )
+    return int(conn.last_insert_rowid())
+
+
+def record_created(conn: apsw.Connection, details: Mapping[int, str]) -> None:
+    """What a write's consolidation said about a created row (``details``: id -> JSON), kept as
+    the first entry of its history; a row written with nothing to say has none."""
     conn.executemany(
-        f"{_INSERT} SELECT id, created_at, 'created', source_type, {_STATE_LIST}, ? FROM chunks WHERE id = ?",
-        [(details.get(i), i) for i in ids],
+        "UPDATE chunks SET history = coalesce(history, '') || json_array(created_seq, created_at, "
+        "'created', source_type, json(?), NULL, NULL, NULL, NULL, NULL) || char(10) WHERE id = ?",
+        [(detail, chunk_id) for chunk_id, detail in sorted(details.items())],
     )
 
 
-def record_change(
+def change(
     conn: apsw.Connection,
     chunk_id: int,
+    sets: str,
+    params: Sequence[Any],
     event: str,
     actor: str,
+    at: str,
     *,
-    at: str | None = None,
     detail: Mapping[str, Any] | None = None,
-    state: Sequence[Any] | None = None,
-) -> None:
-    """The event of one change to ``chunk_id`` (already applied), with the state it left.
-    ``at`` defaults to the row's ``updated_at``, which the change stamped. ``state``: the
-    row's ``STATE_COLUMNS`` as the change left them, when the caller has just read them (the
-    event is then one plain insert, not a read of the row too: a review change is a ~35 us
-    write, so the history's few microseconds are what it is judged by)."""
+) -> bool:
+    """Make one change to a row and append its event, in the caller's write transaction:
+    ``UPDATE chunks SET {sets}`` (``params`` for its placeholders) with the entry appended in
+    the same statement, after one log row. False when no row has that id (the caller raises,
+    rolling the log row back)."""
     if event not in EVENT_NAMES:
         raise StoreError(f"history: {event!r} is not an event ({', '.join(sorted(EVENT_NAMES))})")
+    conn.execute(_LOG_CHANGE, (chunk_id, at))
+    seq = conn.last_insert_rowid()
     text = None if detail is None else json.dumps(dict(detail))
-    if state is None:
-        conn.execute(_CHANGE_FROM_ROW, (at, event, actor, text, chunk_id))
-    else:
-        stamp = state[_UPDATED_AT] if at is None else at
-        conn.execute(_CHANGE_VALUES, (chunk_id, stamp, event, actor, *state, text))
+    prefix = f"{sets}, " if sets else ""
+    conn.execute(
+        f"UPDATE chunks SET {prefix}history = {ENTRY_SQL} WHERE id = ?",
+        (*params, seq, at, event, actor, text, chunk_id),
+    )
+    return conn.changes() == 1
+
+
+def plain_change(conn: apsw.Connection, chunk_id: int, sets: str, params: Sequence[Any]) -> bool:
+    """The same change with no history (a store whose history seam is off: the benchmark's
+    baseline)."""
+    if not sets:
+        return conn.execute("SELECT 1 FROM chunks WHERE id = ?", (chunk_id,)).fetchone() is not None
+    conn.execute(f"UPDATE chunks SET {sets} WHERE id = ?", (*params, chunk_id))
+    return conn.changes() == 1
 
 
 def record_purged(conn: apsw.Connection, where: str, params: Mapping[str, Any], at: str) -> None:
-    """A ``purged`` event for every row ``where`` selects, before they are deleted."""
+    """Before a purge deletes the rows ``where`` selects: a ``purged`` log row for each and its
+    history, stamps and last state moved to ``chunk_gone``."""
+    before = latest_seq(conn)
     conn.execute(
-        f"{_INSERT} SELECT id, :purge_at, 'purged', 'purge', {_STATE_LIST}, NULL FROM chunks "
+        f"INSERT INTO chunk_log(chunk_id, at, kind) SELECT id, :purge_at, 'purged' FROM chunks "
         f"WHERE {where} ORDER BY id",
         {**params, "purge_at": at},
+    )
+    conn.execute(
+        "INSERT INTO chunk_gone(chunk_id, created_seq, created_at, source_type, history, "
+        f"{_STATE_LIST}, purged_seq, purged_at) SELECT c.id, c.created_seq, c.created_at, "
+        f"c.source_type, c.history, {', '.join('c.' + n for n in STATE_COLUMNS)}, l.seq, l.at "
+        "FROM chunk_log AS l JOIN chunks AS c ON c.id = l.chunk_id WHERE l.seq > ? ORDER BY l.seq",
+        (before,),
     )
 
 
 # --------------------------------------------------------------------------- reading
 
 
-def _event(row: tuple[Any, ...]) -> HistoryEvent:
-    seq, chunk_id, at, event, actor, review, expires, invalidated, reason, updated, detail = row
-    stamp = read_timestamp(at)
+def _stamp(value: Any, what: str) -> datetime:
+    stamp = read_timestamp(value)
     if stamp is None:
-        raise StoreError(f"history event {seq}: unreadable time {at!r}")
+        raise StoreError(f"history: {what} has an unreadable time {value!r}")
+    return stamp
+
+
+def _event(
+    seq: int, chunk_id: int, at: datetime, event: Any, actor: Any, state: Sequence[Any], detail: Any
+) -> HistoryEvent:
+    review, expires, invalidated, reason, updated = state
     return HistoryEvent(
-        seq=HISTORY_START if event == "migrated" else int(seq),
+        seq=seq,
         chunk_id=str(chunk_id),
-        at=stamp,
+        at=at,
         event=event,
         actor=str(actor or ""),
         review_state=review,
@@ -143,63 +200,110 @@ def _event(row: tuple[Any, ...]) -> HistoryEvent:
         invalidated_at=read_timestamp(invalidated),
         invalidation_reason=reason,
         updated_at=read_timestamp(updated),
-        detail=json.loads(detail) if detail else {},
+        detail=detail if isinstance(detail, dict) else {},
     )
 
 
+@attrs.frozen
+class _Baseline:
+    """When a migrated store's history started, and the largest id it found (None: no migration)."""
+
+    started: datetime | None
+    high: int | None
+
+    @classmethod
+    def read(cls, conn: apsw.Connection) -> _Baseline:
+        high = migrate.meta_get(conn, migrate.HISTORY_BASELINE_KEY)
+        started = read_timestamp(migrate.meta_get(conn, migrate.HISTORY_STARTED_KEY))
+        return cls(started, None if high is None else int(high))
+
+
+def _row_events(row: Sequence[Any], baseline: _Baseline) -> list[HistoryEvent]:
+    """Every event of one row read by ``_ROW_LIVE`` or ``_ROW_GONE``, oldest first."""
+    chunk_id, created_seq, created_at, source_type, text = row[:5]
+    final = tuple(row[5:10])
+    purged_seq, purged_at = row[10], row[11]
+    entries = [json.loads(line) for line in text.splitlines()] if text else []
+    created_detail = None
+    if entries and entries[0][2] == "created":
+        created_detail = entries.pop(0)[4]
+    # the state each event left: the next change's before-cells, the row's own for the last
+    after = [tuple(e[5:10]) for e in entries] + [final]
+    found: list[HistoryEvent] = []
+    if created_seq is not None:
+        found.append(
+            _event(int(created_seq), chunk_id, _stamp(created_at, f"memory {chunk_id}'s creation"),
+                   "created", source_type, after[0], created_detail)
+        )
+    elif baseline.started is not None and baseline.high is not None and chunk_id <= baseline.high:
+        note = {"note": MIGRATION_NOTE}
+        found.append(_event(HISTORY_START, chunk_id, baseline.started, "migrated", "", after[0], note))
+    for index, entry in enumerate(entries):
+        seq, at, event, actor, detail = entry[:5]
+        stamp = _stamp(at, f"event {seq}")
+        found.append(_event(int(seq), chunk_id, stamp, event, actor, after[index + 1], detail))
+    if purged_seq is not None:
+        stamp = _stamp(purged_at, f"event {purged_seq}")
+        found.append(_event(int(purged_seq), chunk_id, stamp, "purged", "purge", final, None))
+    return found
+
+
+def _rows(conn: apsw.Connection, ids: Sequence[int]) -> list[Sequence[Any]]:
+    """The history rows of ``ids`` (live or purged), in id order."""
+    if not ids:
+        return []
+    listed = json.dumps(list(ids))
+    live: list[Sequence[Any]] = list(
+        conn.execute(f"{_ROW_LIVE} WHERE id IN (SELECT value FROM json_each(?))", (listed,))
+    )
+    missing = set(ids) - {int(r[0]) for r in live}
+    gone: list[Sequence[Any]] = []
+    if missing:
+        gone = list(
+            conn.execute(
+                f"{_ROW_GONE} WHERE chunk_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(sorted(missing)),),
+            )
+        )
+    return sorted([*live, *gone], key=operator.itemgetter(0))
+
+
 def events(conn: apsw.Connection, chunk_id: int, upto: int | None = None) -> list[HistoryEvent]:
-    """Every event of one row, oldest first (only those at or before ``upto`` when given). A
-    row that was there when a migrated store's history started and has not changed since has
-    its ``migrated`` event read from its cells (the state it has had all along)."""
-    sql = f"SELECT {_EVENT_COLUMNS} FROM chunk_history WHERE chunk_id = ?"
-    args: list[Any] = [chunk_id]
-    if upto is not None:
-        sql += " AND (seq <= ? OR event = 'migrated')"
-        args.append(upto)
-    found = [_event(r) for r in conn.execute(sql + " ORDER BY seq", args)]
-    if found:
-        return found
-    baseline = _unwritten_baseline(conn, chunk_id, probe=upto is not None)
-    return [] if baseline is None else [baseline]
-
-
-def _unwritten_baseline(conn: apsw.Connection, chunk_id: int, *, probe: bool) -> HistoryEvent | None:
-    """The ``migrated`` event of a row with no event, when the store's history started at a
-    migration that found it there (``migrate.HISTORY_BASELINE_KEY``). ``probe``: check that the
-    row has no event at all (the caller read only those up to a position)."""
-    high = migrate.meta_get(conn, migrate.HISTORY_BASELINE_KEY)
-    started = migrate.meta_get(conn, migrate.HISTORY_STARTED_KEY)
-    if high is None or started is None or chunk_id > int(high):
-        return None
-    probed = "SELECT 1 FROM chunk_history WHERE chunk_id = ? LIMIT 1"
-    if probe and conn.execute(probed, (chunk_id,)).fetchone():
-        return None  # written after the position
-    row = conn.execute(f"SELECT {_STATE_LIST} FROM chunks WHERE id = ?", (chunk_id,)).fetchone()
+    """Every event of one row, oldest first (only those at or before ``upto`` when given; a
+    ``migrated`` event holds from the start, so it is always among them)."""
+    row = conn.execute(f"{_ROW_LIVE} WHERE id = ?", (chunk_id,)).fetchone()
     if row is None:
-        return None
-    note = json.dumps({"note": MIGRATION_NOTE})
-    return _event((HISTORY_START, chunk_id, started, "migrated", "", *row, note))
+        row = conn.execute(f"{_ROW_GONE} WHERE chunk_id = ?", (chunk_id,)).fetchone()
+    if row is None:
+        return []
+    found = _row_events(row, _Baseline.read(conn))
+    if upto is None:
+        return found
+    return [e for e in found if e.seq <= upto]
 
 
 def events_after(conn: apsw.Connection, seq: int, chunk_id: int | None = None) -> list[HistoryEvent]:
     """The changes after ``seq`` (of one row, or of all), oldest first: every event but the
-    ``migrated`` ones, which hold from the start of the history wherever they were written."""
-    if chunk_id is None:
-        rows = conn.execute(
-            f"SELECT {_EVENT_COLUMNS} FROM chunk_history WHERE seq > ? AND event != 'migrated' ORDER BY seq",
-            (seq,),
-        )
-    else:
-        rows = conn.execute(
-            f"SELECT {_EVENT_COLUMNS} FROM chunk_history WHERE chunk_id = ? AND seq > ? "
-            "AND event != 'migrated' ORDER BY seq",
-            (chunk_id, seq),
-        )
-    return [_event(r) for r in rows]
+    ``migrated`` ones, which hold from the start of the history."""
+    if chunk_id is not None:
+        return [e for e in events(conn, chunk_id) if e.seq > seq and e.event != "migrated"]
+    ids: set[int] = set()
+    for first, last in conn.execute(
+        "SELECT chunk_id, coalesce(last_id, chunk_id) FROM chunk_log WHERE seq > ?", (seq,)
+    ):
+        ids.update(range(int(first), int(last) + 1))
+    baseline = _Baseline.read(conn)
+    later = [
+        e
+        for row in _rows(conn, sorted(ids))
+        for e in _row_events(row, baseline)
+        if e.seq > seq and e.event != "migrated"
+    ]
+    return sorted(later, key=lambda e: (e.seq, int(e.chunk_id)))
 
 
 def latest_seq(conn: apsw.Connection) -> int:
-    return int(migrate.scalar(conn, "SELECT coalesce(max(seq), 0) FROM chunk_history"))
+    return int(migrate.scalar(conn, "SELECT coalesce(max(seq), 0) FROM chunk_log"))
 
 
 def position_at(conn: apsw.Connection, path: str, when: datetime) -> HistoryPosition:
@@ -208,12 +312,11 @@ def position_at(conn: apsw.Connection, path: str, when: datetime) -> HistoryPosi
     started = read_timestamp(migrate.meta_get(conn, migrate.HISTORY_STARTED_KEY))
     if started is not None and when < started:
         raise StoreError(
-            f"{path}: the history of this store starts at {format_timestamp(started)} (its migration to "
-            f"schema 3); {format_timestamp(when)} is before it, so its state then is not known"
+            f"{path}: the history of this store starts at {format_timestamp(started)} (the migration that "
+            f"added it); {format_timestamp(when)} is before it, so its state then is not known"
         )
     row = conn.execute(
-        "SELECT seq FROM chunk_history WHERE at <= ? AND event != 'migrated' ORDER BY seq DESC LIMIT 1",
-        (format_timestamp(when),),
+        "SELECT seq FROM chunk_log WHERE at <= ? ORDER BY seq DESC LIMIT 1", (format_timestamp(when),)
     ).fetchone()
     return HistoryPosition(0 if row is None else int(row[0]), when)
 
@@ -243,7 +346,7 @@ def fts_tokenizer(conn: apsw.Connection) -> str:
     return found.group(1) if found else "'unicode61'"
 
 
-def _view_sql() -> str:
+def _view_sql(high: int) -> str:
     columns = []
     for name in SELECT_NAMES:
         if name in STATE_COLUMNS:
@@ -252,49 +355,69 @@ def _view_sql() -> str:
             columns.append(f"m.{name} AS {name}")
     return (
         f"CREATE TEMP VIEW chunks AS SELECT {', '.join(columns)} FROM main.chunks AS m "
-        "LEFT JOIN temp.asof_state AS o ON o.id = m.id WHERE o.id IS NULL OR o.present"
+        "LEFT JOIN temp.asof_state AS o ON o.id = m.id "
+        f"WHERE m.id <= {int(high)} AND (o.id IS NULL OR o.present)"
     )
+
+
+def _high_at(conn: apsw.Connection, seq: int) -> int:
+    """The largest id written at or before ``seq``: ids are handed out in order under the write
+    lock, so every row above it was written later."""
+    row = conn.execute(
+        "SELECT coalesce(last_id, chunk_id) FROM chunk_log WHERE kind = 'created' AND seq <= ? "
+        "ORDER BY seq DESC LIMIT 1",
+        (seq,),
+    ).fetchone()
+    if row is not None:
+        return int(row[0])
+    high = migrate.meta_get(conn, migrate.HISTORY_BASELINE_KEY)
+    return int(high) if high is not None else 0
 
 
 def overlay(conn: apsw.Connection, position: HistoryPosition, *, exact_ranking: bool) -> AsOfOverlay:
     """Shadow ``chunks`` (and, for exact ranking when the corpus changed, ``chunks_fts``) on
     ``conn`` with the store's state at ``position``. ``conn`` must be private to the view and
     inside its read transaction; its temporary objects die with it."""
-    later = events_after(conn, position.seq)
+    later: list[Sequence[Any]] = list(
+        conn.execute(
+            "SELECT chunk_id, coalesce(last_id, chunk_id), kind FROM chunk_log WHERE seq > ? ORDER BY seq",
+            (position.seq,),
+        )
+    )
     if not later:
         return AsOfOverlay(position)
-    ids = sorted({int(e.chunk_id) for e in later})
-    first_after: dict[int, HistoryEvent] = {}
-    for event in later:
-        first_after.setdefault(int(event.chunk_id), event)
-    before = {
-        int(r[1]): r
-        for r in conn.execute(
-            f"SELECT {_EVENT_COLUMNS} FROM chunk_history WHERE seq IN ("
-            "SELECT (SELECT max(h.seq) FROM chunk_history AS h WHERE h.chunk_id = j.value "
-            "AND (h.seq <= ? OR h.event = 'migrated')) FROM json_each(?) AS j)",
-            (position.seq, json.dumps(ids)),
-        )
-    }
+    written: list[int] = []
+    touched: set[int] = set()
+    for first, last, kind in later:
+        if kind == "created":
+            written.extend(range(int(first), int(last) + 1))
+        else:
+            touched.add(int(first))
+    new = set(written)
+    baseline = _Baseline.read(conn)
+    rows: list[tuple[Any, ...]] = []
+    purged: list[str] = []
+    for row in _rows(conn, sorted(touched - new)):
+        found = _row_events(row, baseline)
+        then = [e for e in found if e.seq <= position.seq]
+        if not then:  # no event by then: a row of an older store written without one
+            continue
+        state = then[-1]
+        gone = any(e.event == "purged" for e in found)
+        if gone and state.event != "purged":
+            purged.append(str(row[0]))
+        index = len(then)
+        cells = tuple(row[5:10]) if index == len(found) or (gone and index == len(found) - 1) else None
+        if cells is None:  # the next event's entry holds the cells before it: the state then
+            cells = _cells_before(row, found[index])
+        rows.append((int(row[0]), int(state.event != "purged"), *cells))
     conn.execute(
         "CREATE TEMP TABLE asof_state (id INTEGER PRIMARY KEY, present INTEGER NOT NULL, "
         + ", ".join(f"{c} TEXT" for c in STATE_COLUMNS)
         + ")"
     )
-    rows: list[tuple[Any, ...]] = []
-    written: list[str] = []
-    purged: list[str] = []
-    for chunk_id in ids:
-        prior = before.get(chunk_id)
-        if prior is None:
-            written.append(str(chunk_id))
-            rows.append((chunk_id, 0, None, None, None, None, None))
-            continue
-        if any(e.event == "purged" for e in later if int(e.chunk_id) == chunk_id) and prior[3] != "purged":
-            purged.append(str(chunk_id))
-        rows.append((chunk_id, int(prior[3] != "purged"), *prior[5:10]))
     conn.executemany("INSERT INTO temp.asof_state VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-    conn.execute(_view_sql())
+    conn.execute(_view_sql(_high_at(conn, position.seq)))
     corpus_changed = bool(written or purged)
     if exact_ranking and corpus_changed:
         tokenize = fts_tokenizer(conn)
@@ -306,11 +429,20 @@ def overlay(conn: apsw.Connection, position: HistoryPosition, *, exact_ranking: 
         )
     return AsOfOverlay(
         position,
-        changed=tuple(str(i) for i in ids),
-        written_after=tuple(written),
+        changed=tuple(str(i) for i in sorted(touched | new)),
+        written_after=tuple(str(i) for i in written),
         purged_after=tuple(purged),
         exact_ranking=exact_ranking or not corpus_changed,
     )
+
+
+def _cells_before(row: Sequence[Any], event: HistoryEvent) -> tuple[Any, ...]:
+    """The raw lifecycle cells of ``row`` just before its change ``event`` (its entry's)."""
+    for line in str(row[4]).splitlines():
+        entry = json.loads(line)
+        if entry[2] != "created" and int(entry[0]) == event.seq:
+            return tuple(entry[5:10])
+    raise StoreError(f"history: memory {row[0]} has no entry for event {event.seq}")
 
 
 def drop_overlay(conn: apsw.Connection) -> None:

@@ -26,7 +26,6 @@ from contextplane.memory.model import (
     validate_text,
 )
 from contextplane.store.columns import INHERITED_ON_SUPERSEDE, SELECT_COLUMNS, as_id, chunk_from_row
-from contextplane.store.history import state_of
 from contextplane.store.writes import StoreWrites
 
 
@@ -38,12 +37,10 @@ class StoreLifecycle(StoreWrites):
         the history)."""
         checked = validate_review_state(state)
         actor = validate_text(by, "by")
+        stamp = format_timestamp(utc_now())
         with self._writing() as conn:  # an unknown id changes nothing; ``_changed`` says so
-            conn.execute(
-                "UPDATE chunks SET review_state = ?, updated_at = ? WHERE id = ?",
-                (checked, format_timestamp(utc_now()), as_id(chunk_id)),
-            )
-            return self._changed(conn, chunk_id, "review", actor)
+            sets = "review_state = ?, updated_at = ?"
+            return self._changed(conn, chunk_id, sets, (checked, stamp), "review", actor, stamp)
 
     def set_expires_at(
         self, chunk_id: str, expires_at: datetime | str | None, *, by: str = ""
@@ -51,12 +48,10 @@ class StoreLifecycle(StoreWrites):
         """Set (or clear, with ``None``) a row's expiry; stored as UTC."""
         value = None if expires_at is None else format_timestamp(parse_timestamp(expires_at, "expires_at"))
         actor = validate_text(by, "by")
+        stamp = format_timestamp(utc_now())
         with self._writing() as conn:  # an unknown id changes nothing; ``_changed`` says so
-            conn.execute(
-                "UPDATE chunks SET expires_at = ?, updated_at = ? WHERE id = ?",
-                (value, format_timestamp(utc_now()), as_id(chunk_id)),
-            )
-            return self._changed(conn, chunk_id, "expiry", actor)
+            sets = "expires_at = ?, updated_at = ?"
+            return self._changed(conn, chunk_id, sets, (value, stamp), "expiry", actor, stamp)
 
     def invalidate_chunk(
         self,
@@ -99,31 +94,32 @@ class StoreLifecycle(StoreWrites):
             if text.startswith(SUPERSEDED_PREFIX):
                 raise ValidationError("reason: use superseded_by=<id> to record a supersession")
         stamp = format_timestamp(utc_now())
-        conn.execute(
-            "UPDATE chunks SET invalidated_at = ?, invalidation_reason = ?, updated_at = ? WHERE id = ?",
-            (stamp, text, stamp, as_id(chunk_id)),
-        )
         event = "superseded" if superseded_by is not None else "invalidated"
         detail = {"by": text[len(SUPERSEDED_PREFIX) :]} if superseded_by is not None else None
-        return self._changed(conn, chunk_id, event, actor, detail=detail)
+        sets = "invalidated_at = ?, invalidation_reason = ?, updated_at = ?"
+        return self._changed(conn, chunk_id, sets, (stamp, text, stamp), event, actor, stamp, detail=detail)
 
     def _changed(
         self,
         conn: apsw.Connection,
         chunk_id: str,
+        sets: str,
+        params: tuple[Any, ...],
         event: str,
         actor: str,
+        at: str,
         *,
         detail: Mapping[str, Any] | None = None,
     ) -> MemoryChunk:
-        """After a change to one row (inside its transaction): read the row once, append its
-        event with the state read, and return the row as it now is."""
-        row = conn.execute(f"SELECT {SELECT_COLUMNS} FROM chunks AS c WHERE c.id = ?", (as_id(chunk_id),))
-        cells = row.fetchone()
-        if cells is None:
+        """One change to one row (inside its transaction), with its event, and the row as it
+        now is; an id that names no row raises (rolling the transaction back)."""
+        key = as_id(chunk_id)
+        if key is None:
             raise StoreError(f"{self.path}: no memory with id {chunk_id!r}")
-        self._record_change(conn, int(cells[0]), event, actor, detail=detail, state=state_of(cells))
-        return chunk_from_row(cells)
+        self._change(conn, key, sets, params, event, actor, at, detail=detail)
+        for cells in conn.execute(f"SELECT {SELECT_COLUMNS} FROM chunks AS c WHERE c.id = ?", (key,)):
+            return chunk_from_row(cells)
+        raise StoreError(f"{self.path}: no memory with id {chunk_id!r}")
 
     def supersede(self, old_id: str, content: str, **attrs: Any) -> str:
         """Write the newer row, then invalidate the old one with ``superseded_by:<new id>``, in one
@@ -154,9 +150,9 @@ class StoreLifecycle(StoreWrites):
         self, old: MemoryChunk, prepared: list[tuple[Any, ...]], vectors: list[bytes] | None, actor: str
     ) -> str:
         with self._writing() as conn:
-            ids = self._insert(conn, prepared, vectors, record=False)
+            ids = self._insert(conn, prepared, vectors)
             new_id = str(ids[0])
-            self._record_created(conn, ids, {ids[0]: json.dumps({"supersedes": old.id})})
+            self._record_created(conn, {ids[0]: json.dumps({"supersedes": old.id})})
             # raises (rolling the insert back) if someone invalidated the old row meanwhile
             self._invalidate(conn, old.id, superseded_by=new_id, reason=None, actor=actor)
         self._maybe_train()

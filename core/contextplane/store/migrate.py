@@ -16,26 +16,28 @@ Why it is shaped this way:
 - Full-text triggers fire only on ``UPDATE OF content, heading``: a trigger that fires on every
   metadata update would re-index every row during the backfill (about 10x slower).
 - A fresh database is created at the current version with every marker stamped, no scan.
-- Version 3 adds the ``chunk_history`` table (append-only: triggers refuse UPDATE and DELETE)
-  and the nullable ``content_hash`` column, and visits no row for either at migration: written
+- Version 3 added the lifecycle history and the nullable ``content_hash`` column, and visits no
+  row for either at migration: written
   per row, the events and keys cost a million-row migration four times its v2 rewrite.
-  ``history_backfill`` starts the history in one transaction (when, and up to which id) and
-  installs two triggers that write a row's ``migrated`` event (the state before the change,
-  stamped with the migration time) just before its first change, by whatever path; a row that
-  never changes needs none (``store.history`` reads its baseline from the row).
+  ``history_backfill`` starts the history in one transaction (when, and up to which id): a
+  row up to that id has a ``migrated`` event, its state then read from its first change's
+  entry (the cells before the change) or from the row while it has not changed.
   ``content_hash_backfill`` keys the rows in resumable batches with a cursor, like the stemming
   step: at open for up to ``INLINE_CONTENT_HASH_MAX_ROWS`` rows (in the v2 row pass when that
   runs too), beyond that by ``contextplane migrate`` and a batch on each later open. Until it
   is done a write also finds exact duplicates among the unkeyed rows through the full-text
   index (``store.writes``). The key's index is partial, so creating it over unkeyed rows is
   one scan.
+- Version 4 keeps each row's history in the row (``chunks.history``, ``created_seq``) with a
+  store-wide ``chunk_log`` and ``chunk_gone`` for purged rows (``store.history`` says why: a
+  history table of its own cost a review-state change 1.28x). A version-3 ``chunk_history`` is
+  converted in one transaction, every ``seq`` kept, and dropped (``ensure_v4_history``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import re
 from collections.abc import Callable, Iterator
@@ -46,12 +48,11 @@ import attrs
 
 from contextplane.errors import StoreError
 from contextplane.memory.consolidation import content_hash
-from contextplane.memory.history import MIGRATION_NOTE
 from contextplane.memory.model import format_timestamp, utc_now
 from contextplane.memory.stamps import LEGACY_DOMAIN_TABLE, DomainRule
 from contextplane.memory.trust import SOURCE_TYPE_TIERS, UNKNOWN_SOURCE_TIER, initial_review_state
 
-SCHEMA_VERSION: Final[int] = 3
+SCHEMA_VERSION: Final[int] = 4
 
 log = logging.getLogger("contextplane.store")
 
@@ -424,6 +425,7 @@ def create_fresh(conn: apsw.Connection) -> None:
         conn.execute(_CHUNKS_V2_SQL)
         _ensure_fts(conn)
         _ensure_v3_objects(conn)
+        _ensure_v4_objects(conn)
         for name in (*PASSES, *V3_PASSES):
             _meta_set(conn, name, stamp)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -588,6 +590,7 @@ def ensure_schema(
         added = upgrade_schema(conn)
     passes = tuple(pending_passes(conn))
     added.extend(ensure_v3_schema(conn))
+    added.extend(ensure_v4_history(conn))
     history = _history_due(conn)
     keys_pending = CONTENT_HASH_BACKFILL in pending_v3_passes(conn)
     finish = keys_pending and (
@@ -688,6 +691,8 @@ ANCHOR_TABLES: Final[frozenset[str]] = frozenset(
         "prefix_texts",
         "session_summaries",
         "chunk_history",
+        "chunk_log",
+        "chunk_gone",
         "turn_inputs",
     }
 )
@@ -891,8 +896,8 @@ def require_current(conn: apsw.Connection, path: str) -> None:
         )
     todo = [*planned_normalisation(conn, path)]
     columns = column_names(conn, "chunks")
-    missing = [n for n, _ in (*V2_COLUMNS, *V3_COLUMNS) if n not in columns]
-    if missing or schema_version(conn) < SCHEMA_VERSION or not table_exists(conn, "chunk_history"):
+    missing = [n for n, _ in (*V2_COLUMNS, *V3_COLUMNS, *V4_COLUMNS) if n not in columns]
+    if missing or schema_version(conn) < SCHEMA_VERSION or _v4_due(conn):
         todo.append(f"bring it to schema version {SCHEMA_VERSION}")
     pending = (*pending_passes(conn), *pending_v3_passes(conn))
     # Rows without a content key read as usual (only a write's duplicate lookup uses the key).
@@ -948,9 +953,10 @@ def repair_nonpositive_ids(conn: apsw.Connection) -> int:
 
 # --------------------------------------------------------------------------- version 3
 
-#: The lifecycle history (``contextplane.memory.history``): one row per change, the row's
-#: lifecycle state after it. ``seq`` is the rowid: never deleted, so it only grows.
-HISTORY_SQL: Final[str] = """
+#: What version 3 kept the lifecycle history in: one row per event, the row's lifecycle state
+#: after it, with a per-row index. Kept here as the version-4 conversion's documented input
+#: (``ensure_v4_history``); no store is created with it any more.
+V3_HISTORY_SQL: Final[str] = """
 CREATE TABLE IF NOT EXISTS chunk_history (
     seq INTEGER PRIMARY KEY,
     chunk_id INTEGER NOT NULL,
@@ -972,6 +978,14 @@ CREATE TRIGGER IF NOT EXISTS chunk_history_no_delete BEFORE DELETE ON chunk_hist
     SELECT RAISE(ABORT, 'chunk_history is append-only: events are never deleted');
 END;
 """
+#: Version 3's triggers (the table's guards, and the two that wrote a migrated row's event
+#: before its first change), dropped with the table by the conversion.
+_V3_TRIGGERS: Final[tuple[str, ...]] = (
+    "chunk_history_no_update",
+    "chunk_history_no_delete",
+    "chunks_migrated_baseline",
+    "chunk_history_migrated_baseline",
+)
 
 #: Columns version 3 adds to ``chunks``: the key exact duplicates are looked up by
 #: (``contextplane.memory.consolidation.content_hash``). Nullable, so the ALTER is O(1).
@@ -1002,39 +1016,10 @@ HISTORY_BASELINE_KEY: Final[str] = "history_baseline_max_id"
 #: ``contextplane migrate``, and this many more rows on each later open (resumable, in batches).
 INLINE_CONTENT_HASH_MAX_ROWS: Final[int] = 50_000
 
-_EVENT_INSERT: Final[str] = (
-    "INSERT INTO chunk_history(chunk_id, at, event, actor, review_state, expires_at, "
-    "invalidated_at, invalidation_reason, updated_at, detail)"
-)
-#: A row's ``migrated`` event, written just before its first change, with the state before it.
-#: Triggers, so that every path that changes a row (this version's, another process's) writes
-#: it in the change's own transaction, and a row that never changes costs nothing. One fires
-#: before an UPDATE of the lifecycle cells (``OLD`` is the state the migration left); the other
-#: before any other first event (a purge or a duplicate write: the row is as it was). ``{high}``
-#: bounds them to the rows that were there (new rows always have a ``created`` event); a NULL
-#: review state is a row the v2 backfill has not reached, whose repair is not a change.
-_BASELINE_TRIGGERS: Final[dict[str, str]] = {
-    "chunks_migrated_baseline": (
-        "CREATE TRIGGER IF NOT EXISTS chunks_migrated_baseline BEFORE UPDATE OF review_state, "
-        "expires_at, invalidated_at, invalidation_reason, updated_at ON chunks "
-        "WHEN old.id <= {high} AND old.review_state IS NOT NULL "
-        "AND NOT EXISTS (SELECT 1 FROM chunk_history WHERE chunk_id = old.id) BEGIN "
-        f"{_EVENT_INSERT} VALUES (old.id, {{at}}, 'migrated', '', old.review_state, old.expires_at, "
-        "old.invalidated_at, old.invalidation_reason, old.updated_at, {detail}); END"
-    ),
-    "chunk_history_migrated_baseline": (
-        "CREATE TRIGGER IF NOT EXISTS chunk_history_migrated_baseline BEFORE INSERT ON chunk_history "
-        "WHEN new.event != 'migrated' AND new.chunk_id <= {high} "
-        "AND NOT EXISTS (SELECT 1 FROM chunk_history WHERE chunk_id = new.chunk_id) BEGIN "
-        f"{_EVENT_INSERT} SELECT id, {{at}}, 'migrated', '', review_state, expires_at, invalidated_at, "
-        "invalidation_reason, updated_at, {detail} FROM chunks WHERE id = new.chunk_id; END"
-    ),
-}
-
-
 def _ensure_v3_objects(conn: apsw.Connection) -> list[str]:
-    """Create what version 3 adds (caller holds the write transaction); return columns added."""
-    conn.execute(HISTORY_SQL)
+    """Create what version 3 adds (caller holds the write transaction); return columns added.
+    Its ``chunk_history`` table is not among them any more: version 4 keeps the history in the
+    rows (``_ensure_v4_objects``), and converts a version-3 table (``ensure_v4_history``)."""
     present = column_names(conn, "chunks")
     added = [name for name, _ in V3_COLUMNS if name not in present]
     for name, decl in V3_COLUMNS:
@@ -1048,11 +1033,9 @@ def _ensure_v3_objects(conn: apsw.Connection) -> list[str]:
 def ensure_v3_schema(conn: apsw.Connection) -> list[str]:
     """Version 3's table, column and indexes, if any is missing (idempotent, no row rewritten);
     returns the columns added."""
-    has_history = table_exists(conn, "chunk_history")
     indexes = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     if (
-        has_history
-        and not ({n for n, _ in V3_COLUMNS} - column_names(conn, "chunks"))
+        not ({n for n, _ in V3_COLUMNS} - column_names(conn, "chunks"))
         # a version-1 table rewritten in the v2 shape (``normalise_chunks``) lost its indexes
         and {"chunks_subject", "chunks_content_hash"} <= indexes
     ):
@@ -1071,50 +1054,28 @@ def pending_v3_passes(conn: apsw.Connection) -> list[str]:
     return [name for name in V3_PASSES if _meta_get(conn, name) is None]
 
 
-def _baseline_installed(conn: apsw.Connection) -> bool:
-    if _meta_get(conn, HISTORY_BASELINE_KEY) is None:
-        return False
-    installed = "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?)"
-    found = scalar(conn, installed, tuple(_BASELINE_TRIGGERS))
-    return int(found) == len(_BASELINE_TRIGGERS)
-
-
 def _history_due(conn: apsw.Connection) -> bool:
-    if _meta_get(conn, HISTORY_BACKFILL) is None:
-        return True
-    # a store whose history started at a migration: its baseline triggers must be there (an
-    # earlier release wrote every row's event instead, and a rewritten table loses its triggers)
-    return _meta_get(conn, HISTORY_STARTED_KEY) is not None and not _baseline_installed(conn)
+    return _meta_get(conn, HISTORY_BACKFILL) is None
 
 
 def start_history(conn: apsw.Connection) -> bool:
     """The history pass (``history_backfill``): the history starts now, for every row already
     there, in one transaction and without visiting a row: record when (``HISTORY_STARTED_KEY``)
-    and up to which id (``HISTORY_BASELINE_KEY``), and install the triggers that write a row's
-    ``migrated`` event before its first change. True when it did anything. Run it after the v2
-    passes: their backfill of the review state is not a change."""
+    and up to which id (``HISTORY_BASELINE_KEY``). A row up to that id has a ``migrated`` event
+    from then on: its state at the migration is what its first change's entry records as the
+    state before it, or the row itself until then (``store.history``). True when it did
+    anything. Run it after the v2 passes: their backfill of the review state is not a change."""
     if not table_exists(conn, "chunks") or not _history_due(conn):
         return False
     with write_transaction(conn):
         if not _history_due(conn):
             return False
-        started = _meta_get(conn, HISTORY_STARTED_KEY)
-        if started is None:
-            started = format_timestamp(utc_now())
-            _meta_set(conn, HISTORY_STARTED_KEY, started)
-        high = _meta_get(conn, HISTORY_BASELINE_KEY)
-        if high is None:
+        if _meta_get(conn, HISTORY_STARTED_KEY) is None:
+            _meta_set(conn, HISTORY_STARTED_KEY, format_timestamp(utc_now()))
+        if _meta_get(conn, HISTORY_BASELINE_KEY) is None:
             high = str(int(scalar(conn, "SELECT coalesce(max(id), 0) FROM chunks")))
             _meta_set(conn, HISTORY_BASELINE_KEY, high)
-        literals = {
-            "high": str(int(high)),
-            "at": _sql_literal(started),
-            "detail": _sql_literal(json.dumps({"note": MIGRATION_NOTE})),
-        }
-        for body in _BASELINE_TRIGGERS.values():
-            conn.execute(body.format(**literals))
-        if _meta_get(conn, HISTORY_BACKFILL) is None:
-            _meta_set(conn, HISTORY_BACKFILL, format_timestamp(utc_now()))
+        _meta_set(conn, HISTORY_BACKFILL, format_timestamp(utc_now()))
         # an earlier release's history pass wrote events row by row, with a cursor: done now
         conn.execute("DELETE FROM _kb_meta WHERE key = ?", (_cursor_key(HISTORY_BACKFILL),))
     return True
@@ -1157,6 +1118,151 @@ def run_v3_backfill(
     return rows visited."""
     start_history(conn)
     return migrate_content_hashes(conn, on_batch=on_batch, batch_rows=batch_rows)
+
+
+# --------------------------------------------------------------------------- version 4
+
+#: Version 4 keeps each row's history in the row (``contextplane.store.history`` says why):
+#: ``chunks.history`` (its change entries, appended, never rewritten) and ``chunks.created_seq``
+#: (the position of its write), a store-wide ``chunk_log`` (one small row per change, write
+#: batch and purged row: the order and "what changed after"), and ``chunk_gone`` (a purged
+#: row's history, moved there before the row is deleted). All guarded by triggers.
+V4_COLUMNS: Final[tuple[tuple[str, str], ...]] = (("history", "TEXT"), ("created_seq", "INTEGER"))
+
+V4_HISTORY_SQL: Final[str] = """
+CREATE TABLE IF NOT EXISTS chunk_log (
+    seq INTEGER PRIMARY KEY,
+    chunk_id INTEGER NOT NULL,
+    last_id INTEGER,
+    at TEXT NOT NULL,
+    kind TEXT NOT NULL DEFAULT 'change'
+);
+CREATE TABLE IF NOT EXISTS chunk_gone (
+    chunk_id INTEGER PRIMARY KEY,
+    created_seq INTEGER,
+    created_at TEXT,
+    source_type TEXT,
+    history TEXT,
+    review_state TEXT,
+    expires_at TEXT,
+    invalidated_at TEXT,
+    invalidation_reason TEXT,
+    updated_at TEXT,
+    purged_seq INTEGER NOT NULL,
+    purged_at TEXT NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS chunk_log_no_update BEFORE UPDATE ON chunk_log BEGIN
+    SELECT RAISE(ABORT, 'chunk_log is append-only: events are never rewritten');
+END;
+CREATE TRIGGER IF NOT EXISTS chunk_log_no_delete BEFORE DELETE ON chunk_log BEGIN
+    SELECT RAISE(ABORT, 'chunk_log is append-only: events are never deleted');
+END;
+CREATE TRIGGER IF NOT EXISTS chunk_gone_no_update BEFORE UPDATE ON chunk_gone BEGIN
+    SELECT RAISE(ABORT, 'chunk_gone is append-only: a purged row''s history is never rewritten');
+END;
+CREATE TRIGGER IF NOT EXISTS chunk_gone_no_delete BEFORE DELETE ON chunk_gone BEGIN
+    SELECT RAISE(ABORT, 'chunk_gone is append-only: a purged row''s history is never deleted');
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_history_append BEFORE UPDATE OF history ON chunks
+WHEN old.history IS NOT NULL
+     AND (new.history IS NULL OR substr(new.history, 1, length(old.history)) != old.history) BEGIN
+    SELECT RAISE(ABORT, 'chunks.history is append-only: a change appends its entry, nothing rewrites one');
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_history_kept BEFORE DELETE ON chunks
+WHEN NOT EXISTS (SELECT 1 FROM chunk_gone WHERE chunk_id = old.id) BEGIN
+    SELECT RAISE(ABORT, 'a memory row is deleted only by purge, which keeps its history first');
+END;
+"""
+
+
+_KEPT: Final[str] = "chunks_history_kept"
+
+
+def _ensure_v4_objects(conn: apsw.Connection) -> list[str]:
+    """Create what version 4 adds (caller holds the write transaction); return columns added."""
+    present = column_names(conn, "chunks")
+    added = [name for name, _ in V4_COLUMNS if name not in present]
+    for name, decl in V4_COLUMNS:
+        if name in added:
+            conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {decl}")
+    conn.execute(V4_HISTORY_SQL)
+    return added
+
+
+def _v4_due(conn: apsw.Connection) -> bool:
+    return (
+        table_exists(conn, "chunk_history")
+        or not table_exists(conn, "chunk_log")
+        or bool({n for n, _ in V4_COLUMNS} - column_names(conn, "chunks"))
+        or not table_exists(conn, "chunk_gone")
+        or not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?", (_KEPT,))
+        .fetchall()
+    )
+
+
+def ensure_v4_history(conn: apsw.Connection) -> list[str]:
+    """Version 4's columns, tables and triggers, if any is missing; a version-3 store's
+    ``chunk_history`` is converted in the same transaction (``_convert_v3_history``) and dropped.
+    Idempotent; returns the columns added."""
+    if not table_exists(conn, "chunks") or not _v4_due(conn):
+        return []
+    with write_transaction(conn):
+        if not _v4_due(conn):
+            return []
+        added = _ensure_v4_objects(conn)
+        if table_exists(conn, "chunk_history"):
+            _convert_v3_history(conn)
+        if schema_version(conn) < SCHEMA_VERSION:
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    return added
+
+
+def _convert_v3_history(conn: apsw.Connection) -> None:
+    """A version-3 history into version 4's layout, every ``seq`` kept (a turn recorded on the
+    store names a position by it). Each event but ``migrated`` becomes a log row; a row's
+    change events become its entries, each with the state the event before it left (a window
+    over the row's events); a ``created`` event becomes ``created_seq`` (and, with a detail,
+    the row's first entry); a purged row moves to ``chunk_gone``. A ``migrated`` event needs
+    nothing: its state is the first entry's before-cells, and the baseline id is in ``_kb_meta``."""
+    conn.execute(
+        "INSERT INTO chunk_log(seq, chunk_id, last_id, at, kind) SELECT seq, chunk_id, NULL, at, "
+        "CASE event WHEN 'created' THEN 'created' WHEN 'purged' THEN 'purged' ELSE 'change' END "
+        "FROM chunk_history WHERE event != 'migrated' ORDER BY seq"
+    )
+    conn.execute(
+        "CREATE TEMP TABLE v3_histories AS SELECT chunk_id, "
+        "group_concat(entry || char(10), '' ORDER BY seq) AS text FROM ("
+        "SELECT chunk_id, seq, CASE WHEN event = 'created' "
+        "THEN json_array(seq, at, 'created', actor, json(detail), NULL, NULL, NULL, NULL, NULL) "
+        "ELSE json_array(seq, at, event, actor, json(detail), b_review, b_expires, b_invalidated, "
+        "b_reason, b_updated) END AS entry, event, detail FROM ("
+        "SELECT *, lag(review_state) OVER w AS b_review, lag(expires_at) OVER w AS b_expires, "
+        "lag(invalidated_at) OVER w AS b_invalidated, lag(invalidation_reason) OVER w AS b_reason, "
+        "lag(updated_at) OVER w AS b_updated FROM chunk_history "
+        "WINDOW w AS (PARTITION BY chunk_id ORDER BY seq))"
+        ") WHERE event NOT IN ('migrated', 'purged') AND NOT (event = 'created' AND detail IS NULL) "
+        "GROUP BY chunk_id"
+    )
+    conn.execute(
+        "UPDATE chunks SET created_seq = h.seq FROM (SELECT chunk_id, seq FROM chunk_history "
+        "WHERE event = 'created') AS h WHERE h.chunk_id = chunks.id"
+    )
+    conn.execute(
+        "UPDATE chunks SET history = h.text FROM temp.v3_histories AS h WHERE h.chunk_id = chunks.id"
+    )
+    conn.execute(
+        "INSERT INTO chunk_gone(chunk_id, created_seq, created_at, source_type, history, review_state, "
+        "expires_at, invalidated_at, invalidation_reason, updated_at, purged_seq, purged_at) "
+        "SELECT p.chunk_id, c.seq, c.at, c.actor, h.text, p.review_state, p.expires_at, p.invalidated_at, "
+        "p.invalidation_reason, p.updated_at, p.seq, p.at FROM chunk_history AS p "
+        "LEFT JOIN chunk_history AS c ON c.chunk_id = p.chunk_id AND c.event = 'created' "
+        "LEFT JOIN temp.v3_histories AS h ON h.chunk_id = p.chunk_id "
+        "WHERE p.event = 'purged' AND p.chunk_id NOT IN (SELECT id FROM chunks)"
+    )
+    conn.execute("DROP TABLE temp.v3_histories")
+    for name in _V3_TRIGGERS:
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    conn.execute("DROP TABLE chunk_history")
 
 
 # --------------------------------------------------------------------------- read path (issue 11)

@@ -109,11 +109,11 @@ def indexed_rows(conn: apsw.Connection, table: str = "chunks_fts") -> int:
 
 
 def corpus_version(conn: apsw.Connection) -> Hashable:
-    """The present corpus's version on ``conn``: the last history position (``chunk_history``
+    """The present corpus's version on ``conn``: the last history position (``chunk_log``
     seq), or, for a store without a history (older schema, read-only), its indexed row count
     and the full-text index's structure record (which changes on every write to the index)."""
     try:
-        row: Any = conn.execute("SELECT max(seq) FROM main.chunk_history").fetchone()
+        row: Any = conn.execute("SELECT max(seq) FROM main.chunk_log").fetchone()
         return ("history", row[0])
     except apsw.SQLError:
         block: Any = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 10").fetchone()

@@ -215,7 +215,7 @@ class StoreWrites(VectorUpkeep):
         if keep:
             rows = [prepared[i] for i in keep]
             kept_vectors = [vectors[i] for i in keep] if vectors is not None else None
-            ids = self._insert(conn, rows, kept_vectors, record=False)
+            ids = self._insert(conn, rows, kept_vectors)
             new_ids = dict(zip(keep, ids, strict=True))
             if policy.auto_supersede:
                 superseded = self._subject_heads(conn, prepared, new_ids, now_text)
@@ -237,31 +237,31 @@ class StoreWrites(VectorUpkeep):
             if outcome != "stored":
                 details[new_ids[index]] = json.dumps(result.detail())
             outcomes.append(result)
-        if keep:  # before the supersessions: a created event has the state the row was written in
-            self._record_created(conn, range(min(new_ids.values()), max(new_ids.values()) + 1), details)
+        if details:
+            self._record_created(conn, details)
         for index, chunk_id in sorted(new_ids.items()):
             stamp = str(prepared[index][_AT["created_at"]])
             for old in superseded.get(index, []):
-                conn.execute(
-                    "UPDATE chunks SET invalidated_at = ?, invalidation_reason = ?, updated_at = ? "
-                    "WHERE id = ?",
-                    (stamp, f"{SUPERSEDED_PREFIX}{chunk_id}", stamp, int(old)),
-                )
-                self._record_change(
+                self._change(
                     conn,
                     int(old),
+                    "invalidated_at = ?, invalidation_reason = ?, updated_at = ?",
+                    (stamp, f"{SUPERSEDED_PREFIX}{chunk_id}", stamp),
                     "superseded",
                     str(prepared[index][_AT["source_type"]]),
+                    stamp,
                     detail={"by": str(chunk_id), "rule": "same subject, scope and kind"},
                 )
         for index, target in sorted(duplicate_of.items()):
             found = str(new_ids[target]) if isinstance(target, int) else target
-            self._record_change(
+            self._change(
                 conn,
                 int(found),
+                "",
+                (),
                 "consolidated",
                 str(prepared[index][_AT["source_type"]]),
-                at=now_text,
+                now_text,
                 detail={"outcome": "duplicate", "message": "an exact duplicate write returned this row"},
             )
         return outcomes
@@ -373,23 +373,35 @@ class StoreWrites(VectorUpkeep):
 
     # The history's three seams (bench/history_bench.py replaces them to measure its cost).
 
-    def _record_created(self, conn: apsw.Connection, ids: range, details: dict[int, str]) -> None:
-        """The ``created`` events of a write."""
-        history.record_created(conn, ids, details)
+    # The history seams: every write path appends its events through these, in its own write
+    # transaction (``store.history``). bench/history_bench.py replaces them to measure the
+    # history's cost, so each does exactly the history's part and nothing else.
 
-    def _record_change(
+    def _log_created(self, conn: apsw.Connection, ids: range, at: str) -> int | None:
+        """The position of a write batch, logged before its rows are inserted with it."""
+        return history.log_created(conn, ids, at)
+
+    def _record_created(self, conn: apsw.Connection, details: dict[int, str]) -> None:
+        """What consolidation said about created rows (id -> JSON detail)."""
+        if details:
+            history.record_created(conn, details)
+
+    def _change(
         self,
         conn: apsw.Connection,
         chunk_id: int,
+        sets: str,
+        params: Sequence[Any],
         event: str,
         actor: str,
+        at: str,
         *,
-        at: str | None = None,
         detail: Mapping[str, Any] | None = None,
-        state: Sequence[Any] | None = None,
     ) -> None:
-        """The event of one change to one row (``state``: its lifecycle cells, when read)."""
-        history.record_change(conn, chunk_id, event, actor, at=at, detail=detail, state=state)
+        """One change to one row (``UPDATE chunks SET {sets}``) with its event; a row that is not
+        there raises, so the write transaction rolls back with nothing changed."""
+        if not history.change(conn, chunk_id, sets, params, event, actor, at, detail=detail):
+            raise StoreError(f"{self.path}: no memory with id {str(chunk_id)!r}")
 
     def _record_purged(self, conn: apsw.Connection, where: str, params: Mapping[str, Any], at: str) -> None:
         """The ``purged`` events of the rows a purge is about to delete."""
@@ -400,11 +412,9 @@ class StoreWrites(VectorUpkeep):
         conn: apsw.Connection,
         prepared: list[tuple[Any, ...]],
         vectors: list[bytes] | None,
-        *,
-        record: bool = True,
     ) -> range:
-        """Insert prepared rows (caller holds the write transaction) and their vectors; with
-        ``record``, their ``created`` events too."""
+        """Insert prepared rows (caller holds the write transaction) and their vectors, at one
+        history position (their ``created`` events)."""
         # AUTOINCREMENT under our write lock hands out max(seq, max id) + 1, +2, ... in order.
         first = 1 + int(
             migrate.scalar(
@@ -413,13 +423,15 @@ class StoreWrites(VectorUpkeep):
                 "coalesce((SELECT max(id) FROM chunks), 0))",
             )
         )
+        at = str(prepared[0][_AT["created_at"]])
+        seq = self._log_created(conn, range(first, first + len(prepared)), at)
         if len(prepared) > 1:  # one statement for the batch (see ``columns.STAGE_SQL``)
             conn.execute(STAGING_SQL)
             conn.executemany(STAGE_SQL, prepared)
-            conn.execute(BULK_INSERT_SQL)
+            conn.execute(BULK_INSERT_SQL, (seq,))
             conn.execute(UNSTAGE_SQL)
         else:
-            conn.execute(INSERT_SQL, prepared[0])
+            conn.execute(INSERT_SQL, (*prepared[0], seq))
         last = int(conn.last_insert_rowid())
         if last - first + 1 != len(prepared):
             raise StoreError(
@@ -428,8 +440,6 @@ class StoreWrites(VectorUpkeep):
         ids = range(first, last + 1)
         if vectors is not None:
             vector_index.add_vectors(conn, zip(ids, vectors, strict=True))
-        if record:
-            self._record_created(conn, ids, {})
         return ids
 
     def _prepare(
