@@ -421,12 +421,15 @@ def overlay(conn: apsw.Connection, position: HistoryPosition, *, exact_ranking: 
     corpus_changed = bool(written or purged)
     if exact_ranking and corpus_changed:
         tokenize = fts_tokenizer(conn)
+        # Over the view of the past (``temp.chunks``), built by one 'rebuild': unlike inserted
+        # rows, which FTS5 holds in memory until a commit this read never makes, a rebuild
+        # writes the index's row count and averages, which the query plan's term weights read
+        # (``query_terms.indexed_rows``); without them every hit's relevance was 1.0.
         conn.execute(
-            f"CREATE VIRTUAL TABLE temp.chunks_fts USING fts5(content, heading, tokenize={tokenize})"
+            "CREATE VIRTUAL TABLE temp.chunks_fts USING fts5(content, heading, content='chunks', "
+            f"content_rowid='id', tokenize={tokenize})"
         )
-        conn.execute(
-            "INSERT INTO temp.chunks_fts(rowid, content, heading) SELECT id, content, heading FROM chunks"
-        )
+        conn.execute("INSERT INTO temp.chunks_fts(chunks_fts) VALUES ('rebuild')")
     return AsOfOverlay(
         position,
         changed=tuple(str(i) for i in sorted(touched | new)),

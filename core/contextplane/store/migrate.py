@@ -442,7 +442,9 @@ def upgrade_schema(conn: apsw.Connection) -> list[str]:
             if name in added:
                 conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {decl}")
         _ensure_fts(conn)
-        if schema_version(conn) < SCHEMA_VERSION:
+        # A version-3 store is stamped by its conversion, in the conversion's own transaction
+        # (``ensure_v4_history``): one that fails stays a store the release before can open.
+        if schema_version(conn) < SCHEMA_VERSION and not table_exists(conn, "chunk_history"):
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     return added
 
