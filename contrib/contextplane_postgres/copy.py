@@ -440,6 +440,7 @@ def _copy(src: _Source, db: Database, batch_rows: int, on_batch: BatchCallback |
                 "copy into an empty schema ([plugin.postgres] schema, or a new database)"
             )
         cursors = {}
+    _event_cursor(src, cursors.get("chunk_history"))  # an unreadable cursor stops the copy before it writes
     if src.dims is not None:
         if not db.vectors:
             raise StoreError(f"{db.shown}: opened without vectors, but {src.path} holds {src.dims}-d vectors")
@@ -511,7 +512,9 @@ def _copy_history(
     already = 0
     if after is not None:
         with db.connection("read from") as conn:
-            already = _count(conn, "SELECT count(*) FROM chunk_history WHERE (seq, chunk_id) <= (%s, %s)", after)
+            already = _count(
+                conn, "SELECT count(*) FROM chunk_history WHERE (seq, chunk_id) <= (%s, %s)", after
+            )
     copied = 0
     for batch in store_history.walk_events(src.conn, after, batch=batch_rows):
         cursors[table] = [batch[-1].seq, int(batch[-1].chunk_id)]

@@ -8,6 +8,7 @@ Also: the walk the copy reads the file's events by, and a version-3 file refused
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from contextplane.explain.verdict import explain
 from contextplane.memory.history import HistoryPosition
 from contextplane.store import SQLiteKnowledgeStore, history, migrate
 from contextplane_postgres import PostgresBackend
-from contextplane_postgres.copy import copy_store
+from contextplane_postgres.copy import copy_store, cursor_key
 from contextplane_postgres.database import Database
 from tests.store.helpers import make_v2_store
 
@@ -39,7 +40,9 @@ def _host() -> PluginHost:
 
 
 def _turn(backend: Any, host: PluginHost, index: int) -> Any:
-    return compose_projected_context(QUESTION, backend, None, {}, session_id="s1", turn_index=index, host=host)
+    return compose_projected_context(
+        QUESTION, backend, None, {}, session_id="s1", turn_index=index, host=host
+    )
 
 
 def _answers(backend: Any, host: PluginHost, ids: dict[str, str]) -> dict[str, Any]:
@@ -54,7 +57,9 @@ def _answers(backend: Any, host: PluginHost, ids: dict[str, str]) -> dict[str, A
     return out
 
 
-def test_a_recorded_turn_names_the_same_state_after_the_copy(tmp_path: Path, pg_url: str, pg_schema: str) -> None:
+def test_a_recorded_turn_names_the_same_state_after_the_copy(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
     src = tmp_path / "memory.sqlite3"
     host = _host()
     sqlite = SQLiteBackend(src)
@@ -90,7 +95,10 @@ def test_a_recorded_turn_names_the_same_state_after_the_copy(tmp_path: Path, pg_
     assert before["turn 1: moved"][:2] == ("filtered", "not_written_yet")
     assert before["turn 2: window"][:2] == ("filtered", "rejected")
     assert before["turn 2: moved"][:2] == ("delivered", None)
-    assert before["turn 1: replay"] == ("as_of", True, batch) and before["turn 2: replay"][:2] == ("as_of", True)
+    assert before["turn 1: replay"] == ("as_of", True, batch) and before["turn 2: replay"][:2] == (
+        "as_of",
+        True,
+    )
 
     pg = PostgresBackend(pg_url, schema=pg_schema)
     try:
@@ -114,7 +122,19 @@ def test_the_walk_gives_every_event_once_in_seq_and_row_order_and_resumes_anywhe
     make_v2_store(
         path,
         [
-            (f"legacy row {i}", "general", "operator", "reference", None, "confirmed", "", "", None, None, None)
+            (
+                f"legacy row {i}",
+                "general",
+                "operator",
+                "reference",
+                None,
+                "confirmed",
+                "",
+                "",
+                None,
+                None,
+                None,
+            )
             for i in range(30)
         ],
     )
@@ -145,7 +165,19 @@ def _v3_file(path: Path) -> None:
     make_v2_store(
         path,
         [
-            (f"legacy row {i}", "general", "operator", "reference", None, "confirmed", "", "", None, None, None)
+            (
+                f"legacy row {i}",
+                "general",
+                "operator",
+                "reference",
+                None,
+                "confirmed",
+                "",
+                "",
+                None,
+                None,
+                None,
+            )
             for i in range(5)
         ],
     )
@@ -154,14 +186,18 @@ def _v3_file(path: Path) -> None:
     migrate.ensure_v3_schema(conn)
     conn.execute(migrate.V3_HISTORY_SQL)
     conn.execute("INSERT OR REPLACE INTO _kb_meta VALUES ('history_backfill', '2026-01-01T00:00:00.000000Z')")
-    conn.execute(f"INSERT OR REPLACE INTO _kb_meta VALUES ('{migrate.HISTORY_STARTED_KEY}', '2026-01-01T00:00:00.000000Z')")
+    conn.execute(
+        f"INSERT OR REPLACE INTO _kb_meta VALUES ('{migrate.HISTORY_STARTED_KEY}', '2026-01-01T00:00:00.000000Z')"
+    )
     conn.execute(f"INSERT OR REPLACE INTO _kb_meta VALUES ('{migrate.HISTORY_BASELINE_KEY}', '5')")
     conn.execute(
         "INSERT INTO chunk_history(seq, chunk_id, at, event, actor, review_state, updated_at, detail) VALUES "
         "(1, 2, '2026-01-01T00:00:00.000000Z', 'migrated', '', 'confirmed', '2025-01-01T00:00:00.000000Z', NULL), "
         "(2, 2, '2026-01-02T00:00:00.000000Z', 'review', 'sam', 'rejected', '2026-01-02T00:00:00.000000Z', NULL)"
     )
-    conn.execute("UPDATE chunks SET review_state = 'rejected', updated_at = '2026-01-02T00:00:00.000000Z' WHERE id = 2")
+    conn.execute(
+        "UPDATE chunks SET review_state = 'rejected', updated_at = '2026-01-02T00:00:00.000000Z' WHERE id = 2"
+    )
     conn.execute("PRAGMA user_version = 3")
     conn.close()
 
@@ -185,7 +221,11 @@ def test_a_version_3_file_is_refused_naming_migrate_and_copies_once_migrated(
         with psycopg.connect(pg_url) as pg:
             assert pg.execute(f"SELECT count(*) FROM {pg_schema}.chunks").fetchone() == (0,)
         res = CliRunner().invoke(main, ["store", "copy", str(src), pg_url, "--schema", pg_schema])
-        assert res.exit_code == 2 and "run `contextplane migrate --db" in res.output and "Traceback" not in res.output
+        assert (
+            res.exit_code == 2
+            and "run `contextplane migrate --db" in res.output
+            and "Traceback" not in res.output
+        )
 
         migrated = CliRunner().invoke(main, ["migrate", "--db", str(src)])
         assert migrated.exit_code == 0, migrated.output
@@ -208,3 +248,31 @@ def test_a_version_3_file_is_refused_naming_migrate_and_copies_once_migrated(
             assert states == ["confirmed", "confirmed", "rejected"]
     finally:
         pg.close()
+
+
+def test_a_history_cursor_an_older_copy_left_is_refused_before_anything_is_copied(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    src = tmp_path / "memory.sqlite3"
+    backend = SQLiteBackend(src)
+    backend.memories.add_chunks({"content": f"kiwi {i}"} for i in range(3))
+    backend.close()
+    db = Database(pg_url, schema=pg_schema)
+    try:
+        with db.transaction() as conn:  # what a copy from a schema-3 file left when it was killed
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES (%s, %s)",
+                (cursor_key(src), json.dumps({"chunks": 0, "chunk_history": 12})),
+            )
+        with pytest.raises(StoreError) as err:
+            copy_store(src, db)
+        assert "the interrupted copy into this schema was started by an older contextplane_postgres" in str(
+            err.value
+        )
+        assert "(its history cursor is 12, not an event's (seq, row)); copy into an empty schema" in str(
+            err.value
+        )
+        with db.connection() as conn:
+            assert conn.execute("SELECT count(*) FROM chunks").fetchone() == (0,)
+    finally:
+        db.close()

@@ -179,12 +179,14 @@ def test_step_5_keys_the_history_by_seq_and_row_keeping_every_event(pg_url: str,
             assert view.get(a).review_state == created.review_state != "rejected"  # type: ignore[union-attr]
         c = m.add_chunk("kiwi three")
         assert m.history(c)[0].seq == position.seq + 1  # new events still get a seq of their own
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            with pytest.raises(psycopg.errors.UniqueViolation):  # one event per (seq, row)
-                conn.execute(
-                    f"INSERT INTO {pg_schema}.chunk_history(seq, chunk_id, at, event) "
-                    f"VALUES ({position.seq + 1}, {c}, now(), 'review')"
-                )
+        with (
+            psycopg.connect(pg_url, autocommit=True) as conn,
+            pytest.raises(psycopg.errors.UniqueViolation),  # one event per (seq, row)
+        ):
+            conn.execute(
+                f"INSERT INTO {pg_schema}.chunk_history(seq, chunk_id, at, event) "
+                f"VALUES ({position.seq + 1}, {c}, now(), 'review')"
+            )
     finally:
         backend.close()
 
