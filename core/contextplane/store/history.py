@@ -140,12 +140,17 @@ def change(
     conn.execute(_LOG_CHANGE, (chunk_id, at))
     seq = conn.last_insert_rowid()
     text = None if detail is None else json.dumps(dict(detail))
-    prefix = f"{sets}, " if sets else ""
-    conn.execute(
-        f"UPDATE chunks SET {prefix}history = {ENTRY_SQL} WHERE id = ?",
-        (*params, seq, at, event, actor, text, chunk_id),
-    )
+    statement = _CHANGE_SQL.get(sets)
+    if statement is None:
+        statement = _CHANGE_SQL.setdefault(
+            sets, f"UPDATE chunks SET {f'{sets}, ' if sets else ''}history = {ENTRY_SQL} WHERE id = ?"
+        )
+    conn.execute(statement, (*params, seq, at, event, actor, text, chunk_id))
     return conn.changes() == 1
+
+
+#: The ``UPDATE`` of each kind of change (its ``sets``), built once.
+_CHANGE_SQL: dict[str, str] = {}
 
 
 def plain_change(conn: apsw.Connection, chunk_id: int, sets: str, params: Sequence[Any]) -> bool:
