@@ -16,10 +16,13 @@ write without its history (``_change`` makes the same ``UPDATE`` with no entry a
 so the ratio is the history's cost and nothing else (consolidation runs in both). Arms are
 interleaved batch by batch / write by write, so load from other processes hits both alike.
 
-For comparison (reported, not a target): the review-state change with version 3's layout, the
-event in a table of its own with a per-row index (``TableHistoryStore``), against the same
-baseline in the same state: two more 4 KiB WAL frames per commit, which is why version 4 keeps
-a row's history in the row (``contextplane.store.history``).
+For comparison (reported, not targets), against the same baseline in the same state: the
+review-state change with version 3's layout, the event in a table of its own with a per-row
+index (``TableHistoryStore``: two more 4 KiB WAL frames per commit, which is why version 4 keeps
+a row's history in the row, ``contextplane.store.history``); and the store-wide log row alone,
+with no entry (``LogOnlyStore``, not a usable history): what an exact store-wide order costs by
+itself, one insert and the one more WAL frame of the log's last page, the floor under any
+history whose positions are exact.
 
 Explain is measured on the path a user takes: a recorded turn composed by
 ``compose_projected_context`` with the standard memory sections (working state, always-on,
@@ -92,6 +95,17 @@ _V3_EVENT = (
     "invalidation_reason, updated_at, detail) SELECT id, ?, ?, ?, review_state, expires_at, invalidated_at, "
     "invalidation_reason, updated_at, ? FROM chunks WHERE id = ?"
 )
+
+
+class LogOnlyStore(NoHistoryStore):
+    """The floor of an exact order, not a usable history: the change's ``chunk_log`` row and the
+    change as the baseline makes it, no entry in the row."""
+
+    def _change(
+        self, conn: apsw.Connection, chunk_id: int, sets: str, params: Any, event: str, actor: str, at: str, **kw: Any
+    ) -> None:
+        conn.execute("INSERT INTO chunk_log(chunk_id, at) VALUES (?, ?)", (chunk_id, at))
+        super()._change(conn, chunk_id, sets, params, event, actor, at)
 
 
 class TableHistoryStore(NoHistoryStore):
@@ -196,17 +210,18 @@ def bench_single(work: Path, base: Path, corpus: list[str], writes: int) -> None
         )
 
 
-def bench_single_v3(work: Path, base: Path, rows: int, writes: int) -> None:
-    """The review-state change with version 3's history table (``TableHistoryStore``) against the
-    same baseline, in the state ``bench_single`` measures in: copies of the merged store, the
-    same ``add_chunk`` writes first (untimed), then the same reviews, interleaved alike."""
-    t_path, n_path = work / "v3-h.sqlite3", work / "v3-n.sqlite3"
+def _review_pair(work: Path, base: Path, rows: int, writes: int, name: str, cls: type, setup: str = "") -> None:
+    """The review-state change on a ``cls`` store against the baseline, in the state
+    ``bench_single`` measures in: copies of the merged store, the same ``add_chunk`` writes first
+    (untimed), then the same reviews, interleaved alike."""
+    t_path, n_path = work / f"{name}-h.sqlite3", work / f"{name}-n.sqlite3"
     shutil.copyfile(base, t_path)
     shutil.copyfile(base, n_path)
-    table, without = TableHistoryStore(t_path), NoHistoryStore(n_path)
-    table.conn.execute(migrate.V3_HISTORY_SQL)  # after the open, which would convert it to version 4
+    other, without = cls(t_path), NoHistoryStore(n_path)
+    if setup:
+        other.conn.execute(setup)  # after the open (which would convert a version-3 table)
     for text in text_corpus(writes, seed=7):
-        for store in (table, without):
+        for store in (other, without):
             store.add_chunk(text, "general", "extracted")
     t_times: list[float] = []
     n_times: list[float] = []
@@ -214,19 +229,23 @@ def bench_single_v3(work: Path, base: Path, rows: int, writes: int) -> None:
         chunk_id = str(1 + i * 7 % rows)
         state = "confirmed" if i % 2 == 0 else "rejected"
         for store, out in (
-            ((table, t_times), (without, n_times)) if i % 2 == 0 else ((without, n_times), (table, t_times))
+            ((other, t_times), (without, n_times)) if i % 2 == 0 else ((without, n_times), (other, t_times))
         ):
             start = time.perf_counter()
             store.set_review_state(chunk_id, state, by="bench")
             out.append(time.perf_counter() - start)
-    events = int(migrate.scalar(table.conn, "SELECT count(*) FROM chunk_history WHERE event = 'review'"))
-    table.close()
+    table = "chunk_history WHERE event = 'review'" if setup else "chunk_log WHERE kind = 'change'"
+    events = int(migrate.scalar(other.conn, f"SELECT count(*) FROM {table}"))
+    other.close()
     without.close()
     assert events == writes, (events, writes)
     ratio = statistics.median(t_times) / statistics.median(n_times)
+    what = {
+        "v3": "version 3's layout, the event in a table with a per-row index",
+        "log": "the store-wide log row alone, no entry (the floor of an exact order; not a usable history)",
+    }[name]
     record(
-        f"for comparison, single writes (set_review_state, {rows}-row store): version 3's layout, the "
-        "event in a table with a per-row index",
+        f"for comparison, single writes (set_review_state, {rows}-row store): {what}",
         writes=writes,
         with_event_ms=round(statistics.median(t_times) * 1e3, 4),
         without_ms=round(statistics.median(n_times) * 1e3, 4),
@@ -403,7 +422,7 @@ def bench_migrated_review(work: Path, rows: int, writes: int) -> None:
                     times.setdefault((name, change), []).append(time.perf_counter() - start)
         events = lazy.conn.execute("SELECT count(*) FROM chunks WHERE history IS NOT NULL").fetchone()[0]
     assert events == writes
-    for change, what in enumerate(("first change of a row (writes its migrated event)", "a later change")):
+    for change, what in enumerate(("first change of a row that was there at the migration", "a later change")):
         lazy_ms = statistics.median(times[("migrated", change)]) * 1e3
         eager_ms = statistics.median(times[("fresh", change)]) * 1e3
         record(
@@ -435,7 +454,8 @@ def main() -> None:
         bench_bulk(work, corpus, 1 if args.quick else 3)
         base = work / "bulk-h-0.sqlite3"
         bench_single(work, base, corpus, 300 if args.quick else 1000)
-        bench_single_v3(work, base, len(corpus), 300 if args.quick else 1000)
+        for name, cls, setup in (("v3", TableHistoryStore, migrate.V3_HISTORY_SQL), ("log", LogOnlyStore, "")):
+            _review_pair(work, base, len(corpus), 300 if args.quick else 1000, name, cls, setup)
         bench_explain(work, base, corpus)
         bench_migration(work, 200_000 if args.quick else 1_000_000)
         bench_migrated_review(work, rows, 300 if args.quick else 1000)

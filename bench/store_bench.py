@@ -469,7 +469,7 @@ def bench_migration(work: Path, rows: int) -> None:
     SQLiteKnowledgeStore(store_copy).close()
     store_s, store_cpu = time.perf_counter() - start, time.process_time() - start_cpu
     record(
-        "migration v1 -> v3 (opening the store)",
+        "migration v1 -> v4 (opening the store)",
         rows=rows,
         store_s=store_s,
         raw_update_case_s=raw_s,

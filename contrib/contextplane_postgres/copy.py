@@ -18,17 +18,21 @@ Why it is shaped this way:
 - A destination that already holds memories that did not come from this source is refused:
   merging two stores would renumber one of them.
 
-- The lifecycle history (``chunk_history``) is copied event by event with its ``seq``, after
-  the memories, in batches with the same cursor; so are the turn inputs. A turn recorded on
-  the embedded store names a history position (a ``seq``): kept, it names the same state
-  here, so ``explain`` and ``replay`` answer on PostgreSQL as they did on the file. A row the
-  source has no event for (a version-1 or -2 store, or a schema-3 one migrated from those: the
-  embedded store writes a row's ``migrated`` event only at its first change) gets one in the
-  copy's last transaction, stamped with the time the source's history starts; like every
-  ``migrated`` event it reads at the start of the history, whatever its ``seq``, so a copied
-  position still names the same state. A store
-  newer than schema 3 is refused, naming its version, rather than copied without what it
-  holds.
+- The lifecycle history is copied event by event with its ``seq``, after the memories, in
+  batches with the same cursor; so are the turn inputs. A turn recorded on the embedded store
+  names a history position (a ``seq``): kept, it names the same state here, so ``explain``
+  and ``replay`` answer on PostgreSQL as they did on the file. The events are read through
+  ``contextplane.store.history.walk_events``, in (seq, row) order: every row of one write batch
+  has the batch's seq there, so the copy's cursor is that pair (and ``chunk_history`` is keyed
+  by it, schema step 5). A row the source's migration found has no written ``migrated`` event
+  (it is implied); the walk gives it, and it is copied at ``HISTORY_START`` (seq 0), where
+  every ``migrated`` event reads, before the row's changes. A version-1 or -2 store has no
+  history: every row gets a ``migrated`` event in the copy's last transaction, stamped with
+  the time of the copy.
+- A version-3 store is refused, naming ``contextplane migrate``: its history is converted to
+  version 4's layout by the store's migration, which writes the file, and the copy does not.
+  A store newer than schema 4 is refused, naming its version, rather than copied without what
+  it holds.
 """
 
 from __future__ import annotations
@@ -47,11 +51,13 @@ import numpy as np
 
 from contextplane.backends.sqlite.connection import records_path
 from contextplane.errors import StoreError
-from contextplane.memory.history import MIGRATION_NOTE
+from contextplane.memory.history import MIGRATION_NOTE, HistoryEvent
 from contextplane.memory.model import format_timestamp, read_timestamp, utc_now
 from contextplane.memory.stamps import legacy_kind_and_policy
 from contextplane.memory.trust import initial_review_state, trust_tier
 from contextplane.records.turn_inputs import TURN_INPUT_FIELDS, TurnInputs
+from contextplane.store import history as store_history
+from contextplane.store import migrate
 from contextplane.store.connection import connect as connect_sqlite
 from contextplane_postgres import history as pg_history
 from contextplane_postgres import schema as pg_schema
@@ -60,12 +66,12 @@ from contextplane_postgres.database import Database
 from contextplane_postgres.records import inputs_args
 from contextplane_postgres.store import copy_rows
 
-#: Embedded schema versions this copy reads.
-SOURCE_VERSIONS: Final[frozenset[int]] = frozenset({1, 2, 3})
+#: Embedded schema versions this copy reads (a version-3 file is migrated first: ``_check_version``).
+SOURCE_VERSIONS: Final[frozenset[int]] = frozenset({1, 2, 4})
+#: The first embedded schema version whose history the copy reads (through ``store.history``).
+HISTORY_VERSION: Final[int] = 4
 #: Source tables the copy leaves behind (none now; the report keeps the field for tools).
 NOT_COPIED: Final[tuple[str, ...]] = ()
-#: The embedded store's ``_kb_meta`` key for when its history starts (its v3 migration).
-SOURCE_HISTORY_STARTED: Final[str] = "history_started_at"
 #: The per-turn record tables the embedded backend keeps in its records file.
 RECORDS_FILE_TABLES: Final[tuple[str, ...]] = (
     "injection_log",
@@ -121,11 +127,17 @@ def _open_source(path: Path) -> apsw.Connection:
 
 
 def _check_version(path: Path, version: int) -> None:
+    if version == 3:
+        raise StoreError(
+            f"{path}: embedded schema version 3; its lifecycle history is converted to version "
+            f"{HISTORY_VERSION}'s layout by the store's own migration, which writes the file, and this "
+            f"copy never changes its source: run `contextplane migrate --db {path}` first, then copy again"
+        )
     if version not in SOURCE_VERSIONS:
         raise StoreError(
-            f"{path}: embedded schema version {version}; this copy reads versions "
-            f"{min(SOURCE_VERSIONS)}-{max(SOURCE_VERSIONS)} only (a newer store may hold what it "
-            "would not carry over); upgrade contextplane_postgres"
+            f"{path}: embedded schema version {version}; this copy reads versions 1, 2 and "
+            f"{max(SOURCE_VERSIONS)} only (a newer store may hold what it would not carry over); "
+            "upgrade contextplane_postgres"
         )
 
 
@@ -349,9 +361,9 @@ def _record_values(table: str, row: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(values)
 
 
-#: The source's history columns, and their types for the binary ``COPY``.
+#: ``chunk_history``'s columns a copied event fills, and their types for the binary ``COPY``.
 _HISTORY_COLUMNS: Final[str] = (
-    "chunk_id, at, event, actor, review_state, expires_at, invalidated_at, invalidation_reason, "
+    "seq, chunk_id, at, event, actor, review_state, expires_at, invalidated_at, invalidation_reason, "
     "updated_at, detail"
 )
 _HISTORY_TYPES: Final[list[str]] = [
@@ -360,23 +372,20 @@ _HISTORY_TYPES: Final[list[str]] = [
 ]  # fmt: skip
 
 
-def _event_values(row: tuple[Any, ...]) -> list[Any]:
-    seq, chunk_id, at, event, actor, review, expires, invalidated, reason, updated, detail = row
-    stamp = _ts(at)
-    if stamp is None:
-        raise StoreError(f"history event {seq}: unreadable time {at!r}; the copy stopped before it")
+def _event_values(event: HistoryEvent) -> list[Any]:
+    """One source event as ``chunk_history``'s row (``pg_history`` reads it back as the same)."""
     return [
-        int(seq),
-        int(chunk_id),
-        stamp,
-        str(event),
-        enc(str(actor or "")),
-        review,
-        _ts(expires),
-        _ts(invalidated),
-        enc_opt(None if reason is None else str(reason)),
-        _ts(updated),
-        enc_opt(detail),
+        event.seq,
+        int(event.chunk_id),
+        event.at,
+        event.event,
+        enc(event.actor),
+        event.review_state,
+        event.expires_at,
+        event.invalidated_at,
+        enc_opt(event.invalidation_reason),
+        event.updated_at,
+        json.dumps(dict(event.detail)) if event.detail else None,
     ]
 
 
@@ -393,10 +402,12 @@ def cursor_key(path: Path) -> str:
     return f"copy:{path.resolve()}"
 
 
-def _cursors(db: Database, key: str) -> dict[str, int] | None:
+def _cursors(db: Database, key: str) -> dict[str, Any] | None:
+    """Per source table, the last row copied: a rowid, or for ``chunk_history`` an event's
+    (seq, row id) key."""
     with db.connection("read from") as conn:
         value = pg_schema.meta_get(conn, key)
-    return None if value is None else {str(k): int(v) for k, v in json.loads(value).items()}
+    return None if value is None else dict(json.loads(value))
 
 
 def copy_store(
@@ -429,6 +440,7 @@ def _copy(src: _Source, db: Database, batch_rows: int, on_batch: BatchCallback |
                 "copy into an empty schema ([plugin.postgres] schema, or a new database)"
             )
         cursors = {}
+    _event_cursor(src, cursors.get("chunk_history"))  # an unreadable cursor stops the copy before it writes
     if src.dims is not None:
         if not db.vectors:
             raise StoreError(f"{db.shown}: opened without vectors, but {src.path} holds {src.dims}-d vectors")
@@ -487,29 +499,33 @@ def _copy_history(
     src: _Source,
     db: Database,
     key: str,
-    cursors: dict[str, int],
+    cursors: dict[str, Any],
     batch_rows: int,
     on_batch: BatchCallback | None,
 ) -> TableCopy:
-    """The source's events with their ``seq``, in ``seq`` order, a batch per transaction."""
+    """The source's events with their ``seq``, in (seq, row) order, a batch per transaction."""
     table = "chunk_history"
-    if table not in src.tables:
+    if src.version < HISTORY_VERSION:
         return TableCopy(table, 0, 0, 0)
-    total = src.count(table)
-    last = cursors.get(table, 0)
-    already = _count(src.conn, f"SELECT count(*) FROM {table} WHERE rowid <= ?", (last,))
+    after = _event_cursor(src, cursors.get(table))
+    total = store_history.count_events(src.conn)
+    already = 0
+    if after is not None:
+        with db.connection("read from") as conn:
+            already = _count(
+                conn, "SELECT count(*) FROM chunk_history WHERE (seq, chunk_id) <= (%s, %s)", after
+            )
     copied = 0
-    names = "seq, " + _HISTORY_COLUMNS
-    for batch in _batches(src, table, _HISTORY_COLUMNS, last, batch_rows):
-        cursors[table] = int(batch[-1][0])
+    for batch in store_history.walk_events(src.conn, after, batch=batch_rows):
+        cursors[table] = [batch[-1].seq, int(batch[-1].chunk_id)]
         with db.transaction() as conn:
             with (
                 conn.cursor() as cur,
-                cur.copy(f"COPY chunk_history ({names}) FROM STDIN WITH (FORMAT BINARY)") as cp,
+                cur.copy(f"COPY chunk_history ({_HISTORY_COLUMNS}) FROM STDIN WITH (FORMAT BINARY)") as cp,
             ):
                 cp.set_types(_HISTORY_TYPES)
-                for row in batch:
-                    cp.write_row(_event_values(row))
+                for event in batch:
+                    cp.write_row(_event_values(event))
             copied += len(batch)
             pg_schema.meta_set(conn, key, json.dumps(cursors))
         if on_batch is not None:
@@ -517,12 +533,24 @@ def _copy_history(
     return TableCopy(table, total, copied, already)
 
 
+def _event_cursor(src: _Source, value: Any) -> store_history.EventKey | None:
+    """Where an interrupted copy's history stopped: the (seq, row id) of its last event."""
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value)):
+        raise StoreError(
+            f"{src.path}: the interrupted copy into this schema was started by an older "
+            f"contextplane_postgres (its history cursor is {value!r}, not an event's (seq, row)); "
+            "copy into an empty schema ([plugin.postgres] schema, or a new database)"
+        )
+    return int(value[0]), int(value[1])
+
+
 def _start_history(src: _Source, conn: Any) -> None:
-    """Every copied row without an event gets a ``migrated`` one (the history starts there),
-    and the destination learns when the history starts (the source's time, else now)."""
-    started = (
-        read_timestamp(_meta(src.conn, SOURCE_HISTORY_STARTED)) if "chunk_history" in src.tables else None
-    )
+    """Every copied row without an event (a version-1 or -2 source has none) gets a
+    ``migrated`` one (the history starts there), and the destination learns when the history
+    starts (the source's time, else now)."""
+    started = read_timestamp(_meta(src.conn, migrate.HISTORY_STARTED_KEY))
     stamp = started or utc_now()
     cur = conn.execute(
         "INSERT INTO chunk_history(chunk_id, at, event, actor, review_state, expires_at, invalidated_at, "
@@ -542,7 +570,7 @@ def _copy_records(
     src: _Source,
     db: Database,
     key: str,
-    cursors: dict[str, int],
+    cursors: dict[str, Any],
     table: str,
     columns_text: str,
     insert: str,

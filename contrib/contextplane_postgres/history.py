@@ -18,9 +18,17 @@ snapshot sees exactly the events up to some seq. The lock is held only for the e
 and the commit (every write appends its events last), never while a writer waits on a row.
 
 A ``migrated`` event (schema step 4 writes one per row already there; a copy from an embedded
-store brings the ones it wrote lazily, at a row's first change, with their ``seq``) is read at
-``HISTORY_START`` wherever it sits: it is the row's state from the start of the history, not a
-change, whatever its ``seq``.
+store writes the ones its migration implied at ``HISTORY_START``) is read at ``HISTORY_START``
+wherever it sits: it is the row's state from the start of the history, not a change, whatever
+its ``seq``.
+
+Why ``chunk_history`` is keyed by (seq, chunk_id), not seq (schema step 5): this store's own
+writes give every event a seq of its own, but a copy keeps the embedded store's, where every
+row of one write batch has the batch's seq and every implied ``migrated`` event seq 0. Kept,
+a position recorded on the file (a turn's) names the same state here, and so does every seq
+an operator read off the file; renumbered, each would need a translation. Nothing here needs
+a seq to be unique: a position is "every event up to S", and one row's events are ordered by
+seq (unique per row). The key's index serves ``max(seq)`` and ``seq > S`` as the old one did.
 
 As-of reads: the state at a position (seq S, time T) differs from now only for the rows with
 a change after S. ``overlay`` puts their state at S into a temporary table and shadows
@@ -131,6 +139,13 @@ CREATE TABLE IF NOT EXISTS turn_inputs (
 );
 CREATE INDEX IF NOT EXISTS turn_inputs_created ON turn_inputs (created_at);
 """.replace("{content_key}", content_key("content"))
+
+
+#: Schema step 5's DDL: ``chunk_history`` keyed by (seq, chunk_id) (see the module docstring).
+HISTORY_KEY_DDL: Final[str] = """
+ALTER TABLE chunk_history DROP CONSTRAINT IF EXISTS chunk_history_pkey;
+ALTER TABLE chunk_history ADD CONSTRAINT chunk_history_pkey PRIMARY KEY (seq, chunk_id);
+"""
 
 
 def step_4(conn: psycopg.Connection[Any]) -> None:

@@ -12,7 +12,9 @@ index, the scope index); step 2 adds the records (session summaries with their o
 ``tsvector``, the injection log, prompt snapshots, prefix texts, the trajectory); step 3 an
 index for the always-on listing; step 4 the lifecycle history (``history``: the append-only
 ``chunk_history``, one ``migrated`` event per row already there), the content key exact
-duplicates are found by, and the turn inputs ``explain`` and ``replay`` read. The vector
+duplicates are found by, and the turn inputs ``explain`` and ``replay`` read; step 5 keys
+``chunk_history`` by (seq, chunk_id), so a copy keeps an embedded store's positions, where one
+write batch's rows share a seq (``history`` says why). The vector
 column and its HNSW index are not a step: their width is the embedder's, so ``attach_vectors``
 adds them the first time a store is opened with an embedder and records which one.
 """
@@ -27,7 +29,7 @@ import psycopg
 from contextplane.errors import StoreError
 from contextplane_postgres import history as pg_history
 
-SCHEMA_VERSION: Final[int] = 4
+SCHEMA_VERSION: Final[int] = 5
 
 #: Text-search configuration: no stemming and no stop words, like FTS5's unicode61 tokenizer
 #: on the embedded store, so a word matches the same rows on both.
@@ -135,6 +137,7 @@ STEPS: Final[dict[int, str | Callable[[psycopg.Connection[Any]], None]]] = {
     2: _STEP_2,
     3: _STEP_3,
     4: pg_history.step_4,
+    5: pg_history.HISTORY_KEY_DDL,
 }
 assert max(STEPS) == SCHEMA_VERSION
 

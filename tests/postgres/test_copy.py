@@ -125,6 +125,13 @@ def turn_inputs(session: str, turn: int, seq: int) -> TurnInputs:
     )  # fmt: skip
 
 
+def source_events(src: Path) -> int:
+    """The file's events, counted through the store's public reads (purged rows included)."""
+    with SQLiteKnowledgeStore(src, read_only=True) as mine:
+        high = max(int(c.id) for c in mine.list_chunks())
+        return sum(len(mine.history(str(i))) for i in range(1, high + 1))
+
+
 def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -236,9 +243,7 @@ def test_copy_killed_midway_resumes_with_nothing_lost_or_doubled(
     assert chunks["source_rows"] == total and chunks["already_copied"] == copied
     assert chunks["copied"] == total - copied
     assert report["vectors"] == total - copied
-    conn = apsw.Connection(str(src), flags=apsw.SQLITE_OPEN_READONLY)
-    events = conn.execute("SELECT count(*) FROM chunk_history").fetchone()[0]
-    conn.close()
+    events = source_events(src)
     assert events > total and report["not_copied"] == {}
     history = report["tables"]["chunk_history"]
     assert history["source_rows"] == events and history["copied"] + history["already_copied"] == events
@@ -288,18 +293,23 @@ def test_copy_killed_inside_the_history_resumes_with_no_event_lost_or_doubled(
         timeout=120,
     )
     assert run.returncode == -9, run.stdout + run.stderr
-    conn = apsw.Connection(str(src), flags=apsw.SQLITE_OPEN_READONLY)
-    events, max_id = conn.execute(
-        "SELECT (SELECT count(*) FROM chunk_history), (SELECT max(id) FROM chunks)"
-    ).fetchone()
-    conn.close()
+    events = source_events(src)
+    with SQLiteKnowledgeStore(src, read_only=True) as mine:
+        max_id = int(mine.list_chunks()[-1].id)
+        batch = mine.history("1")[0]  # the first write: 1,000 rows, one seq
+        assert batch.event == "created" and mine.history("1000")[0].seq == batch.seq
     with psycopg.connect(pg_url) as pg:
         copied = pg.execute(f"SELECT count(*) FROM {pg_schema}.chunk_history").fetchone()[0]
         cursor = json.loads(
             pg.execute(f"SELECT value FROM {pg_schema}.meta WHERE key = %s", (cursor_key(src),)).fetchone()[0]
         )
+        shared = pg.execute(
+            f"SELECT count(*) FROM {pg_schema}.chunk_history WHERE seq = %s", (batch.seq,)
+        ).fetchone()[0]
     assert cursor["chunks"] == max_id and "done" not in cursor  # every memory in, the history half-way
-    assert 400 <= copied < events and copied == cursor["chunk_history"], (copied, cursor, events)
+    # killed inside the first write batch's events: the cursor names an event by (seq, row)
+    assert 400 <= copied < 1_000 and copied % 200 == 0 and shared == copied, (copied, cursor)
+    assert cursor["chunk_history"] == [batch.seq, copied]
     db = Database(pg_url, schema=pg_schema, vectors=True)
     try:
         result = copy_store(src, db, batch_rows=200)
@@ -319,16 +329,17 @@ def test_copy_killed_inside_the_history_resumes_with_no_event_lost_or_doubled(
 def test_a_migrated_store_copies_with_its_history_starting_at_the_migration(
     tmp_path: Path, pg_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The embedded migration writes a row's 'migrated' event only at its first change (and keys
-    # its rows later): a copy must read every row's history, and the store as of every
-    # position, as the file does.
+    # The embedded migration writes no 'migrated' event (a row the migration found has one
+    # implied, with its state then, at seq 0; and its rows are keyed later): a copy must read
+    # every row's history, and the store as of every position, as the file does.
     monkeypatch.setattr(migrate, "INLINE_CONTENT_HASH_MAX_ROWS", 0)
     src = tmp_path / "v1.sqlite3"
     make_v1_store(
         src, [(f"legacy {i} kiwi window", "fact", ("operator", "extracted")[i % 2]) for i in range(40)]
     )
     with SQLiteKnowledgeStore(src) as mine:
-        assert mine.conn.execute("SELECT count(*) FROM chunk_history").fetchone() == (0,)
+        assert mine.history_position().seq == 0  # nothing written at the migration
+        assert [(e.seq, e.event) for e in mine.history("3")] == [(0, "migrated")]
         positions = [mine.history_position()]
         mine.set_review_state("3", "rejected", by="sam")
         new = mine.add_chunk("legacy 5 kiwi window", "fact", "extracted")  # a duplicate of row 6
@@ -388,11 +399,13 @@ def test_a_newer_embedded_schema_is_refused_rather_than_half_copied(
     src = tmp_path / "memory.sqlite3"
     SQLiteBackend(src).close()
     conn = apsw.Connection(str(src))
-    conn.execute("PRAGMA user_version = 4")
+    conn.execute("PRAGMA user_version = 5")
     conn.close()
     db = Database(pg_url, schema=pg_schema)
     try:
-        with pytest.raises(StoreError, match=r"embedded schema version 4; this copy reads versions 1-3 only"):
+        with pytest.raises(
+            StoreError, match=r"embedded schema version 5; this copy reads versions 1, 2 and 4 only"
+        ):
             copy_store(src, db)
     finally:
         db.close()
@@ -437,7 +450,7 @@ def test_the_store_command_is_plugged_into_the_command_line() -> None:
 
 def test_store_init_and_status(pg_url: str, pg_schema: str) -> None:
     res = CliRunner().invoke(main, ["store", "init", pg_url, "--schema", pg_schema])
-    assert res.exit_code == 0 and res.output.strip().endswith(f"(schema {pg_schema}): at schema version 4")
+    assert res.exit_code == 0 and res.output.strip().endswith(f"(schema {pg_schema}): at schema version 5")
     res = CliRunner().invoke(main, ["store", "status", pg_url, "--schema", pg_schema])
     status = json.loads(res.output)
-    assert status["schema_version"] == 4 and status["chunks"] == 0 and status["trajectory"] == 0
+    assert status["schema_version"] == 5 and status["chunks"] == 0 and status["trajectory"] == 0

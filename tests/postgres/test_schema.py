@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from contextplane.errors import StoreError
+from contextplane.memory.history import HistoryPosition
 from contextplane.records import InjectionRow
 from contextplane.records.snapshots import SnapshotRow
 from contextplane_postgres import PostgresBackend
@@ -30,7 +31,7 @@ def version(url: str, schema: str) -> int:
 
 def test_a_fresh_database_is_created_at_the_current_version(pg_url: str, pg_schema: str) -> None:
     PostgresBackend(pg_url, schema=pg_schema).close()
-    assert version(pg_url, pg_schema) == SCHEMA_VERSION == 4
+    assert version(pg_url, pg_schema) == SCHEMA_VERSION == 5
 
 
 def test_a_newer_schema_is_refused_naming_both_versions(pg_url: str, pg_schema: str) -> None:
@@ -40,7 +41,7 @@ def test_a_newer_schema_is_refused_naming_both_versions(pg_url: str, pg_schema: 
     with pytest.raises(StoreError) as err:
         PostgresBackend(pg_url, schema=pg_schema)
     assert f"(schema {pg_schema}): the database was written by schema version 99, but this " in str(err.value)
-    assert "understands schema version 4 at most; upgrade contextplane to open it" in str(err.value)
+    assert "understands schema version 5 at most; upgrade contextplane to open it" in str(err.value)
     assert version(pg_url, pg_schema) == 99  # nothing was touched
 
 
@@ -138,6 +139,54 @@ def test_an_older_schema_is_migrated_and_every_read_and_write_works(pg_url: str,
         traj = backend.trajectory
         assert traj is not None and traj.append("s1", "projection", {"turn_index": 0}) == "1"
         assert [e.kind for e in traj.read("s1").entries] == ["projection"]
+    finally:
+        backend.close()
+
+
+def _history_key(url: str, schema: str) -> list[str]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT array_agg(a.attname::text ORDER BY k.n) FROM pg_index AS i "
+            "CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) "
+            "JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
+            "WHERE i.indrelid = %s::regclass AND i.indisprimary",
+            (f"{schema}.chunk_history",),
+        ).fetchone()
+    assert row is not None
+    return list(row[0])
+
+
+def test_step_5_keys_the_history_by_seq_and_row_keeping_every_event(pg_url: str, pg_schema: str) -> None:
+    # A database schema 4 wrote, with events: step 5 changes only the key, so a copied store's
+    # write batch (one seq for its rows) fits, and the events and positions read as before.
+    old = PostgresBackend(pg_url, schema=pg_schema, target_version=4)
+    try:
+        a, b = old.memories.add_chunks([{"content": "kiwi one"}, {"content": "kiwi two"}])
+        old.memories.set_review_state(a, "rejected", by="sam")
+        events = {i: old.memories.history(i) for i in (a, b)}
+        position = old.memories.history_position()
+    finally:
+        old.close()
+    assert version(pg_url, pg_schema) == 4 and _history_key(pg_url, pg_schema) == ["seq"]
+    backend = PostgresBackend(pg_url, schema=pg_schema)
+    try:
+        assert version(pg_url, pg_schema) == SCHEMA_VERSION == 5
+        assert _history_key(pg_url, pg_schema) == ["seq", "chunk_id"]
+        m = backend.memories
+        assert {i: m.history(i) for i in (a, b)} == events and m.history_position().seq == position.seq
+        created = events[a][0]
+        with m.as_of(HistoryPosition(created.seq, created.at)) as view:  # before the review
+            assert view.get(a).review_state == created.review_state != "rejected"  # type: ignore[union-attr]
+        c = m.add_chunk("kiwi three")
+        assert m.history(c)[0].seq == position.seq + 1  # new events still get a seq of their own
+        with (
+            psycopg.connect(pg_url, autocommit=True) as conn,
+            pytest.raises(psycopg.errors.UniqueViolation),  # one event per (seq, row)
+        ):
+            conn.execute(
+                f"INSERT INTO {pg_schema}.chunk_history(seq, chunk_id, at, event) "
+                f"VALUES ({position.seq + 1}, {c}, now(), 'review')"
+            )
     finally:
         backend.close()
 

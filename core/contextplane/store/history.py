@@ -48,7 +48,7 @@ from __future__ import annotations
 import json
 import operator
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -140,12 +140,17 @@ def change(
     conn.execute(_LOG_CHANGE, (chunk_id, at))
     seq = conn.last_insert_rowid()
     text = None if detail is None else json.dumps(dict(detail))
-    prefix = f"{sets}, " if sets else ""
-    conn.execute(
-        f"UPDATE chunks SET {prefix}history = {ENTRY_SQL} WHERE id = ?",
-        (*params, seq, at, event, actor, text, chunk_id),
-    )
+    statement = _CHANGE_SQL.get(sets)
+    if statement is None:
+        statement = _CHANGE_SQL.setdefault(
+            sets, f"UPDATE chunks SET {f'{sets}, ' if sets else ''}history = {ENTRY_SQL} WHERE id = ?"
+        )
+    conn.execute(statement, (*params, seq, at, event, actor, text, chunk_id))
     return conn.changes() == 1
+
+
+#: The ``UPDATE`` of each kind of change (its ``sets``), built once.
+_CHANGE_SQL: dict[str, str] = {}
 
 
 def plain_change(conn: apsw.Connection, chunk_id: int, sets: str, params: Sequence[Any]) -> bool:
@@ -300,6 +305,93 @@ def events_after(conn: apsw.Connection, seq: int, chunk_id: int | None = None) -
         if e.seq > seq and e.event != "migrated"
     ]
     return sorted(later, key=lambda e: (e.seq, int(e.chunk_id)))
+
+
+#: Where a walk of the whole history stands: the (seq, row id) of the last event it gave. Every
+#: row of one write batch has the batch's seq, so a seq alone cannot say where inside one it was.
+EventKey = tuple[int, int]
+
+
+def count_events(conn: apsw.Connection) -> int:
+    """How many events ``walk_events`` gives: a ``migrated`` one per row the migration found, and
+    one per row each log entry names."""
+    baseline = _Baseline.read(conn)
+    implied = 0
+    if baseline.started is not None and baseline.high is not None:
+        implied = int(
+            migrate.scalar(
+                conn,
+                "SELECT (SELECT count(*) FROM main.chunks WHERE created_seq IS NULL AND id <= :high) + "
+                "(SELECT count(*) FROM main.chunk_gone WHERE created_seq IS NULL AND chunk_id <= :high)",
+                {"high": baseline.high},
+            )
+        )
+    logged = migrate.scalar(
+        conn, "SELECT coalesce(sum(coalesce(last_id, chunk_id) - chunk_id + 1), 0) FROM main.chunk_log"
+    )
+    return implied + int(logged)
+
+
+def walk_events(
+    conn: apsw.Connection, after: EventKey | None = None, *, batch: int = 5_000
+) -> Iterator[list[HistoryEvent]]:
+    """Every event of the store, live and purged rows alike, in (seq, row id) order, ``batch``
+    at a time: first the ``migrated`` events (at ``HISTORY_START``) of the rows the migration
+    found, then the log's. For a copy that must carry each event with its seq: each batch is
+    read by statements of its own (a million-event history is never held at once, nor a
+    statement left open between batches), and ``after`` resumes after the event with that key."""
+    if batch < 1:
+        raise StoreError(f"history: batch must be at least 1, got {batch!r}")
+    key = after
+    while True:
+        keys = _keys_after(conn, key, batch)
+        if not keys:
+            return
+        key = keys[-1]
+        baseline = _Baseline.read(conn)
+        by_row = {
+            int(row[0]): {e.seq: e for e in _row_events(row, baseline)}
+            for row in _rows(conn, sorted({chunk_id for _, chunk_id in keys}))
+        }
+        found = [e for seq, chunk_id in keys if (e := by_row.get(chunk_id, {}).get(seq)) is not None]
+        if found:
+            yield found
+
+
+def _keys_after(conn: apsw.Connection, after: EventKey | None, limit: int) -> list[EventKey]:
+    """The keys of the next ``limit`` events after ``after`` (None: from the start)."""
+    keys: list[EventKey] = []
+    seq, last = after if after is not None else (HISTORY_START - 1, 0)
+    if seq <= HISTORY_START:
+        baseline = _Baseline.read(conn)
+        if baseline.started is not None and baseline.high is not None:
+            low = "AND {id} > :last" if seq == HISTORY_START else ""
+            args = {"high": baseline.high, "last": last, "n": limit}
+            ids = [
+                int(r[0])
+                for table, column in (("chunks", "id"), ("chunk_gone", "chunk_id"))
+                for r in conn.execute(
+                    f"SELECT {column} FROM main.{table} WHERE created_seq IS NULL AND {column} <= :high "
+                    f"{low.format(id=column)} ORDER BY {column} LIMIT :n",
+                    args,
+                )
+            ]
+            keys.extend((HISTORY_START, i) for i in sorted(ids)[:limit])
+        seq, last = HISTORY_START, 0
+    cursor = conn.execute(
+        "SELECT seq, chunk_id, coalesce(last_id, chunk_id) FROM main.chunk_log WHERE seq >= ? ORDER BY seq",
+        (max(seq, HISTORY_START + 1),),
+    )
+    try:
+        for logged, first, high in cursor:
+            if len(keys) >= limit:
+                break
+            start = max(int(first), last + 1) if logged == seq else int(first)
+            stop = min(int(high), start + limit - len(keys) - 1)
+            keys.extend((int(logged), i) for i in range(start, stop + 1))
+    finally:
+        cursor.close()
+    return keys
 
 
 def latest_seq(conn: apsw.Connection) -> int:

@@ -1165,7 +1165,7 @@ END;
 CREATE TRIGGER IF NOT EXISTS chunk_gone_no_delete BEFORE DELETE ON chunk_gone BEGIN
     SELECT RAISE(ABORT, 'chunk_gone is append-only: a purged row''s history is never deleted');
 END;
-CREATE TRIGGER IF NOT EXISTS chunks_history_append BEFORE UPDATE OF history ON chunks
+CREATE TRIGGER IF NOT EXISTS chunks_history_append AFTER UPDATE OF history ON chunks
 WHEN old.history IS NOT NULL
      AND (new.history IS NULL OR substr(new.history, 1, length(old.history)) != old.history) BEGIN
     SELECT RAISE(ABORT, 'chunks.history is append-only: a change appends its entry, nothing rewrites one');
