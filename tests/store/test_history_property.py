@@ -21,8 +21,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
+from contextplane.errors import StoreError
 from contextplane.memory.history import HistoryPosition
 from contextplane.memory.model import MemoryChunk
 from contextplane.store import SQLiteKnowledgeStore
@@ -217,3 +219,42 @@ def test_concurrent_writer_processes_leave_one_consistent_history(tmp_path: Path
             with store.as_of(HistoryPosition(seq, datetime.now(UTC) - timedelta(seconds=1))) as view:
                 then = view.get(str(chunk_id))
             assert then is not None and (then.review_state, then.expires_at) == (left.review_state, left.expires_at)
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        ("'{not json' || char(10)", "not JSON"),
+        ("'[1, 2, 3]' || char(10)", "not a 10-item array"),
+        ("json_array(99, 'x', 'rewritten', '', NULL, NULL, NULL, NULL, NULL, NULL) || char(10)", "no seq or an unknown event"),
+    ],
+)
+def test_a_damaged_history_entry_is_refused_by_name_and_loses_nothing(
+    tmp_path: Path, damage: str, problem: str
+) -> None:
+    path = tmp_path / "m.sqlite3"
+    with SQLiteKnowledgeStore(path) as store:
+        hurt = store.add_chunk("Deploy window is Tuesday", "hot", "operator")
+        fine = store.add_chunk("The canary runs for an hour", "fact", "operator")
+        store.set_review_state(hurt, "confirmed", by="priya")
+        before = store.history_position()
+        store.set_review_state(hurt, "rejected", by="sam")
+        store.set_review_state(fine, "rejected", by="sam")
+    conn = apsw.Connection(str(path))  # a hand edit the append guard cannot see:
+    conn.execute("DROP TRIGGER chunks_history_append")  # its own guard dropped first
+    conn.execute(f"UPDATE chunks SET history = history || {damage} WHERE id = ?", (int(hurt),))
+    conn.close()
+    with SQLiteKnowledgeStore(path) as store:
+        message = rf"entry 3 of memory {hurt}'s history is damaged \({problem}.*restored from a backup"
+        with pytest.raises(StoreError, match=message):
+            store.history(hurt)
+        with pytest.raises(StoreError, match=message), store.as_of(before):  # a read that needs its past
+            pass
+        # everything else reads and writes as usual; nothing was lost
+        assert store.get(hurt).review_state == "rejected"  # type: ignore[union-attr]
+        assert [e.event for e in store.history(fine)] == ["created", "review"]
+        assert {c.id for c in store.list_chunks()} == {hurt, fine}
+        assert store.search("canary", deliverable=False)[0].chunk.id == fine
+        added = store.add_chunk("Replica lag spikes at night", "fact", "operator")
+        store.set_review_state(added, "confirmed", by="priya")
+        assert [e.event for e in store.history(added)] == ["created", "review"]

@@ -223,12 +223,43 @@ class _Baseline:
         return cls(started, None if high is None else int(high))
 
 
-def _row_events(row: Sequence[Any], baseline: _Baseline) -> list[HistoryEvent]:
-    """Every event of one row read by ``_ROW_LIVE`` or ``_ROW_GONE``, oldest first."""
-    chunk_id, created_seq, created_at, source_type, text = row[:5]
+def _entries(row: Sequence[Any]) -> list[list[Any]]:
+    """The history entries of a row read by ``_ROW_LIVE`` or ``_ROW_GONE``, each checked: a
+    damaged one (a file edited by hand, a torn copy) is refused by name, never read as a state."""
+    chunk_id, text = row[0], row[4]
+    if not text:
+        return []
+    entries: list[list[Any]] = []
+    for number, line in enumerate(str(text).splitlines(), start=1):
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problem = f"not JSON: {exc.msg}"
+        else:
+            if not isinstance(entry, list) or len(entry) != 10:
+                problem = "not a 10-item array"
+            elif not isinstance(entry[0], int) or entry[2] not in EVENT_NAMES:
+                problem = f"no seq or an unknown event {entry[2]!r}"
+            else:
+                entries.append(entry)
+                continue
+        raise StoreError(
+            f"history: entry {number} of memory {chunk_id}'s history is damaged ({problem}); the memory "
+            "itself reads and is delivered as usual, but its history and as-of reads of it cannot be "
+            "read until the store file is restored from a backup"
+        )
+    return entries
+
+
+def _row_events(
+    row: Sequence[Any], baseline: _Baseline, entries: list[list[Any]] | None = None
+) -> list[HistoryEvent]:
+    """Every event of one row read by ``_ROW_LIVE`` or ``_ROW_GONE``, oldest first (``entries``:
+    its ``_entries``, when the caller has them)."""
+    chunk_id, created_seq, created_at, source_type = row[:4]
     final = tuple(row[5:10])
     purged_seq, purged_at = row[10], row[11]
-    entries = [json.loads(line) for line in text.splitlines()] if text else []
+    entries = list(_entries(row) if entries is None else entries)
     created_detail = None
     if entries and entries[0][2] == "created":
         created_detail = entries.pop(0)[4]
@@ -285,26 +316,6 @@ def events(conn: apsw.Connection, chunk_id: int, upto: int | None = None) -> lis
     if upto is None:
         return found
     return [e for e in found if e.seq <= upto]
-
-
-def events_after(conn: apsw.Connection, seq: int, chunk_id: int | None = None) -> list[HistoryEvent]:
-    """The changes after ``seq`` (of one row, or of all), oldest first: every event but the
-    ``migrated`` ones, which hold from the start of the history."""
-    if chunk_id is not None:
-        return [e for e in events(conn, chunk_id) if e.seq > seq and e.event != "migrated"]
-    ids: set[int] = set()
-    for first, last in conn.execute(
-        "SELECT chunk_id, coalesce(last_id, chunk_id) FROM chunk_log WHERE seq > ?", (seq,)
-    ):
-        ids.update(range(int(first), int(last) + 1))
-    baseline = _Baseline.read(conn)
-    later = [
-        e
-        for row in _rows(conn, sorted(ids))
-        for e in _row_events(row, baseline)
-        if e.seq > seq and e.event != "migrated"
-    ]
-    return sorted(later, key=lambda e: (e.seq, int(e.chunk_id)))
 
 
 #: Where a walk of the whole history stands: the (seq, row id) of the last event it gave. Every
@@ -490,7 +501,8 @@ def overlay(conn: apsw.Connection, position: HistoryPosition, *, exact_ranking: 
     rows: list[tuple[Any, ...]] = []
     purged: list[str] = []
     for row in _rows(conn, sorted(touched - new)):
-        found = _row_events(row, baseline)
+        entries = _entries(row)
+        found = _row_events(row, baseline, entries)
         then = [e for e in found if e.seq <= position.seq]
         if not then:  # no event by then: a row of an older store written without one
             continue
@@ -501,7 +513,7 @@ def overlay(conn: apsw.Connection, position: HistoryPosition, *, exact_ranking: 
         index = len(then)
         cells = tuple(row[5:10]) if index == len(found) or (gone and index == len(found) - 1) else None
         if cells is None:  # the next event's entry holds the cells before it: the state then
-            cells = _cells_before(row, found[index])
+            cells = next(tuple(e[5:10]) for e in entries if e[2] != "created" and e[0] == found[index].seq)
         rows.append((int(row[0]), int(state.event != "purged"), *cells))
     conn.execute(
         "CREATE TEMP TABLE asof_state (id INTEGER PRIMARY KEY, present INTEGER NOT NULL, "
@@ -529,15 +541,6 @@ def overlay(conn: apsw.Connection, position: HistoryPosition, *, exact_ranking: 
         purged_after=tuple(purged),
         exact_ranking=exact_ranking or not corpus_changed,
     )
-
-
-def _cells_before(row: Sequence[Any], event: HistoryEvent) -> tuple[Any, ...]:
-    """The raw lifecycle cells of ``row`` just before its change ``event`` (its entry's)."""
-    for line in str(row[4]).splitlines():
-        entry = json.loads(line)
-        if entry[2] != "created" and int(entry[0]) == event.seq:
-            return tuple(entry[5:10])
-    raise StoreError(f"history: memory {row[0]} has no entry for event {event.seq}")
 
 
 def drop_overlay(conn: apsw.Connection) -> None:
