@@ -277,7 +277,7 @@ def demo_config(root: Path) -> Config:
     """The demo's configuration: the store in ``root``, 8% budget, the newest-first digest."""
     return structure(
         {
-            "context": {"budget_pct": 8, "project": PROJECT, "prior_sessions": "newest", "retrieved_k": 8},
+            "context": {"budget_pct": 8, "project": PROJECT, "prior_sessions": "newest", "retrieved_max": 8},
             "store": {"path": str(root / "memory.sqlite3")},
             "prompt": {"soul_path": "SOUL.md", "guidelines": "- Link the ticket in every status update."},
             "skills": {"dir": "skills"},

@@ -25,6 +25,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn
 
+from contextplane.notices import ConfigWarning, warn_once
 from contextplane.errors import ConfigError
 
 ENV_PREFIX = "CONTEXTPLANE_"
@@ -46,6 +47,11 @@ class _FieldError(ValueError):
 
 def _ge0(_i: object, a: attrs.Attribute[Any], v: float) -> None:
     if v < 0:
+        raise _FieldError(a.name, v)
+
+
+def _ge0_or_none(_i: object, a: attrs.Attribute[Any], v: int | None) -> None:
+    if v is not None and v < 0:
         raise _FieldError(a.name, v)
 
 
@@ -96,17 +102,29 @@ class ContextConfig:
     prior_sessions_limit: int = attrs.field(
         default=5, validator=_ge0, metadata=_expect("a whole number >= 0")
     )
-    retrieved_k: int = attrs.field(default=8, validator=_ge0, metadata=_expect("a whole number >= 0"))
+    #: The most rows the retrieved section offers the budget: its depth is as many ranked rows
+    #: as the room could hold (budget-driven, ADR D6), up to this; 0 turns retrieval off.
+    retrieved_max: int = attrs.field(default=200, validator=_ge0, metadata=_expect("a whole number >= 0"))
+    #: Deprecated (depth follows the budget now): when set, read as ``retrieved_max``.
+    retrieved_k: int | None = attrs.field(
+        default=None, validator=_ge0_or_none, metadata=_expect("a whole number >= 0")
+    )
     #: One row's text is cut to this many chars (at a line boundary, with a marker); 0 = no bound.
     max_row_chars: int = attrs.field(
         default=4_000, validator=_row_bound, metadata=_expect("0 (no bound) or a whole number >= 200")
     )
-    #: The relevance floor: a retrieved row whose relevance (``SearchHit.relevance``, 0 to 1: the
-    #: share of the query's meaningful terms it matches, IDF-weighted, or how far its embedding's
-    #: cosine similarity is above what chance gives in this store, whichever is higher; see
-    #: docs/hooks.md) is below this is not injected. 0 injects every hit.
+    #: The relevance gate: when no hit of the question reaches this relevance (``SearchHit.
+    #: relevance``, 0 to 1: the share of the query's meaningful terms a row matches, IDF-weighted,
+    #: or how far its embedding's cosine similarity is above what chance gives in this store,
+    #: whichever is higher; see docs/hooks.md), the store cannot answer it and no retrieved row
+    #: is injected. 0 injects every hit.
     min_relevance: float = attrs.field(
         default=0.3, validator=_share, metadata=_expect("a number from 0 to 1")
+    )
+    #: A floor on each row once the question passed ``min_relevance``: 0 (the default) offers
+    #: every ranked row the budget holds; raise it to trade recall for fewer weak rows.
+    min_row_relevance: float = attrs.field(
+        default=0.0, validator=_share, metadata=_expect("a number from 0 to 1")
     )
     inject_min_trust: int = attrs.field(default=1, validator=_tier, metadata=_expect("1, 2 or 3"))
     capture_full_text: bool = attrs.field(default=False, metadata=_expect("true or false"))
@@ -114,6 +132,23 @@ class ContextConfig:
         default=2_000, validator=_ge0, metadata=_expect("a whole number of milliseconds >= 0")
     )
     project: str | None = attrs.field(default=None, metadata=_expect("a project id string"))
+
+    @property
+    def retrieved_cap(self) -> int:
+        """The retrieved section's upper bound on depth: ``retrieved_max``, or a deprecated
+        ``retrieved_k`` when a configuration still sets it (warned once, naming the new key).
+        Why not keep ``retrieved_k``: it fixed the depth at 8 whatever the budget, and a
+        configuration that copied that default would silently keep the old behaviour."""
+        if self.retrieved_k is None:
+            return self.retrieved_max
+        warn_once(
+            ("config", "retrieved_k"),
+            f"context.retrieved_k = {self.retrieved_k} is deprecated: the retrieved section now offers "
+            "as many rows as the budget could hold; it is read as context.retrieved_max (the upper "
+            "bound, default 200): rename it, or remove it to follow the budget",
+            ConfigWarning,
+        )
+        return self.retrieved_k
 
 
 @attrs.frozen

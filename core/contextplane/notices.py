@@ -25,6 +25,10 @@ class PluginWarning(ContextPlaneWarning):
     """A plugin or one of its inputs was skipped (e.g. a malformed SKILL.md)."""
 
 
+class ConfigWarning(ContextPlaneWarning):
+    """A configuration key is deprecated or read differently than it was written."""
+
+
 class StoreWarning(ContextPlaneWarning):
     """The store runs degraded (e.g. sqlite-vec unavailable, FTS only)."""
 

@@ -2,10 +2,20 @@
 
 Only rows whose effective delivery policy is "retrieved" are injected: "always" rows are
 already in the always-on section and "on_demand" rows reach the model only through the
-``memory_recall`` tool. Rows below ``context.inject_min_trust`` are dropped, and so are rows
-below the relevance floor ``context.min_relevance`` (a question the store cannot answer
-injects nothing rather than its nearest noise); equal ranks are ordered by trust tier (the
-core's row order breaks rank ties by tier).
+``memory_recall`` tool. Rows below ``context.inject_min_trust`` are dropped; equal ranks are
+ordered by trust tier (the core's row order breaks rank ties by tier).
+
+Depth follows the budget: the section offers as many ranked rows as the budget could hold
+(``depth``: at most ``context.retrieved_max``), and D6 fitting sheds the lowest-ranked first.
+Why: with a fixed depth of 8 the budget never bound, and on real conversations (LoCoMo)
+evidence ranked 9-20 was never delivered while three quarters of a 2,000-token budget sat
+unused.
+
+The relevance floor ``context.min_relevance`` gates the question, not each row: when no hit
+reaches it, the store cannot answer and nothing is injected (an off-corpus question gets no
+nearest noise); when one does, the rows are offered in rank order. Why: judged row by row the
+floor dropped the best answers of longer questions (an answer that repeats 3 of 7 question
+terms scores ~0.27), while the question as a whole was plainly on topic.
 """
 
 from __future__ import annotations
@@ -14,18 +24,36 @@ from collections.abc import Callable
 from typing import Any
 
 from contextplane import ContextSection, Draft, ProjectionRequest, SearchHit, Shed, hookimpl
+from contextplane.budget import budget_chars
 from contextplane.store.aio import asearch
 from contextplane_sections.attribution import memory_row, min_trust
 from contextplane_sections.envelopes import INJECTED_MEMORY
 
 NAME = "retrieved"
 PRIORITY = 50
+#: The fewest chars a row can cost (its attribution alone is ~50): the budget holds at most
+#: ``budget // MIN_ROW_CHARS`` rows, which is how deep the section searches.
+MIN_ROW_CHARS = 80
+#: Each row's cost beyond its text: the list marker and the line break.
+ROW_OVERHEAD = 3
+
+
+def depth(request: ProjectionRequest) -> int:
+    """How many ranked rows to ask the store for: as many as the budget could hold, at most
+    ``context.retrieved_max`` (0: retrieval off); the whole cap when the budget is unbounded."""
+    cap = request.config.context.retrieved_cap
+    if cap == 0:
+        return 0
+    chars = budget_chars(request.config, budget_tokens=request.budget_tokens, context_window=request.context_window)
+    if chars is None:
+        return cap
+    return max(1, min(cap, chars // MIN_ROW_CHARS))
 
 
 def _skip(request: ProjectionRequest) -> Draft | None:
-    """The draft when there is nothing to search (no store, no query, ``retrieved_k = 0``)."""
+    """The draft when there is nothing to search (no store, no query, ``retrieved_max = 0``)."""
     store = request.knowledge_store
-    if store is None or not request.query.strip() or request.config.context.retrieved_k == 0:
+    if store is None or not request.query.strip() or request.config.context.retrieved_cap == 0:
         return Draft((), {"store": "none" if store is None else "ok", "query": bool(request.query.strip())})
     return None
 
@@ -34,32 +62,52 @@ def _options(request: ProjectionRequest) -> dict[str, Any]:
     return {"deliverable": True, "namespaces": list(request.namespaces)}
 
 
-def _draft_of(hits: list[SearchHit], request: ProjectionRequest) -> Draft:
+def _draft_of(hits: list[SearchHit], request: ProjectionRequest, k: int) -> Draft:
     floor = min_trust(request.config)
     relevance_floor = request.config.context.min_relevance
+    row_floor = request.config.context.min_row_relevance
+    known = [hit.relevance for hit in hits if hit.relevance is not None]
+    # the gate: a question whose best hit is under the floor is one the store cannot answer
+    gated = bool(known) and max(known) < relevance_floor and len(known) == len(hits)
+    room = budget_chars(request.config, budget_tokens=request.budget_tokens, context_window=request.context_window)
+    cut = request.config.context.max_row_chars  # the core cuts a longer row to this (0: never)
     rows = []
     dropped = irrelevant = 0
+    used = 0
     for hit in hits:
         chunk = hit.chunk
         policy = chunk.delivery_policy or "retrieved"
         if policy != "retrieved":
             continue
-        if hit.relevance is not None and hit.relevance < relevance_floor:
+        if gated or (row_floor > 0 and hit.relevance is not None and hit.relevance < row_floor):
             irrelevant += 1
             continue
         if chunk.trust_tier < floor:
             dropped += 1
             continue
-        rows.append(memory_row(chunk, hit.rank))
-    return Draft(rows, {"hits": len(hits), "below_min_trust": dropped, "below_min_relevance": irrelevant})
+        if room is not None and used > room:
+            break  # the rows above fill the budget: the fitting stage need not see the rest
+        row = memory_row(chunk, hit.rank)
+        cost = (min(len(row.text), cut) if cut else len(row.text)) + ROW_OVERHEAD
+        if room is None or cost <= room:  # a row no budget holds is shed alone, taking no room
+            used += cost
+        rows.append(row)
+    meta = {
+        "hits": len(hits),
+        "depth": k,
+        "below_min_trust": dropped,
+        "below_min_relevance": irrelevant,
+        "best_relevance": round(max(known), 6) if known else None,
+    }
+    return Draft(rows, meta)
 
 
 def draft(request: ProjectionRequest) -> Draft:
     skip = _skip(request)
     if skip is not None:
         return skip
-    k = request.config.context.retrieved_k
-    return _draft_of(request.knowledge_store.search(request.query, k, **_options(request)), request)
+    k = depth(request)
+    return _draft_of(request.knowledge_store.search(request.query, k, **_options(request)), request, k)
 
 
 async def adraft(request: ProjectionRequest) -> Draft:
@@ -67,8 +115,8 @@ async def adraft(request: ProjectionRequest) -> Draft:
     skip = _skip(request)
     if skip is not None:
         return skip
-    k = request.config.context.retrieved_k
-    return _draft_of(await asearch(request.knowledge_store, request.query, k, **_options(request)), request)
+    k = depth(request)
+    return _draft_of(await asearch(request.knowledge_store, request.query, k, **_options(request)), request, k)
 
 
 SECTION = ContextSection(

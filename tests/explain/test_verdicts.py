@@ -144,20 +144,29 @@ def test_filtered_below_the_relevance_floor_names_the_relevance_and_the_floor(de
     host, backend = deploy
     add = backend.memories.add_chunk
     fact = add("Priya approves every production deploy", "fact", "operator", namespace=WEB)
-    # "deploy" is in every row: it carries no information, so this row answers almost nothing
     weak = add("The deploy checklist lives in the wiki", "fact", "operator", namespace=WEB)
     add("Deploy logs are kept for a week", "fact", "operator", namespace=WEB)
-    projection = turn(host, backend, "who approves a production deploy?")
-    retrieved = projection.section("retrieved")
-    assert retrieved is not None and fact in retrieved.item_ids and weak not in retrieved.item_ids
-    got = explain(weak, backend=backend, host=host, session_id="s1", turn_index=1)
+    # an answerable question: its best match clears the floor, and its ranked rows are offered
+    answered = turn(host, backend, "who approves a production deploy?")
+    retrieved = answered.section("retrieved")
+    assert retrieved is not None and retrieved.item_ids[0] == fact
+    for topic in ("sprint", "budget", "hiring", "roadmap"):
+        add(f"The {topic} notes are in the shared drive", "fact", "operator", namespace=WEB)
+    # a question the store cannot answer as a whole: each row holds one of its five words at
+    # most, so its best match is under the floor (context.min_relevance gates the question)
+    question = "wiki sprint budget hiring roadmap?"
+    gated = turn(host, backend, question, index=2)
+    report = gated.section("retrieved")
+    assert report is not None and report.item_ids == () and report.meta["best_relevance"] < 0.3
+    got = explain(weak, backend=backend, host=host, session_id="s1", turn_index=2)
     assert (got.verdict, got.reason) == ("filtered", "below_min_relevance")
     assert got.evidence["min_relevance"] == 0.3 and 0 <= got.evidence["relevance"] < 0.3
+    assert got.evidence["best_relevance"] == pytest.approx(report.meta["best_relevance"])
     assert got.evidence["section"] == "retrieved" and got.evidence["rank"] >= 1
-    assert "is below context.min_relevance = 0.3" in got.summary
-    # with the floor lowered the same turn delivers it: the verdict named the rule that decided
+    assert "below context.min_relevance = 0.3" in got.summary
+    # with the floor lowered the same question delivers it: the verdict named the rule that decided
     host_open = host_with(config(min_relevance=0.0))
-    now = explain(weak, backend=backend, host=host_open, query="who approves a production deploy?")
+    now = explain(weak, backend=backend, host=host_open, query=question)
     assert now.verdict == "delivered"
 
 
@@ -236,7 +245,7 @@ def test_filtered_when_the_carrying_section_is_disabled(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("hybrid", [False, True], ids=["fts", "hybrid"])
 def test_never_retrieved_gives_each_leg_rank_and_the_cut_off(tmp_path: Path, hybrid: bool) -> None:
-    cfg = config(retrieved_k=3)
+    cfg = config(retrieved_max=3)
     host = host_with(cfg)
     embedder = HashEmbedder() if hybrid else None
     with backend_at(tmp_path / "m.sqlite3", cfg, embedder=embedder) as backend:
@@ -266,7 +275,9 @@ def test_never_retrieved_gives_each_leg_rank_and_the_cut_off(tmp_path: Path, hyb
         assert legs["fts"]["filtered_rank"] == 6
         if hybrid:
             assert legs["vector"]["rank"] is not None and legs["vector"]["candidates"] == 7
-        assert got.summary.endswith("it ranked 6 in the final list; the section takes the best 3")
+        assert got.summary.endswith(
+            "it ranked 6 in the final list; the section searched 3 deep (what the budget could hold)"
+        )
         none = explain(unrelated, backend=backend, host=host, session_id="s1", turn_index=1)
         assert none.verdict == "never_retrieved"
         fts = next(leg for leg in none.evidence["legs"] if leg["leg"] == "fts")

@@ -128,4 +128,8 @@ def test_a_vector_hit_at_chance_level_is_not_injected_and_a_paraphrase_is(tmp_pa
         paraphrase = "what is the shipping cutoff before the weekend for payments?"
         assert store.search(paraphrase, 5)[0].chunk.content == target
         answered = project(store, paraphrase).section("retrieved")
-        assert answered.item_ids == ("301",)
+        # the question passes the gate, so the section offers its ranked rows, the paraphrase's
+        # memory first; context.min_row_relevance keeps the weak ones out when asked to
+        assert answered.item_ids[0] == "301"
+        strict = project(store, paraphrase, min_row_relevance=0.3).section("retrieved")
+        assert strict.item_ids == ("301",)

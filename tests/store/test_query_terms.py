@@ -140,16 +140,18 @@ def test_a_small_scope_widens_in_steps_and_remembers_the_width(db_path: Path, hy
         )
         scope = ["project:p3"]
         hits = store.search("deploy window", 10, namespaces=scope)
-        # 80 unfiltered candidates hold ~4 rows of this scope: widened 4x (320 candidates, ~16)
+        # the full-text leg ranks 40 rows deep (store.legs.depth(10)) from 80 unfiltered
+        # candidates: they hold ~4 of this scope's 30 rows, so it widened 4x (320: ~16), then
+        # 16x (1,280 candidates: every one of the 600 matches)
         assert len(hits) == 10 and {h.chunk.namespace for h in hits} == {"project:p3"}
-        assert store._widths[("project:p3",)] == 4
+        assert store._widths[("fts", ("project:p3",))] == 16
         # the next search in the same scopes starts at that width and finds the same rows
         assert [h.chunk.id for h in store.search("deploy window", 10, namespaces=scope)] == [
             h.chunk.id for h in hits
         ]
-        # a scope too small for any fast width falls back to filtering every candidate
+        # a scope of one row is found however few of the unfiltered candidates it holds
         store.add_chunk("deploy window note lone", namespace="project:lone")
         assert [h.chunk.content for h in store.search("deploy window", 10, namespaces=["project:lone"])] == [
             "deploy window note lone"
         ]
-        assert store._widths[("project:lone",)] == 16
+        assert store._widths[("fts", ("project:lone",))] == 16

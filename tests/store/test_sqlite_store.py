@@ -13,6 +13,7 @@ import pytest
 
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.consolidation import Consolidation
+from contextplane.store import fusion
 from contextplane.store import (
     KnowledgeStore,
     SQLiteKnowledgeStore,
@@ -327,12 +328,12 @@ class TestSearch:
         # "kappa" is in no row; the vector leg returns both rows, the FTS leg only the first
         hits = hybrid_store.search("alpha kappa", k=5)
         assert [h.chunk.id for h in hits][:1] == [a] and len(hits) == 2
-        # fused score = lexical relevance + cosine similarity (each in [0, 1]); relevance is
-        # the larger: found by both legs, the first row's score exceeds its relevance
+        # fused by rank (reciprocal rank fusion, store.fusion): ranked first by both legs, the
+        # first row scores two terms 1 / (C + 1); relevance stays on its own 0-1 scale
         assert hits[0].relevance is not None and 0 < hits[0].relevance <= 1
-        assert hits[0].relevance < hits[0].score <= 2
-        # found by the vector leg alone, the second row's score is its similarity
-        assert hits[1].score == pytest.approx(hits[1].relevance, abs=1e-9)
+        assert hits[0].score == pytest.approx(2 / (fusion.FUSION_C + 1))
+        # found by the vector leg alone (its second row), the second row scores one term
+        assert hits[1].score == pytest.approx(1 / (fusion.FUSION_C + 2))
 
     @pytest.mark.parametrize("hybrid", [False, True])
     def test_filtered_out_candidates_do_not_hide_deliverable_rows(self, db_path: Path, hybrid: bool) -> None:

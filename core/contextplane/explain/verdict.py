@@ -8,11 +8,14 @@ pipeline decides (the first rule that applies is the verdict):
 2. **filtered** because of the memory's state then: ``purged``, ``not_written_yet``,
    ``rejected``, ``superseded`` (by #id), ``invalidated``, ``expired``; because of the turn:
    ``incognito``, ``out_of_scope`` (not in the turn's scopes), ``policy_on_demand``,
-   ``below_min_trust``, ``below_min_relevance`` (the search found it, but it answers too little
-   of the query: under ``context.min_relevance``); or because the section that carries its policy did not run:
+   ``below_min_trust``, ``below_min_relevance`` (the search found it, but the question's best
+   match was under ``context.min_relevance``, so nothing was retrieved); or because the section
+   that carries its policy did not run:
    ``goal_turn``, ``not_selected`` (a subagent's contract), ``section_disabled``,
    ``section_failed``;
-3. **shed**: the section drafted it, the budget shed it (which step, under which budget);
+3. **shed**: the section drafted it, the budget shed it (which step, under which budget); or
+   the search ranked it within the section's depth, but the rows above it already filled the
+   budget, so it was never offered;
 4. **never retrieved**: its rank for the turn's query in each retrieval leg and in the final
    list, and the cut-off it missed;
 5. **not offered**: none of the above explains it (a section's own rule left it out).
@@ -349,7 +352,7 @@ def _section_rules(
 
 def _cut_off(trace: SearchTrace, k: int) -> str:
     if trace.rank is not None:
-        return f"it ranked {trace.rank} in the final list; the section takes the best {k}"
+        return f"it ranked {trace.rank} in the final list; the section searched {k} deep (what the budget could hold)"
     parts = []
     for leg in trace.legs:
         if leg.rank is None:
@@ -368,31 +371,74 @@ def _cut_off(trace: SearchTrace, k: int) -> str:
     return "; ".join(parts) or "no leg returned it"
 
 
-def _below_relevance(turn: _Turn, chunk: MemoryChunk, memory_id: str) -> Verdict | None:
-    """The search returned it within the section's k, but the relevance floor kept it out: ask
-    the search the section asked (same query, k, scopes, view) and read the row's relevance."""
+def _retrieval(projection: ProjectedContext, request: Any) -> tuple[int, float | None]:
+    """The depth the retrieved section searched this turn and the best relevance it saw: from
+    its report (``depth``, ``best_relevance``), or for a turn composed before depth followed the
+    budget, the fixed depth its configuration gave."""
+    report = projection.section("retrieved")
+    meta = report.meta if report is not None else {}
+    depth = meta.get("depth")
+    best = meta.get("best_relevance")
+    k = int(depth) if isinstance(depth, int) else int(request.config.context.retrieved_cap)
+    return k, float(best) if isinstance(best, (int, float)) else None
+
+
+def _below_relevance(
+    turn: _Turn, projection: ProjectedContext, chunk: MemoryChunk, memory_id: str
+) -> Verdict | None:
+    """The search returned it within the section's depth, but the question's best hit was under
+    the relevance floor, so the section injected nothing (``context.min_relevance`` gates the
+    question, not each row): ask the search the section asked and read the row's relevance."""
     request = turn.request
-    k = int(request.config.context.retrieved_k)
+    k, best = _retrieval(projection, request)
     floor = float(request.config.context.min_relevance)
     if chunk.effective_delivery_policy != "retrieved" or not request.query.strip() or k == 0 or floor <= 0:
         return None
     hits = turn.view.search(request.query, k, deliverable=True, namespaces=list(request.namespaces))
     hit = next((h for h in hits if h.chunk.id == memory_id), None)
-    if hit is None or hit.relevance is None or hit.relevance >= floor:
+    known = [h.relevance for h in hits if h.relevance is not None]
+    if hit is None or hit.relevance is None or not known or max(known) >= floor:
         return None
+    best = max(known) if best is None else best
     return _filtered(
         turn,
         memory_id,
         "below_min_relevance",
-        f"the search ranked it {hit.rank} for {request.query!r}, but its relevance "
-        f"{hit.relevance:.3f} is below context.min_relevance = {floor:g} (it answers too little "
-        "of the query to be injected)",
+        f"the search ranked it {hit.rank} for {request.query!r}, but the question's best match has "
+        f"relevance {best:.3f}, below context.min_relevance = {floor:g}: the store cannot answer "
+        "it, so no retrieved row was injected",
         {
             "section": "retrieved",
             "rank": hit.rank,
             "relevance": round(hit.relevance, 6),
+            "best_relevance": round(best, 6),
             "min_relevance": floor,
         },
+    )
+
+
+def _past_budget(
+    turn: _Turn, projection: ProjectedContext, chunk: MemoryChunk, memory_id: str
+) -> Verdict | None:
+    """The search returned it within the section's depth, but the rows ranked above it already
+    filled the budget, so the section did not offer it (fitting would have shed it first)."""
+    request = turn.request
+    k, _ = _retrieval(projection, request)
+    if chunk.effective_delivery_policy != "retrieved" or not request.query.strip() or k == 0:
+        return None
+    hits = turn.view.search(request.query, k, deliverable=True, namespaces=list(request.namespaces))
+    hit = next((h for h in hits if h.chunk.id == memory_id), None)
+    if hit is None:
+        return None
+    return Verdict(
+        memory_id,
+        "shed",
+        None,
+        f"the search ranked it {hit.rank} of {len(hits)} for {request.query!r}, but the rows ranked "
+        f"above it already fill the {projection.budget_chars}-char budget, so it was not offered "
+        "(a larger budget delivers it)",
+        {"section": "retrieved", "rank": hit.rank, "depth": k, "budget_chars": projection.budget_chars},
+        turn.info,
     )
 
 
@@ -402,11 +448,11 @@ def _never_retrieved(
     if chunk.effective_delivery_policy != "retrieved":
         return None
     request = turn.request
-    k = int(request.config.context.retrieved_k)
+    k, _ = _retrieval(projection, request)
     query = request.query
     evidence: dict[str, Any] = {"section": "retrieved", "query": query, "k": k}
     if not query.strip() or k == 0:
-        why = "the turn's query was empty" if not query.strip() else "context.retrieved_k is 0"
+        why = "the turn's query was empty" if not query.strip() else "context.retrieved_max is 0"
         return Verdict(
             memory_id,
             "never_retrieved",
@@ -495,7 +541,8 @@ def judge(turn: _Turn, memory_id: str, host: PluginHost, events: Sequence[Histor
         or _request_rules(turn, chunk, memory_id)
         or _section_rules(turn, projection, chunk, memory_id, host)
         or _shed(turn, projection, memory_id)
-        or _below_relevance(turn, chunk, memory_id)
+        or _below_relevance(turn, projection, chunk, memory_id)
+        or _past_budget(turn, projection, chunk, memory_id)
         or _never_retrieved(turn, projection, chunk, memory_id)
     )
     if verdict is not None:

@@ -1,13 +1,11 @@
 """Where one row ranked for one query in the embedded store's search: the evidence ``explain``
 gives for "never retrieved".
 
-It re-runs ``search``'s own statement (``sql.search_sql``, the same candidate sizes for the
-same ``k``) with the final cut lifted, so the row's place in the fused list is the place that
-search gave it; when ``search`` would have widened its candidates or fallen back to the
-exact form (fewer than ``k`` results), the trace does too. Then, per leg, the row's rank
-among the leg's candidates before any filter (the cut the fast form makes) and among those
-that pass the filters: full text by BM25 over every match, the vector leg among the vectors
-its probed lists hold.
+It fuses the very legs ``search`` reads (``legs``: the same depth for the same ``k``, the
+same widening), with the final cut lifted, so the row's place in the fused list is the place
+that search gave it. Then, per leg, the row's rank among the leg's candidates before any
+filter and among those that pass the filters: full text by BM25 over every match, the vector
+leg among every row in scope (scan form) or the vectors its probed lists hold (index form).
 """
 
 from __future__ import annotations
@@ -17,12 +15,10 @@ from typing import Any
 
 import apsw
 
-from contextplane.store import migrate, sql, vector_index
+from contextplane.store import fusion, legs, migrate, sql, vector_index
 from contextplane.store.protocol import LegRank, SearchTrace
-from contextplane.store.query_terms import FtsPlan, indexed_rows
+from contextplane.store.query_terms import FtsPlan
 
-#: How far past ``k`` the lifted final cut reaches (a fused list never holds more than 2n).
-_LIFT = 4
 
 
 def _fts_leg(
@@ -79,6 +75,32 @@ def _vector_leg(
     return LegRank("vector", rank, len(scanned), nc, filtered, "L2 distance over normalised vectors")
 
 
+def _scan_leg(
+    conn: apsw.Connection,
+    chunk_id: int,
+    scope_where: str,
+    scan_where: str,
+    params: dict[str, Any],
+    n: int,
+) -> LegRank:
+    """The scan form's evidence: every in-scope row was compared, so the row's rank among the
+    rows in scope that pass the filters is exact; its rank before the filters is among every
+    row in scope."""
+    ordered = (
+        "WITH qv AS (SELECT vec_normalize(:v) AS v) SELECT c.id FROM chunks AS c CROSS JOIN chunks_vec AS cv "
+        "ON cv.chunk_id = c.id WHERE {w} ORDER BY vec_distance_l2(cv.embedding, (SELECT v FROM qv)), c.id"
+    )
+    everyone = [int(r[0]) for r in conn.execute(ordered.format(w=scope_where), params)]
+    if chunk_id not in everyone:
+        return LegRank("vector", None, len(everyone), n, None, "it has no vector (or is out of scope)")
+    kept = [int(r[0]) for r in conn.execute(ordered.format(w=scan_where), params)]
+    filtered = kept.index(chunk_id) + 1 if chunk_id in kept else None
+    return LegRank(
+        "vector", everyone.index(chunk_id) + 1, len(everyone), n, filtered,
+        "exact cosine over every row in scope",
+    )
+
+
 def trace(
     conn: apsw.Connection,
     query: str,
@@ -91,51 +113,40 @@ def trace(
     probes: int,
     plan: FtsPlan,
     indexed: int,
-    width: int = 1,
-    widest: int = 16,
+    found: Sequence[legs.Leg],
+    scan: bool,
 ) -> SearchTrace:
     """The trace of ``search(query, k, deliverable=True, namespaces=namespaces, now=now)``
-    for the row ``chunk_id`` (caller holds the connection's lock): the same full-text plan
-    (``plan``: the query's informative terms), the same widening from ``width`` while the
-    filters leave fewer than ``k`` rows, and the exact form past ``widest``."""
-    base = max(k * 8, 80)
-    params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "nc": base}
+    for the row ``chunk_id`` (caller holds the connection's lock): ``found`` are the legs that
+    search read (``legs``, same depth, same widening), so the fused list here is search's own;
+    the row's rank in it is reported even past ``k``."""
+    n = legs.depth(k)
+    params: dict[str, Any] = {"k": k, "n": n, "nc": 2 * n * max((leg.width for leg in found), default=1)}
     clauses: list[str] = []
     sql.scope_filter(namespaces, params, clauses, indexed=False)
+    scan_clauses: list[str] = []
+    sql.scope_filter(namespaces, params, scan_clauses, indexed=True)
+    scope_where = " AND ".join(scan_clauses) or "1"
     sql.deliverable_filter(False, now, params, clauses)
+    sql.deliverable_filter(False, now, params, scan_clauses)
     where = " AND ".join(clauses) or "1"
+    scan_where = " AND ".join(scan_clauses) or "1"
     expression = plan.expression
     if expression is None and vector is None:
         return SearchTrace(
             query, k, "none", None, (), (LegRank("fts", None, 0, 0, None, "the query has no word"),)
         )
+    fused = [key for key, _ in fusion.fuse([leg.ids for leg in found])]
+    form = "exact" if any(leg.form == "exact" for leg in found) else "fast"
+    evidence = []
+    if expression is not None:
+        evidence.append(_fts_leg(conn, expression, chunk_id, where, {**params, "q": expression}))
     if vector is not None:
         params["v"] = vector
         params["probes"] = probes
-        params["chance"] = vector_index.chance_similarity(conn, vector, indexed_rows(conn))
-    params["q"] = expression
-    params["ideal"] = max(plan.ideal, 1e-6)
-    lifted = {**params, "k": params["n"] * _LIFT}
-    form = "fast"
-    while True:
-        if width > widest:
-            form = "exact"
-            rows = [
-                int(r[0]) for r in conn.execute(sql.search_sql(expression, vector, where, exact=True), lifted)
-            ]
-            break
-        lifted["nc"] = params["nc"] = base * width
-        statement = sql.search_sql(expression, vector, where, exact=False)
-        # search's own cut (k rows) decides whether it widens; the lifted list is the evidence
-        kept = conn.execute(statement, {**lifted, "k": k}).fetchall()
-        if len(kept) >= k or not clauses or indexed <= base * width:
-            rows = [int(r[0]) for r in conn.execute(statement, lifted)]
-            break
-        width *= 4
-    legs = []
-    if expression is not None:
-        legs.append(_fts_leg(conn, expression, chunk_id, where, params))
-    if vector is not None:
-        legs.append(_vector_leg(conn, vector, chunk_id, where, params))
-    rank = rows.index(chunk_id) + 1 if chunk_id in rows else None
-    return SearchTrace(query, k, form, rank, tuple(str(i) for i in rows[:k]), tuple(legs))
+        if scan:
+            evidence.append(_scan_leg(conn, chunk_id, scope_where, scan_where, params, n))
+        else:
+            evidence.append(_vector_leg(conn, vector, chunk_id, where, params))
+    rank = fused.index(chunk_id) + 1 if chunk_id in fused else None
+    return SearchTrace(query, k, form, rank, tuple(str(i) for i in fused[:k]), tuple(evidence))

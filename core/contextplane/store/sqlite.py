@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import json
 import os
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -40,8 +41,8 @@ from contextplane.memory.consolidation import Consolidation
 from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import MemoryChunk, to_utc, utc_now, validate_text
 from contextplane.store import history as store_history
-from contextplane.store import migrate, query_terms, ranks, sql, vector_index
-from contextplane.store.columns import as_id, chunk_from_row
+from contextplane.store import fusion, legs, migrate, query_terms, ranks, sql, vector_index
+from contextplane.store.columns import SELECT_COLUMNS, as_id, chunk_from_row
 from contextplane.store.connection import SQLITE_HEADER as SQLITE_HEADER
 from contextplane.store.connection import connect as connect
 from contextplane.store.connection import is_read_only, store_error
@@ -55,7 +56,7 @@ from contextplane.store.vector_index import VectorSearchUnavailableWarning as Ve
 T = TypeVar("T")
 
 #: The widest fast form: 16 times the base candidates (16 x 8k) before filtering every one.
-WIDEST = 16
+WIDEST = legs.WIDEST
 
 
 class SQLiteKnowledgeStore(StoreLifecycle):
@@ -102,7 +103,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         #: The similarity unrelated rows reach by chance, measured on a kept sample (``search``).
         self._chance = vector_index.ChanceLevel()
         #: Per scope set, the candidate widening the last search needed (see ``search``).
-        self._widths: dict[tuple[str, ...] | None, int] = {}
+        self._widths: dict[tuple[str, tuple[str, ...] | None], int] = {}
         try:
             if self._read_only:
                 migrate.require_current(self._conn, self.path)
@@ -386,13 +387,17 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         validate_text(query, "query", storable=False)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
-        base = max(k * 8, 80)
-        params: dict[str, Any] = {"k": k, "n": max(k * 4, 40)}
+        n = legs.depth(k)
+        params: dict[str, Any] = {}
         clauses: list[str] = []
         sql.scope_filter(namespaces, params, clauses, indexed=False)
+        scan_clauses: list[str] = []
+        sql.scope_filter(namespaces, params, scan_clauses, indexed=True)
         if deliverable:
             sql.deliverable_filter(include_superseded, now, params, clauses)
+            sql.deliverable_filter(include_superseded, now, params, scan_clauses)
         where = " AND ".join(clauses) or "1"
+        scan_where = " AND ".join(scan_clauses) or "1"
         scope_key = None if namespaces is None else tuple(namespaces)
         # embed before taking the lock: a slow embedder must not stall other threads' reads
         vector = _vector
@@ -402,43 +407,87 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             plan = self._term_stats.plan(conn, query, _corpus_of(_on))
             if plan.expression is None and vector is None:
                 return []
+            found = self._legs(conn, plan, vector, params, where, scan_where, n, bool(clauses), scope_key)
+            chance = 0.0
             if vector is not None:
-                params["v"] = vector
-                params["probes"] = self._probes(conn)
-                params["chance"] = self._chance.of(conn, vector, self._vector_count(conn))
-            params["q"] = plan.expression
-            params["ideal"] = max(plan.ideal, 1e-6)
-            statement = sql.search_sql(plan.expression, vector, where, exact=False)
-            # Candidates per leg: the fast form takes ``nc`` unfiltered, then filters. When the
-            # filters (a small scope, many rejected rows) leave fewer than k, widen 4x, then 16x,
-            # then filter every candidate (exact). A leg that saw all its matches cannot gain by
-            # widening; the width that worked is remembered per scope set, so the next turn in
-            # the same scopes starts there instead of falling off a cliff every time.
-            indexed = plan.postings if vector is None else max(plan.postings, self._vector_count(conn))
-            width = self._widths.get(scope_key, 1)
-            rows: list[Any] = []
-            while True:
-                if width > WIDEST:
-                    exact = sql.search_sql(plan.expression, vector, where, exact=True)
-                    rows = conn.execute(exact, params).fetchall()
-                    break
-                params["nc"] = base * width
-                rows = conn.execute(statement, params).fetchall()
-                if len(rows) >= k or not clauses or indexed <= base * width:
-                    break
-                width *= 4
-            if len(self._widths) > 256:
-                self._widths.clear()
-            self._widths[scope_key] = min(width, WIDEST)
-        return [
-            SearchHit(
-                chunk=chunk_from_row(row),
-                score=float(row[-2] or 0.0),
-                rank=rank,
-                relevance=float(row[-1] or 0.0),
+                chance = self._chance.of(conn, vector, self._vector_count(conn))
+            order = fusion.fuse([leg.ids for leg in found])[:k]
+            chunks = self._rows_by_id(conn, [key for key, _ in order])
+        hits = []
+        for key, score in order:
+            relevance = 0.0
+            for leg in found:
+                value = leg.values.get(key)
+                if value is None:
+                    continue
+                if leg.name == "vector":
+                    value = vector_index.vector_relevance(value, chance)
+                relevance = max(relevance, value)
+            hits.append(SearchHit(chunk=chunks[key], score=score, rank=len(hits) + 1, relevance=relevance))
+        return hits
+
+    def _legs(
+        self,
+        conn: apsw.Connection,
+        plan: Any,
+        vector: bytes | None,
+        params: dict[str, Any],
+        where: str,
+        scan_where: str,
+        n: int,
+        filtered: bool,
+        scope_key: tuple[str, ...] | None,
+    ) -> list[legs.Leg]:
+        """Each leg's ranking for one search (``legs``), remembering per scope set the candidate
+        widening each needed, so the next turn in the same scopes starts there."""
+        found: list[legs.Leg] = []
+        if len(self._widths) > 512:
+            self._widths.clear()
+        if plan.expression is not None:
+            leg = legs.fts_leg(
+                conn,
+                where,
+                {**params, "q": plan.expression, "ideal": max(plan.ideal, 1e-6)},
+                n,
+                width=self._widths.get(("fts", scope_key), 1),
+                filtered=filtered,
+                postings=plan.postings,
             )
-            for rank, row in enumerate(rows, start=1)
-        ]
+            self._widths[("fts", scope_key)] = leg.width
+            found.append(leg)
+        if vector is not None:
+            vectors = self._vector_count(conn)
+            if scope_key is None:
+                scan = vectors <= legs.EXACT_VECTOR_MAX
+            else:
+                scope_only: list[str] = []
+                sql.scope_filter(scope_key, params, scope_only, indexed=True)
+                scan = legs.scope_rows(conn, " AND ".join(scope_only), params, legs.EXACT_VECTOR_MAX) <= (
+                    legs.EXACT_VECTOR_MAX
+                )
+            leg = legs.vector_leg(
+                conn,
+                where,
+                scan_where,
+                {**params, "v": vector, "probes": 0 if scan else self._probes(conn)},
+                n,
+                scan=scan,
+                width=self._widths.get(("vector", scope_key), 1),
+                filtered=filtered,
+                vectors=vectors,
+            )
+            self._widths[("vector", scope_key)] = leg.width
+            found.append(leg)
+        return found
+
+    def _rows_by_id(self, conn: apsw.Connection, keys: Sequence[int]) -> dict[int, MemoryChunk]:
+        """The chunks of ``keys`` (ids the legs returned, so they exist in this read)."""
+        if not keys:
+            return {}
+        statement = (
+            f"SELECT {SELECT_COLUMNS} FROM chunks AS c WHERE c.id IN (SELECT value FROM json_each(:ids))"
+        )
+        return {int(row[0]): chunk_from_row(row) for row in conn.execute(statement, {"ids": json.dumps(list(keys))})}
 
     def _vector_count(self, conn: apsw.Connection) -> int:
         """About how many vectors the vector leg could return (the full-text row count: every
@@ -549,9 +598,25 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         if key is None:
             raise ValidationError(f"chunk_id: {chunk_id!r} names no memory")
         vector = self._embed([query])[0] if self._embedder is not None and query.strip() else None
+        n = legs.depth(k)
+        params: dict[str, Any] = {}
+        clauses: list[str] = []
+        sql.scope_filter(namespaces, params, clauses, indexed=False)
+        scan_clauses: list[str] = []
+        sql.scope_filter(namespaces, params, scan_clauses, indexed=True)
+        sql.deliverable_filter(False, now, params, clauses)
+        sql.deliverable_filter(False, now, params, scan_clauses)
+        scope_key = None if namespaces is None else tuple(namespaces)
         with self._reading(_on) as conn:
             plan = self._term_stats.plan(conn, query, _corpus_of(_on))
             indexed = plan.postings if vector is None else max(plan.postings, self._vector_count(conn))
+            found: list[legs.Leg] = []
+            if plan.expression is not None or vector is not None:
+                found = self._legs(
+                    conn, plan, vector, params, " AND ".join(clauses), " AND ".join(scan_clauses), n, True,
+                    scope_key,
+                )
+            scan = any(leg.form == "scan" for leg in found)
             return ranks.trace(
                 conn,
                 query,
@@ -560,11 +625,11 @@ class SQLiteKnowledgeStore(StoreLifecycle):
                 namespaces=namespaces,
                 now=now,
                 vector=vector,
-                probes=self._probes(conn) if vector is not None else 0,
+                probes=self._probes(conn) if vector is not None and not scan else 0,
                 plan=plan,
                 indexed=indexed,
-                width=self._widths.get(None if namespaces is None else tuple(namespaces), 1),
-                widest=WIDEST,
+                found=found,
+                scan=scan,
             )
 
 
