@@ -10,6 +10,7 @@ from tests.conformance.memstores import (
     DeletesOnSupersedeStore,
     IgnoresExpiryStore,
     NoRelevanceStore,
+    ShallowPoolStore,
     PresentAsOfStore,
     StoresEveryWriteStore,
 )
@@ -37,6 +38,12 @@ class TestNoRelevance(KnowledgeStoreConformance):
     @pytest.fixture
     def store(self) -> NoRelevanceStore:
         return NoRelevanceStore()
+
+
+class TestShallowPool(KnowledgeStoreConformance):
+    @pytest.fixture
+    def store(self) -> ShallowPoolStore:
+        return ShallowPoolStore()
 
 
 class TestStoresEveryWrite(KnowledgeStoreConformance):

@@ -68,6 +68,19 @@ class NoRelevanceStore(InMemoryKnowledgeStore):
         return [SearchHit(h.chunk, h.score, h.rank) for h in super().search(query, k, **options)]
 
 
+class ShallowPoolStore(InMemoryKnowledgeStore):
+    """Fault: a candidate pool that does not grow with ``k`` (the fixed-depth search before
+    issue 21): a deeper search pads with whatever comes after the first 12 rows it looked at."""
+
+    def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
+        hits = super().search(query, min(k, 12), **options)
+        if k <= 12:
+            return hits
+        shown = {h.chunk.id for h in hits}
+        rest = [c for c in self.list_chunks(deliverable=True) if c.id not in shown and "kiwi" not in c.content]
+        return hits + [SearchHit(c, 0.0, len(hits) + i + 1, 0.0) for i, c in enumerate(rest[: k - len(hits)])]
+
+
 class StoresEveryWriteStore(InMemoryKnowledgeStore):
     """Fault: writes are stored as given, never consolidated (the store before D7's
     consolidation): copies pile up, a same-subject write leaves two heads, and only identical

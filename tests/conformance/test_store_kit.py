@@ -101,6 +101,11 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
     assert set(blind) == every
     assert run.failing("TestNoRelevance") == {"STORE-SEARCH-RELEVANCE"}
     assert "relevance None; expected a float in [0, 1]" in blind["STORE-SEARCH-RELEVANCE"].message
+    # A search whose pool stops growing with k fails the depth requirement alone.
+    shallow = run.by_class("TestShallowPool")
+    assert set(shallow) == every
+    assert run.failing("TestShallowPool") == {"STORE-SEARCH-DEPTH"}
+    assert "returned 12 of the 40 rows" in shallow["STORE-SEARCH-DEPTH"].message
     # A store that keeps every write as given fails the consolidation requirements, and only those.
     unconsolidated = run.by_class("TestStoresEveryWrite")
     assert set(unconsolidated) == every

@@ -271,6 +271,13 @@ _ALL: tuple[Requirement, ...] = (
         "function words with it (the, is, when) is not returned or is below the floor.",
     ),
     Requirement(
+        "STORE-SEARCH-DEPTH",
+        "store",
+        "A deeper search never returns fewer rows that answer the question: search(q, 2k) holds at least "
+        "as many of the relevant rows as search(q, k). The retrieved section searches as deep as the "
+        "budget could hold, so this is what makes a larger budget deliver no fewer relevant memories.",
+    ),
+    Requirement(
         "STORE-CONCURRENT-WRITES",
         "store",
         "Concurrent writes from several threads lose nothing: every returned id is distinct and every "

@@ -636,6 +636,33 @@ class StoreRobustnessChecks(_StoreBase):
                     f"{hit.relevance} (the full match: {top})",
                 )
 
+    @checks("STORE-SEARCH-DEPTH")
+    def test_store_search_depth(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        relevant = set(
+            store.add_chunks(
+                {"content": f"the kiwi crates left orchard {i} at dawn", "source_type": "operator"}
+                for i in range(40)
+            )
+        )
+        store.add_chunks(
+            {"content": f"{words} number{i}", "source_type": "operator"}
+            for i, words in enumerate(RELEVANCE_FILLER * 5)
+        )
+        query = "when did the kiwi crates leave the orchard?"
+        previous = -1
+        for k in (5, 10, 20, 40, 80):
+            found = sum(hit.chunk.id in relevant for hit in store.search(query, k))
+            requirement.check(
+                found >= previous,
+                f"search({query!r}, {k}) returned {found} of the 40 relevant rows, fewer than the "
+                f"{previous} the shallower search returned",
+            )
+            previous = found
+        requirement.check(
+            previous == 40,
+            f"search({query!r}, 80) returned {previous} of the 40 rows holding the question's words",
+        )
+
     @checks("STORE-CONCURRENT-WRITES")
     def test_store_concurrent_writes(self, store: KnowledgeStore, requirement: Requirement) -> None:
         self._require(requirement)
