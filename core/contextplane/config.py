@@ -103,8 +103,9 @@ class ContextConfig:
         default=5, validator=_ge0, metadata=_expect("a whole number >= 0")
     )
     #: The most rows the retrieved section offers the budget: its depth is as many ranked rows
-    #: as the room could hold (budget-driven, ADR D6), up to this; 0 turns retrieval off.
-    retrieved_max: int = attrs.field(default=200, validator=_ge0, metadata=_expect("a whole number >= 0"))
+    #: as the room could hold (budget-driven, ADR D6), up to this; 0 turns retrieval off. 400
+    #: rows of ~200 chars fill the default 16,000-token budget.
+    retrieved_max: int = attrs.field(default=400, validator=_ge0, metadata=_expect("a whole number >= 0"))
     #: Deprecated (depth follows the budget now): when set, read as ``retrieved_max``.
     retrieved_k: int | None = attrs.field(
         default=None, validator=_ge0_or_none, metadata=_expect("a whole number >= 0")
@@ -145,7 +146,7 @@ class ContextConfig:
             ("config", "retrieved_k"),
             f"context.retrieved_k = {self.retrieved_k} is deprecated: the retrieved section now offers "
             "as many rows as the budget could hold; it is read as context.retrieved_max (the upper "
-            "bound, default 200): rename it, or remove it to follow the budget",
+            "bound, default 400): rename it, or remove it to follow the budget",
             ConfigWarning,
         )
         return self.retrieved_k

@@ -27,7 +27,7 @@ from typing import Any, Final
 import apsw
 import attrs
 
-from contextplane.store import sql, vector_index
+from contextplane.store import sql, vector_index, vector_matrix
 
 #: In-scope rows at or below which the vector leg compares every one (the scan form).
 EXACT_VECTOR_MAX: Final[int] = 4096
@@ -127,12 +127,18 @@ def vector_leg(
     width: int,
     filtered: bool,
     vectors: int,
+    held: tuple[Any, Any] | None = None,
 ) -> Leg:
     """The ``n`` deliverable rows nearest to ``params["v"]`` (caller sets ``v``, and ``probes``
     for the index form). ``scan``: compare every row ``scan_where`` admits (``where`` with the
-    scope filter free to use the scope index); else the IVF index."""
+    scope filter free to use the scope index), from ``held`` (ids and their similarities, from
+    the store's ``vector_matrix``) when given, else in SQL; else the IVF index."""
     args = {**params, "n": n}
     if scan:
+        if held is not None:
+            ids, sims = held
+            found = vector_matrix.scan(conn, ids, sims, scan_where, params, n)
+            return Leg("vector", tuple(k for k, _ in found), dict(found), "scan", 1)
         rows = conn.execute(_scan_sql(scan_where), args).fetchall()
         return Leg("vector", tuple(int(r[0]) for r in rows), {int(r[0]): float(r[1]) for r in rows}, "scan", 1)
     select = " SELECT id, sim FROM vec ORDER BY r"

@@ -41,7 +41,7 @@ from contextplane.memory.consolidation import Consolidation
 from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import MemoryChunk, to_utc, utc_now, validate_text
 from contextplane.store import history as store_history
-from contextplane.store import fusion, legs, migrate, query_terms, ranks, sql, vector_index
+from contextplane.store import fusion, legs, migrate, query_terms, ranks, sql, vector_index, vector_matrix
 from contextplane.store.columns import SELECT_COLUMNS, as_id, chunk_from_row
 from contextplane.store.connection import SQLITE_HEADER as SQLITE_HEADER
 from contextplane.store.connection import connect as connect
@@ -102,6 +102,8 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         self._term_stats = TermStats()
         #: The similarity unrelated rows reach by chance, measured on a kept sample (``search``).
         self._chance = vector_index.ChanceLevel()
+        #: A small store's vectors in memory, for the vector leg's scan form (``vector_matrix``).
+        self._matrix = vector_matrix.VectorMatrix()
         #: Per scope set, the candidate widening the last search needed (see ``search``).
         self._widths: dict[tuple[str, tuple[str, ...] | None], int] = {}
         try:
@@ -407,10 +409,9 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             plan = self._term_stats.plan(conn, query, _corpus_of(_on))
             if plan.expression is None and vector is None:
                 return []
-            found = self._legs(conn, plan, vector, params, where, scan_where, n, bool(clauses), scope_key)
-            chance = 0.0
-            if vector is not None:
-                chance = self._chance.of(conn, vector, self._vector_count(conn))
+            found, chance = self._legs(
+                conn, plan, vector, params, where, scan_where, n, bool(clauses), scope_key
+            )
             order = fusion.fuse([leg.ids for leg in found])[:k]
             chunks = self._rows_by_id(conn, [key for key, _ in order])
         hits = []
@@ -423,6 +424,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
                 if leg.name == "vector":
                     value = vector_index.vector_relevance(value, chance)
                 relevance = max(relevance, value)
+            relevance = min(1.0, relevance)  # a float32 cosine may exceed 1 by a rounding error
             hits.append(SearchHit(chunk=chunks[key], score=score, rank=len(hits) + 1, relevance=relevance))
         return hits
 
@@ -437,10 +439,12 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         n: int,
         filtered: bool,
         scope_key: tuple[str, ...] | None,
-    ) -> list[legs.Leg]:
+    ) -> tuple[list[legs.Leg], float]:
         """Each leg's ranking for one search (``legs``), remembering per scope set the candidate
-        widening each needed, so the next turn in the same scopes starts there."""
+        widening each needed, so the next turn in the same scopes starts there; and the chance
+        level the vector leg's similarities are measured from (0.0 without one)."""
         found: list[legs.Leg] = []
+        chance = 0.0
         if len(self._widths) > 512:
             self._widths.clear()
         if plan.expression is not None:
@@ -457,8 +461,17 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             found.append(leg)
         if vector is not None:
             vectors = self._vector_count(conn)
-            if scope_key is None:
-                scan = vectors <= legs.EXACT_VECTOR_MAX
+            matrix = self._matrix.get(conn, vectors)
+            held = None
+            if matrix is not None:
+                ids, rows = matrix
+                sims = vector_matrix.similarities(rows, vector)
+                held = (ids, sims)
+                chance = self._chance.of(conn, vector, vectors, first_rows=sims)
+            else:
+                chance = self._chance.of(conn, vector, vectors)
+            if held is not None or scope_key is None:  # held: every vector is in memory anyway
+                scan = held is not None or vectors <= legs.EXACT_VECTOR_MAX
             else:
                 scope_only: list[str] = []
                 sql.scope_filter(scope_key, params, scope_only, indexed=True)
@@ -475,10 +488,11 @@ class SQLiteKnowledgeStore(StoreLifecycle):
                 width=self._widths.get(("vector", scope_key), 1),
                 filtered=filtered,
                 vectors=vectors,
+                held=held,
             )
             self._widths[("vector", scope_key)] = leg.width
             found.append(leg)
-        return found
+        return found, chance
 
     def _rows_by_id(self, conn: apsw.Connection, keys: Sequence[int]) -> dict[int, MemoryChunk]:
         """The chunks of ``keys`` (ids the legs returned, so they exist in this read)."""
@@ -612,7 +626,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             indexed = plan.postings if vector is None else max(plan.postings, self._vector_count(conn))
             found: list[legs.Leg] = []
             if plan.expression is not None or vector is not None:
-                found = self._legs(
+                found, _ = self._legs(
                     conn, plan, vector, params, " AND ".join(clauses), " AND ".join(scan_clauses), n, True,
                     scope_key,
                 )

@@ -334,12 +334,23 @@ class ChanceLevel:
         self._key: Any = None
         self._matrix: Any = None
 
-    def of(self, conn: apsw.Connection, vector: bytes, rows: int) -> float:
+    def of(self, conn: apsw.Connection, vector: bytes, rows: int, *, first_rows: Any = None) -> float:
+        """The chance level for ``vector`` in a store of ``rows`` vectors. ``first_rows``: the
+        query's similarities to every stored vector in chunk id order (``vector_matrix``), used
+        for a store with no kept sample: its first ``CALIBRATION_SAMPLE`` are the SQL path's
+        sample, without a distance call per row."""
         np = _numpy()
         try:
             key = conn.execute(_SAMPLE_KEY_SQL).fetchone()
         except apsw.SQLError:
             key = None
+        if np is not None and first_rows is not None and (key is None or key[0] is None):
+            sample = first_rows[:CALIBRATION_SAMPLE]
+            if len(sample) < MIN_CALIBRATION:
+                return 0.0
+            centre = float(np.median(sample))
+            mad = float(np.median(np.abs(sample - centre)))
+            return _ceiling(centre, _MAD_SIGMA * mad or float(np.std(sample)), rows)
         if np is None or key is None or key[0] is None:
             return chance_similarity(conn, vector, rows)
         dims = len(vector) // 4
