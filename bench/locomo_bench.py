@@ -434,6 +434,22 @@ def chance(ing: Ingested, composed: dict[tuple[int, str], Composed], questions: 
 # --------------------------------------------------------------------------- diagnostics
 
 
+def profile(ing: Ingested, host: PluginHost, cfg: Config, questions: Sequence[Question], plan: Sequence[Budget],
+            window: int, mode: str) -> None:
+    """What limits compose: a cProfile of 100 questions composed at one budget (the second given,
+    2,000 tokens by default), sorted by cumulative time."""
+    import cProfile
+    import pstats
+
+    budget = plan[min(1, len(plan) - 1)]
+    profiler = cProfile.Profile()
+    profiler.enable()
+    compose_all(ing, host, cfg, questions[:100], [budget], window)
+    profiler.disable()
+    print(f"profile, {mode}, 100 questions at {budget.label} (with a 5-question warm-up):", flush=True)
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(30)
+
+
 def index_state(store: Any, rows: int, train: bool) -> str:
     """Train the vector index when asked (the public ``train_vector_index``), and say in which state
     the vector leg searches: the store trains its IVF index on its own only from
@@ -489,6 +505,9 @@ VERDICTS = (
     f"not retrieved at the section's depth: deep rank 51-{DEEP}",
     f"not in the top {DEEP} of search",
 )
+#: Sub-rows of the "not retrieved" verdicts (counted again under them, not instead of them).
+BELOW_FLOOR = "of which relevance below the floor"
+LEGS = "of all not retrieved: "
 
 
 def diagnose(ing: Ingested, cfg: Config, composed: dict[tuple[int, str], Composed], questions: Sequence[Question],
@@ -497,12 +516,14 @@ def diagnose(ing: Ingested, cfg: Config, composed: dict[tuple[int, str], Compose
     budget (offered by the section, not delivered); cut by the relevance floor (among the
     section's search results, relevance below ``context.min_relevance``); not retrieved at the
     section's depth (the number of hits its search returned), bucketed by its rank in a search
-    ``DEEP`` deep, and counted again under "... below the floor" when that deep hit's relevance
-    is below ``context.min_relevance`` (deeper search alone would not deliver it); not found."""
+    ``DEEP`` deep, and counted again when that deep hit's relevance is below the floor (a deeper
+    search alone would not deliver it); not found. Every row not retrieved is also traced
+    (``trace_search`` at the section's depth): where each leg ranked it within the scope."""
     store = ing.backend.memories
     floor = float(getattr(cfg.context, "min_relevance", 0.0))
     dia_to_id = {(conv, dia): i for conv, pairs in ing.turn_ids.items() for dia, i in pairs}
     shallow: dict[tuple[str, tuple[str, ...], int], dict[str, float]] = {}
+    traced: dict[tuple[str, str, int], str] = {}
     out: dict[str, dict[str, int]] = {b.label: dict.fromkeys(VERDICTS, 0) for b in plan}
     for pos, q in enumerate(questions):
         namespaces = composed[(pos, plan[0].label)].namespaces
@@ -516,34 +537,63 @@ def diagnose(ing: Ingested, cfg: Config, composed: dict[tuple[int, str], Compose
                 shallow[key] = {h.chunk.id: h.relevance if h.relevance is not None else 1.0 for h in hits}
             found = shallow[key]
             counts = out[budget.label]
+
+            def bump(name: str, counts: dict[str, int] = counts) -> None:
+                counts[name] = counts.get(name, 0) + 1
+
             for dia in q.evidence:
                 i = dia_to_id[(q.conversation, dia)]
                 if i in c.delivered:
-                    verdict = VERDICTS[0]
-                elif i in c.offered:
-                    verdict = VERDICTS[1]
-                elif i in found:
-                    verdict = VERDICTS[2] if found[i] < floor else VERDICTS[3]
-                elif i in deep:
+                    bump(VERDICTS[0])
+                    continue
+                if i in c.offered:
+                    bump(VERDICTS[1])
+                    continue
+                if i in found:
+                    bump(VERDICTS[2] if found[i] < floor else VERDICTS[3])
+                    continue
+                if i in deep:
                     rank, relevance = deep[i]
                     verdict = VERDICTS[4] if rank <= 20 else VERDICTS[5] if rank <= 50 else VERDICTS[6]
+                    bump(verdict)
                     if relevance < floor:
-                        low = f"{verdict}, relevance below the floor"
-                        counts[low] = counts.get(low, 0) + 1
+                        bump(f"{verdict} / {BELOW_FLOOR}")
                 else:
-                    verdict = VERDICTS[7]
-                counts[verdict] += 1
+                    bump(VERDICTS[7])
+                if c.hits and hasattr(store, "trace_search"):
+                    tkey = (q.text, i, c.hits)
+                    if tkey not in traced:
+                        traced[tkey] = legs_verdict(store.trace_search(q.text, i, c.hits, namespaces=list(namespaces)))
+                    bump(LEGS + traced[tkey])
     return out
+
+
+def legs_verdict(trace: Any) -> str:
+    """Where the search's legs ranked, within the scope, a row the search did not return
+    (``trace_search``): in a leg's top 10 (fusion or the depth lost it), its top 11-50, or not."""
+    ranks = {leg.leg: leg.filtered_rank for leg in trace.legs}
+    top10 = sorted(name for name, r in ranks.items() if r is not None and r <= 10)
+    if top10:
+        return f"in the top 10 of the {' and '.join(top10)} leg"
+    if any(r is not None and r <= 50 for r in ranks.values()):
+        return "in a leg's top 11-50 only"
+    return "in no leg's top 50"
 
 
 def diagnosis_table(mode: str, diag: dict[str, dict[str, int]], evidence: int) -> str:
     labels = list(diag)
     keys = list(dict.fromkeys(k for counts in diag.values() for k in counts))
-    keys.sort(key=lambda k: (VERDICTS.index(k.split(", relevance")[0]), k))
+
+    def order(k: str) -> tuple[int, str]:
+        if k.startswith(LEGS):
+            return (len(VERDICTS), k)
+        return (VERDICTS.index(k.split(" / ")[0]), k)
+
+    keys.sort(key=order)
     lines = [f"what happened to each evidence turn, {mode} ({evidence} evidence turns)", "",
              "| verdict | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
     for k in keys:
-        name = ("  of which relevance below the floor" if ", relevance" in k else k)
+        name = f"&nbsp;&nbsp;{BELOW_FLOOR}" if k.endswith(BELOW_FLOOR) else k
         lines.append(f"| {name} | " + " | ".join(str(diag[label].get(k, 0)) for label in labels) + " |")
     return "\n".join(lines)
 
@@ -680,6 +730,8 @@ def main() -> int:
     parser.add_argument("--train-index", action="store_true",
                         help="hybrid: train the IVF vector index after ingest (train_vector_index), as a store "
                         "past its training threshold would have it")
+    parser.add_argument("--profile", action="store_true",
+                        help="print a cProfile of composing 100 questions at the second budget, per mode")
     parser.add_argument("--diagnose", action="store_true", help="why evidence turns were not delivered")
     parser.add_argument("--json", type=Path, help="write every figure here as JSON")
     parser.add_argument("--data", type=Path, default=DATA, help=argparse.SUPPRESS)
@@ -746,15 +798,17 @@ def main() -> int:
             store = ing.backend.memories
             if mode == "hybrid" and not store.vectors_enabled:
                 raise SystemExit("hybrid: the store did not enable its vector leg (is sqlite-vec loadable?)")
-            if mode == "hybrid":
-                print(f"hybrid: {index_state(store, len(ing.contents), args.train_index)}", flush=True)
             dups = len(ing.contents) and turns - len(ing.contents)
             print(f"{mode}: ingested {turns} turns as {len(ing.contents)} memories ({dups} turns with the same "
                   f"text share a memory) in {ing.seconds:.1f} s; event times (occurred_at) "
                   f"{'written' if ing.event_times else 'NOT written: the store takes no occurred_at'}", flush=True)
+            if mode == "hybrid":
+                print(f"hybrid: {index_state(store, len(ing.contents), args.train_index)}", flush=True)
             start = time.perf_counter()
             composed = compose_all(ing, host, cfg, questions, plan, args.context_window)
             print(f"{mode}: composed {len(composed)} projections in {time.perf_counter() - start:.1f} s", flush=True)
+            if args.profile:
+                profile(ing, host, cfg, questions, plan, args.context_window, mode)
             if emb is not None and emb.misses:
                 print(f"{mode}: warning: {emb.misses} embeddings computed by the model during the run", flush=True)
             system = score_store(f"contextplane {'full text' if mode == 'fts' else 'hybrid'}", ing, composed,
