@@ -79,7 +79,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from locomo_data import CATEGORIES, DATA, Conversation, Question, load
-from locomo_scoring import Overhead, delivered_turns, evidence_recall, fit_overhead, percentile, recall_at
+from locomo_scoring import (
+    Overhead,
+    control_limit,
+    delivered_turns,
+    evidence_recall,
+    fit_overhead,
+    percentile,
+    recall_at,
+)
 
 from contextplane import compose_projected_context
 from contextplane.backends.sqlite import SQLiteBackend
@@ -861,7 +869,7 @@ def main() -> int:
     for mode, per_budget in controls.items():
         cells = ", ".join(f"{label}: {f['shuffled']:.3f} (chance {f['chance']:.3f}, real {f['real']:.3f})"
                           for label, f in per_budget.items())
-        limit = max(0.1, per_budget[smallest]["chance"] + 0.05)
+        limit = control_limit(per_budget[smallest]["chance"])
         ok = per_budget[smallest]["shuffled"] <= limit
         failed |= not ok
         print(f"control, {mode}, evidence recall against {CONTROL_SHUFFLES} shuffled id maps: {cells} -> "

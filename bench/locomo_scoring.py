@@ -94,3 +94,9 @@ def recall_at(ranked: Sequence[str], evidence: Sequence[str], k: int) -> float:
 
 def percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q)) if values else float("nan")
+
+
+def control_limit(chance: float) -> float:
+    """The most a shuffled id map may score before the control counts as not collapsed: near 0
+    (0.1), or a little above chance (the share of the scope delivered) when that is higher."""
+    return max(0.1, chance + 0.05)

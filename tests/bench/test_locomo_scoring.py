@@ -3,6 +3,8 @@ made-up rows: the benchmark's figures are only as good as these. No LoCoMo data 
 
 from __future__ import annotations
 
+import gzip
+import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,8 +17,8 @@ from contextplane.plugins import get_host
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from locomo_data import parse  # noqa: E402
-from locomo_scoring import Overhead, delivered_turns, evidence_recall, fit_overhead, recall_at  # noqa: E402
+from locomo_data import parse
+from locomo_scoring import Overhead, delivered_turns, evidence_recall, fit_overhead, recall_at
 
 
 def test_evidence_recall_is_the_share_delivered_and_all_only_when_every_turn_is() -> None:
@@ -118,3 +120,88 @@ def test_parse_takes_speaker_caption_session_date_and_every_id_an_evidence_entry
     assert conv.turns[2].said_at is None
     assert [q.evidence for q in conv.questions] == [("D1:2",), ("D1:1", "D2:1"), ()]
     assert conv.unknown_evidence == 2
+
+
+# ----------------------------------------------------------------------------- the bench end to end
+
+
+def made_up_locomo(path: Path) -> Path:
+    """A LoCoMo-shaped file of two made-up conversations: each turn names one thing, each
+    question asks about one or two of them."""
+    things = ["harbour", "lantern", "orchard", "glacier", "meadow", "canyon", "quarry", "delta", "summit",
+              "lagoon", "prairie", "tundra", "marsh", "valley", "island", "forest", "desert", "plateau"]
+    records = []
+    for c, who in enumerate((("Ana", "Bo"), ("Cy", "Di"))):
+        conv: dict[str, object] = {"speaker_a": who[0], "speaker_b": who[1]}
+        qa = []
+        for s in (1, 2):
+            conv[f"session_{s}_date_time"] = f"1:56 pm on {s + 7} May, 2023"
+            turns = []
+            for t, thing in enumerate(things, start=1):
+                turns.append({"speaker": who[t % 2], "dia_id": f"D{s}:{t}",
+                              "text": f"In session {s} I saw the {thing}{c} and it was {'very ' * (t % 4)}calm."})
+            conv[f"session_{s}"] = turns
+            for t, thing in enumerate(things[:6], start=1):
+                qa.append({"question": f"When did they see the {thing}{c}?", "evidence": [f"D{s}:{t}"], "category": 1 + t % 4})
+        qa.append({"question": f"Which one, the {things[0]}{c} or the {things[1]}{c}?",
+                   "evidence": ["D1:1", "D1:2"], "category": 1})
+        records.append({"sample_id": f"conv-{c}", "conversation": conv, "qa": qa})
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        json.dump(records, handle)
+    return path
+
+
+def run_bench(monkeypatch: pytest.MonkeyPatch, *argv: str) -> int:
+    import locomo_bench
+
+    monkeypatch.setattr(sys, "argv", ["locomo_bench.py", *argv])
+    return locomo_bench.main()
+
+
+def test_the_bench_measures_a_made_up_file_and_its_control_collapses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = made_up_locomo(tmp_path / "made-up.json.gz")
+    out = tmp_path / "figures.json"
+    code = run_bench(monkeypatch, "--data", str(data), "--mode", "fts", "--budgets", "100", "1000", "default",
+                     "--diagnose", "--json", str(out))
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    report = json.loads(out.read_text())
+    ours = report["results"]["contextplane full text"]
+    assert report["questions"] == 26
+    # a question names its turn's one distinctive word: full text finds every one at 1,000 tokens
+    assert ours["overall (1-4)"]["1,000 tok"]["evidence_recall"] == 1.0
+    # a 100-token budget holds about two rows: recall drops, and the baseline packs as few
+    assert ours["budgets"]["100 tok"]["rows_delivered"] < ours["budgets"]["1,000 tok"]["rows_delivered"]
+    assert report["results"]["BM25, packed"]["budgets"]["100 tok"]["tokens_delivered"] <= 100
+    assert report["controls"]["fts"]["100 tok"]["shuffled"] < 0.2
+    assert "collapsed" in printed and "| delivered |" in printed
+
+
+def test_the_bench_fails_when_its_control_does_not_collapse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A scoring that ignored which ids were delivered (here: a "shuffled" map that is the real
+    one) must fail the run, not pass it."""
+    import locomo_bench
+
+    data = made_up_locomo(tmp_path / "made-up.json.gz")
+    monkeypatch.setattr(locomo_bench, "shuffled_map", lambda ing, rng: ing.id_map)
+    code = run_bench(monkeypatch, "--data", str(data), "--mode", "fts", "--budgets", "1000")
+    assert code == 1
+    assert "DID NOT COLLAPSE" in capsys.readouterr().out
+
+
+def test_the_bench_skips_with_one_line_when_the_data_is_absent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_bench(monkeypatch, "--data", str(tmp_path / "absent.json.gz")) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert len(printed) == 1 and "absent" in printed[0]
+
+
+def test_an_override_must_name_a_real_config_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = made_up_locomo(tmp_path / "made-up.json.gz")
+    with pytest.raises(SystemExit, match="retreived_k"):
+        run_bench(monkeypatch, "--data", str(data), "--set", "context.retreived_k=5")
