@@ -110,3 +110,31 @@ def parse(record: dict[str, Any]) -> Conversation:
 def load(path: Path = DATA) -> list[Conversation]:
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         return [parse(record) for record in json.load(handle)]
+
+
+#: Questions none of the conversations can answer (software, finance, repairs: topics the five
+#: conversations never touch), in the data's question style. Composed in every conversation's
+#: scope, they should inject nothing (the relevance rule's job); the bench prints which of their
+#: words occur in the conversations at all.
+OFF_CORPUS = (
+    "How do I roll back the kubernetes ingress after a failed deploy?",
+    "What causes the mutex deadlock in the postgres connection pool?",
+    "Which terraform module sets the subnet for the docker cluster?",
+    "Where is the TLS certificate for the API endpoint stored?",
+    "Why does the compiler segfault on the bytecode parser?",
+    "What is the quarterly payroll tax audit schedule?",
+    "How is the mortgage amortization computed in the spreadsheet?",
+    "Which vendor handles procurement compliance for GDPR?",
+    "What does the webhook send to the OAuth token endpoint?",
+    "How big is the heap after garbage collector tuning?",
+    "What firmware checksum does the router expect?",
+    "How do I fix the regex in the YAML lexer?",
+    "What is the DNS latency of the linux kernel resolver?",
+    "What torque setting does the alternator bolt need?",
+    "Which capacitor and resistor go on the transistor voltage divider?",
+    "Which grout suits drywall near the plumbing?",
+    "How does the microservice cache the SQL query index?",
+    "What is the dividend depreciation on the fiscal ledger?",
+    "How do I calibrate the oscilloscope probe for soldering work?",
+    "What is the bandwidth cost of encryption during the schema migration?",
+)
