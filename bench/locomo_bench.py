@@ -799,7 +799,7 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true",
                         help="print a cProfile of composing 100 questions at the second budget, per mode")
     parser.add_argument("--diagnose", action="store_true", help="why evidence turns were not delivered")
-    parser.add_argument("--json", type=Path, help="write every figure here as JSON")
+    parser.add_argument("--json", type=Path, help="write every figure here as JSON (default: bench/results/locomo-<time>.json)")
     parser.add_argument("--data", type=Path, default=DATA, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -842,6 +842,7 @@ def main() -> int:
     if "hybrid" in modes:
         # every text of the file, whatever this run selects: one cache serves every run
         texts = [t.content for c in everything for t in c.turns] + [q.text for c in everything for q in c.questions]
+        texts += OFF_CORPUS
         emb = embedder_for(texts)
         if emb is None:
             if args.mode == "hybrid":
@@ -957,10 +958,10 @@ def main() -> int:
         "diagnostics": diagnostics,
         "seconds": elapsed,
     })
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2))
-        print(f"figures: {args.json}")
+    target = args.json or RESULTS_DIR / f"locomo-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(report, indent=2))
+    print(f"figures: {target}")
     if failed:
         print("locomo_bench: FAILED: the shuffled-id control did not collapse, so the scoring cannot be trusted")
         return 1

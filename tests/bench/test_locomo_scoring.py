@@ -188,7 +188,8 @@ def test_the_bench_fails_when_its_control_does_not_collapse(
 
     data = made_up_locomo(tmp_path / "made-up.json.gz")
     monkeypatch.setattr(locomo_bench, "shuffled_map", lambda ing, rng: ing.id_map)
-    code = run_bench(monkeypatch, "--data", str(data), "--mode", "fts", "--budgets", "1000")
+    code = run_bench(monkeypatch, "--data", str(data), "--mode", "fts", "--budgets", "1000",
+                     "--json", str(tmp_path / "figures.json"))
     assert code == 1
     assert "DID NOT COLLAPSE" in capsys.readouterr().out
 
