@@ -5,6 +5,7 @@
     .venv/bin/python bench/locomo_bench.py --diagnose   # also: why evidence was not delivered (~5 min)
     .venv/bin/python bench/locomo_bench.py --set context.min_relevance=0 --retrieved-k 100
     .venv/bin/python bench/locomo_bench.py --mode hybrid --train-index --profile
+    .venv/bin/python bench/locomo_bench.py --compare bench/results/locomo-before.json   # A/B two trees
 
 Times measured on the project's 2-core VM at load average 8-11 (other sessions running); the first
 hybrid run also embeds ~3,500 texts once (a minute or two), cached after. Every figure is also
@@ -56,7 +57,9 @@ delivered, shed by the budget, cut by the relevance floor, not retrieved at the 
 (bucketed by its rank in a search 100 deep, and whether that hit's relevance is under the floor),
 not in the top 100; and traces every one not retrieved through the store's legs
 (``trace_search``: in a leg's top 10 within the scope, so fusion or depth lost it, or not).
-``--profile`` prints a cProfile of 100 questions composed at 2,000 tokens per mode.
+``--profile`` prints a cProfile of 100 questions composed at 2,000 tokens per mode. ``--compare``
+sets a previous run's evidence recall (its JSON) beside this run's, per system, category and
+budget, and counts the questions that gained or lost evidence turns.
 
 Config overrides go through the config API (``contextplane.config.structure``), so only real keys
 are accepted: ``--set context.min_relevance=0``, ``--retrieved-k`` (``context.retrieved_k``),
@@ -758,6 +761,44 @@ def bars(results: dict[str, dict[str, Any]], plan: Sequence[Budget], vector_leg:
     return "\n".join(lines)
 
 
+def compare(old: dict[str, Any], new: dict[str, Any], plan: Sequence[Budget]) -> str:
+    """Evidence recall of a previous run (``--compare``: its JSON) beside this one's, per system,
+    group and budget, and per question: how many gained or lost evidence turns at each budget."""
+    labels = [b.label for b in plan]
+    lines = [f"evidence recall, {old.get('machine', '?').splitlines()[0]} -> this run", "",
+             "| system | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    for name, fig in new["results"].items():
+        before = old.get("results", {}).get(name)
+        if before is None:
+            continue
+        for group in fig:
+            if group == "budgets" or group not in before:
+                continue
+            cells = []
+            for label in labels:
+                if label in before[group] and label in fig[group]:
+                    a, b = before[group][label]["evidence_recall"], fig[group][label]["evidence_recall"]
+                    cells.append(f"{a:.3f} → {b:.3f} ({b - a:+.3f})")
+                else:
+                    cells.append("—")
+            lines.append(f"| {name}, {group} | " + " | ".join(cells) + " |")
+    old_q, new_q = old.get("per_question"), new.get("per_question")
+    if old_q and new_q and old_q["questions"] == new_q["questions"]:
+        lines.append("")
+        for name, per_budget in new_q["evidence_recall"].items():
+            was = old_q["evidence_recall"].get(name, {})
+            moves = []
+            for label in labels:
+                if label in was and label in per_budget:
+                    pairs = list(zip(was[label], per_budget[label], strict=True))
+                    moves.append(f"{label}: {sum(b > a for a, b in pairs)} gained, {sum(b < a for a, b in pairs)} lost")
+            if moves:
+                lines.append(f"questions, {name}: " + "; ".join(moves))
+    elif old_q and new_q:
+        lines.append("\n(per question: not compared, the two runs composed different questions)")
+    return "\n".join(lines)
+
+
 def provenance() -> str:
     import contextplane
 
@@ -815,12 +856,21 @@ def main() -> int:
                         help="print a cProfile of composing 100 questions at the second budget, per mode")
     parser.add_argument("--diagnose", action="store_true", help="why evidence turns were not delivered")
     parser.add_argument("--json", type=Path, help="write every figure here as JSON (default: bench/results/locomo-<time>.json)")
+    parser.add_argument("--compare", type=Path, metavar="OLD_JSON",
+                        help="print a previous run's evidence recall (its --json file) beside this run's")
     parser.add_argument("--data", type=Path, default=DATA, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if not args.data.exists():
         print(f"locomo_bench: skipped, {args.data} is absent (see /work/shared/data/README.md)")
         return 0
+    previous = None
+    if args.compare:
+        try:
+            previous = json.loads(args.compare.read_text())
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"--compare {args.compare}: not a locomo_bench JSON file ({exc}); "
+                             "pass the --json file of an earlier run") from None
     overrides = list(args.set)
     for flag, key in (("retrieved_k", "context.retrieved_k"), ("min_relevance", "context.min_relevance"),
                       ("vector_probes", "store.vector_probes")):
@@ -940,7 +990,7 @@ def main() -> int:
         per = ", ".join(f"{c} {v[c]:.3f}" for c in sorted(k for k in v if k.startswith("conv")))
         print(f"vector leg recall@10 vs exact cosine in scope, default settings: {v['overall']:.3f} ({per}); "
               f"vector_neighbours p50 {v['p50_ms']:.2f} ms"
-              f"{'' if v['scoped_call'] else ' (unscoped call over the whole store, filtered to the scope after)'}")
+              f"{'' if v['scoped_call'] else ' (an unscoped call over the whole store, filtered to the scope after: an upper bound on the leg inside search, which cuts its candidates before filtering by scope)'}")
     vocab = {w for c in convs for t in c.turns for w in tokens(t.content)}
     shared = sorted({w for q in OFF_CORPUS for w in tokens(q) if w in vocab})
     for mode, f in off.items():
@@ -977,6 +1027,9 @@ def main() -> int:
         "diagnostics": diagnostics,
         "seconds": elapsed,
     })
+    if previous is not None:
+        print()
+        print(compare(previous, report, plan))
     target = args.json or RESULTS_DIR / f"locomo-{time.strftime('%Y%m%d-%H%M%S')}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(report, indent=2))

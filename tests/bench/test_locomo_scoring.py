@@ -206,3 +206,20 @@ def test_an_override_must_name_a_real_config_key(tmp_path: Path, monkeypatch: py
     data = made_up_locomo(tmp_path / "made-up.json.gz")
     with pytest.raises(SystemExit, match="retreived_k"):
         run_bench(monkeypatch, "--data", str(data), "--set", "context.retreived_k=5")
+
+
+def test_compare_sets_a_previous_run_beside_this_one_question_by_question(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = made_up_locomo(tmp_path / "made-up.json.gz")
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    common = ("--data", str(data), "--mode", "fts", "--budgets", "100", "1000")
+    assert run_bench(monkeypatch, *common, "--retrieved-k", "1", "--json", str(before)) == 0
+    capsys.readouterr()
+    assert run_bench(monkeypatch, *common, "--compare", str(before), "--json", str(after)) == 0
+    printed = capsys.readouterr().out
+    old = json.loads(before.read_text())["results"]["contextplane full text"]["overall (1-4)"]["1,000 tok"]
+    new = json.loads(after.read_text())["results"]["contextplane full text"]["overall (1-4)"]["1,000 tok"]
+    assert old["evidence_recall"] < new["evidence_recall"]  # one row a question vs up to eight
+    assert f"{old['evidence_recall']:.3f} → {new['evidence_recall']:.3f}" in printed
+    assert "questions, contextplane full text: 100 tok:" in printed and "0 lost" in printed
