@@ -864,6 +864,10 @@ def main() -> int:
     if not args.data.exists():
         print(f"locomo_bench: skipped, {args.data} is absent (see /work/shared/data/README.md)")
         return 0
+    try:
+        import rank_bm25  # noqa: F401  (the BM25 baseline)
+    except ImportError:
+        raise SystemExit("locomo_bench: the BM25 baseline needs rank-bm25: python3 -m pip install rank-bm25") from None
     previous = None
     if args.compare:
         try:
