@@ -229,7 +229,8 @@ class _Source:
                 "SELECT c.id, c.content, c.domain, c.source_type, "
                 f"{typed}, "
                 "c.heading, c.source, c.subject, c.namespace, c.epoch, c.invalidated_at, "
-                f"c.invalidation_reason, c.created_at, c.updated_at, {occurred}, {vec} FROM chunks AS c {join} "
+                f"c.invalidation_reason, c.created_at, c.updated_at, {occurred}, {vec} "
+                f"FROM chunks AS c {join} "
                 "WHERE c.id > ? ORDER BY c.id LIMIT ?",
                 (after, limit),
             )

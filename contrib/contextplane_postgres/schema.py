@@ -135,7 +135,8 @@ _STEP_3: Final[str] = "CREATE INDEX IF NOT EXISTS chunks_delivery_policy ON chun
 #: rewrite would re-insert every row into the HNSW index); the index holds only rows with one.
 _STEP_6: Final[str] = (
     "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS occurred_at timestamptz; "
-    "CREATE INDEX IF NOT EXISTS chunks_occurred ON chunks (namespace, occurred_at) WHERE occurred_at IS NOT NULL;"
+    "CREATE INDEX IF NOT EXISTS chunks_occurred ON chunks (namespace, occurred_at) "
+    "WHERE occurred_at IS NOT NULL;"
 )
 
 #: version reached -> DDL that reaches it from the version before, or a function that does

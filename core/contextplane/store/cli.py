@@ -259,7 +259,9 @@ def _event_window_options(func: F) -> F:
         "--occurred-before", default=None, help="Only memories whose event time is before this (ISO-8601)."
     )(func)
     return click.option(
-        "--occurred-after", default=None, help="Only memories whose event time is at or after this (ISO-8601)."
+        "--occurred-after",
+        default=None,
+        help="Only memories whose event time is at or after this (ISO-8601).",
     )(func)
 
 

@@ -131,7 +131,8 @@ V2_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
 #: one scan to build an empty index, and a write without one pays nothing.
 V5_COLUMNS: Final[tuple[tuple[str, str], ...]] = (("occurred_at", "TEXT"),)
 V5_INDEX_SQL: Final[str] = (
-    "CREATE INDEX IF NOT EXISTS chunks_occurred ON chunks(namespace, occurred_at) WHERE occurred_at IS NOT NULL"
+    "CREATE INDEX IF NOT EXISTS chunks_occurred ON chunks(namespace, occurred_at) "
+    "WHERE occurred_at IS NOT NULL"
 )
 
 _CHUNKS_V2_SQL: Final[str] = """
@@ -466,12 +467,14 @@ def upgrade_schema(conn: apsw.Connection) -> list[str]:
         for name, decl in V2_COLUMNS:
             if name in added:
                 conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {decl}")
-        added += _ensure_v5_objects(conn)
         _ensure_fts(conn)
         # A version-3 store is stamped by its conversion, in the conversion's own transaction
-        # (``ensure_v4_history``): one that fails stays a store the release before can open.
-        if schema_version(conn) < SCHEMA_VERSION and not table_exists(conn, "chunk_history"):
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        # (``ensure_v4_history``), which adds the v5 column too: one that fails stays a store
+        # the release before can open, exactly as it was.
+        if not table_exists(conn, "chunk_history"):
+            added += _ensure_v5_objects(conn)
+            if schema_version(conn) < SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     return added
 
 
@@ -1240,6 +1243,7 @@ def ensure_v4_history(conn: apsw.Connection) -> list[str]:
         added = _ensure_v4_objects(conn)
         if table_exists(conn, "chunk_history"):
             _convert_v3_history(conn)
+        added += _ensure_v5_objects(conn)
         if schema_version(conn) < SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     return added

@@ -284,13 +284,15 @@ class StoreWrites(VectorUpkeep):
         if not hashes:
             return found
         for chunk_id, content, namespace, source_type, occurred, key in conn.execute(
-            "SELECT c.id, c.content, c.namespace, c.source_type, c.occurred_at, c.content_hash FROM chunks AS c "
-            "WHERE c.content_hash IN (SELECT value FROM json_each(?)) AND c.content_hash IS NOT NULL AND "
+            "SELECT c.id, c.content, c.namespace, c.source_type, c.occurred_at, c.content_hash "
+            "FROM chunks AS c WHERE c.content_hash IN (SELECT value FROM json_each(?)) "
+            "AND c.content_hash IS NOT NULL AND "
             + _DELIVERABLE
             + " ORDER BY c.id",
             (json.dumps(hashes), now_text),
         ):
-            found.setdefault((key, namespace, source_type, occurred), []).append((str(content), str(chunk_id)))
+            key_of = (key, namespace, source_type, occurred)
+            found.setdefault(key_of, []).append((str(content), str(chunk_id)))
         if not self._keys_complete(conn):
             writes = [(_dedupe_key(row), str(row[0])) for row in prepared]
             for key, rows in unkeyed.duplicates(conn, writes, _DELIVERABLE, now_text).items():
