@@ -8,6 +8,7 @@ import pytest
 from contextplane.testing import KnowledgeStoreConformance
 from tests.conformance.memstores import (
     DeletesOnSupersedeStore,
+    DropsEventTimeStore,
     IgnoresExpiryStore,
     NoRelevanceStore,
     PresentAsOfStore,
@@ -43,3 +44,9 @@ class TestStoresEveryWrite(KnowledgeStoreConformance):
     @pytest.fixture
     def store(self) -> StoresEveryWriteStore:
         return StoresEveryWriteStore()
+
+
+class TestDropsEventTime(KnowledgeStoreConformance):
+    @pytest.fixture
+    def store(self) -> DropsEventTimeStore:
+        return DropsEventTimeStore()
