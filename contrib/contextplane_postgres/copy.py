@@ -126,6 +126,12 @@ def _open_source(path: Path) -> apsw.Connection:
     return conn
 
 
+def _versions() -> str:
+    """``SOURCE_VERSIONS`` as a sentence: "1, 2, 4 and 5"."""
+    *head, last = sorted(SOURCE_VERSIONS)
+    return f"{', '.join(map(str, head))} and {last}"
+
+
 def _check_version(path: Path, version: int) -> None:
     if version == 3:
         raise StoreError(
@@ -135,8 +141,8 @@ def _check_version(path: Path, version: int) -> None:
         )
     if version not in SOURCE_VERSIONS:
         raise StoreError(
-            f"{path}: embedded schema version {version}; this copy reads versions 1, 2 and "
-            f"{max(SOURCE_VERSIONS)} only (a newer store may hold what it would not carry over); "
+            f"{path}: embedded schema version {version}; this copy reads versions {_versions()} only "
+            "(a newer store may hold what it would not carry over); "
             "upgrade contextplane_postgres"
         )
 

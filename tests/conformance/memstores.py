@@ -15,8 +15,8 @@ from typing import Any
 from contextplane.memory.consolidation import Consolidation
 from contextplane.memory.history import HistoryPosition
 from contextplane.memory.model import MemoryChunk
-from contextplane.store.protocol import SearchHit
 from contextplane.store.columns import superseding_row
+from contextplane.store.protocol import SearchHit
 from contextplane.testing.memory import InMemoryKnowledgeStore
 
 __all__ = [

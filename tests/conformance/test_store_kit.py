@@ -114,13 +114,17 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
     # A store that takes occurred_at and drops it fails every event-time requirement, and only those.
     timeless = run.by_class("TestDropsEventTime")
     assert set(timeless) == every
-    assert run.failing("TestDropsEventTime") == {r for r in every if r.startswith("STORE-EVENT-TIME-")} == {
-        "STORE-EVENT-TIME-ROUND-TRIP",
-        "STORE-EVENT-TIME-DISTINCT",
-        "STORE-EVENT-TIME-SUPERSEDE",
-        "STORE-EVENT-TIME-FILTER",
-        "STORE-EVENT-TIME-INVALID",
-    }
+    assert (
+        run.failing("TestDropsEventTime")
+        == {r for r in every if r.startswith("STORE-EVENT-TIME-")}
+        == {
+            "STORE-EVENT-TIME-ROUND-TRIP",
+            "STORE-EVENT-TIME-DISTINCT",
+            "STORE-EVENT-TIME-SUPERSEDE",
+            "STORE-EVENT-TIME-FILTER",
+            "STORE-EVENT-TIME-INVALID",
+        }
+    )
     assert "accepted occurred_at='2023-05-08'" in timeless["STORE-EVENT-TIME-INVALID"].message
     # Undeclared capabilities skip, naming the capability.
     assert expiry["STORE-BACKFILL-TABLE"].outcome == "skipped"
