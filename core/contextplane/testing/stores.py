@@ -1479,12 +1479,13 @@ class StoreEventTimeChecks(_StoreBase):
                     after == count, f"{how} with occurred_at={value!r} stored {after - count} rows"
                 )
         for name in ("occurred_after", "occurred_before"):
+            bound: dict[str, Any] = {name: "not a time"}
             for read in ("list_chunks", "search"):
                 try:
                     if read == "list_chunks":
-                        store.list_chunks(**{name: "not a time"})
+                        store.list_chunks(**bound)
                     else:
-                        store.search("kiwi", 5, **{name: "not a time"})
+                        store.search("kiwi", 5, **bound)
                 except Exception as exc:
                     requirement.check(
                         name in str(exc), f"{read}({name}='not a time') raised {exc!r}, not naming it"
