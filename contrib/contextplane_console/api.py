@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 Handler = Callable[["Console", Request], Awaitable[Any]]
 
 #: What a superseding write may set besides its text (the rest is inherited, ADR D7).
-SUPERSEDE_FIELDS = ("content", "source_type", "source", "heading", "subject")
+SUPERSEDE_FIELDS = ("content", "source_type", "source", "heading", "subject", "occurred_at")
 #: Who wrote a row through the console: an operator (tier 3), unless the request says otherwise.
 CONSOLE_SOURCE_TYPE = "operator"
 CONSOLE_SOURCE = "contextplane console"

@@ -53,10 +53,10 @@ def build_mcp_server(
 
     @server.tool(name="memory_ingest", description=ingest.__doc__)
     async def memory_ingest(
-        content: str, expires_in_days: int | None = None, subject: str = ""
+        content: str, expires_in_days: int | None = None, subject: str = "", occurred_at: str | None = None
     ) -> dict[str, Any]:
         try:
-            return await ingest(content, expires_in_days, subject)
+            return await ingest(content, expires_in_days, subject, occurred_at)
         except ContextPlaneError as exc:
             # An anticipated refusal (incognito, a malformed value): the model reads why.
             raise ToolError(str(exc)) from exc

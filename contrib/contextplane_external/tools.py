@@ -24,7 +24,7 @@ from contextplane.store.protocol import KnowledgeStore, SearchHit
 def hit_to_dict(hit: SearchHit) -> dict[str, Any]:
     """A search hit as plain data: what a tool returns to the model."""
     c = hit.chunk
-    return {
+    out: dict[str, Any] = {
         "id": c.id,
         "content": c.content,
         "rank": hit.rank,
@@ -36,6 +36,9 @@ def hit_to_dict(hit: SearchHit) -> dict[str, Any]:
         "superseded_by": c.superseded_by,
         "expires_at": c.expires_at.isoformat() if c.expires_at else None,
     }
+    if c.occurred_at is not None:  # only when set: a row without one reads as it always did
+        out["occurred_at"] = c.occurred_at.isoformat()
+    return out
 
 
 def memory_recall(
@@ -117,6 +120,12 @@ async def amemory_ingest(
 _INCOGNITO_SESSION = "memory_ingest: this session is incognito, so nothing may be written to the memory store"
 
 
+def _event_time(occurred_at: str | None) -> dict[str, Any]:
+    """The ``occurred_at`` keyword only when the tool call gave one: a store written before
+    event times (a plugin's) still takes every call that does not use it."""
+    return {} if occurred_at is None else {"occurred_at": occurred_at}
+
+
 def bind_memory_tools(
     store: KnowledgeStore,
     *,
@@ -134,13 +143,21 @@ def bind_memory_tools(
             store, query, _capped(k), include_superseded=include_superseded, namespaces=namespaces
         )
 
-    def ingest(content: str, expires_in_days: int | None = None, subject: str = "") -> dict[str, Any]:
+    def ingest(
+        content: str, expires_in_days: int | None = None, subject: str = "", occurred_at: str | None = None
+    ) -> dict[str, Any]:
         """Save one memory. Set expires_in_days for something that stops being true; set subject
-        (a short topic key) so a newer memory on the same topic replaces the older one."""
+        (a short topic key) so a newer memory on the same topic replaces the older one; set
+        occurred_at (ISO-8601 with offset, e.g. 2023-05-08T13:56:00Z) to when it happened."""
         if incognito:
             raise IncognitoWriteError(_INCOGNITO_SESSION)
         return memory_ingest(
-            store, content, expires_in_days=expires_in_days, source_type=source_type, subject=subject
+            store,
+            content,
+            expires_in_days=expires_in_days,
+            source_type=source_type,
+            subject=subject,
+            **_event_time(occurred_at),
         )
 
     recall.__name__ = "memory_recall"
@@ -164,13 +181,21 @@ def bind_async_memory_tools(
             store, query, _capped(k), include_superseded=include_superseded, namespaces=namespaces
         )
 
-    async def ingest(content: str, expires_in_days: int | None = None, subject: str = "") -> dict[str, Any]:
+    async def ingest(
+        content: str, expires_in_days: int | None = None, subject: str = "", occurred_at: str | None = None
+    ) -> dict[str, Any]:
         """Save one memory. Set expires_in_days for something that stops being true; set subject
-        (a short topic key) so a newer memory on the same topic replaces the older one."""
+        (a short topic key) so a newer memory on the same topic replaces the older one; set
+        occurred_at (ISO-8601 with offset, e.g. 2023-05-08T13:56:00Z) to when it happened."""
         if incognito:
             raise IncognitoWriteError(_INCOGNITO_SESSION)
         return await amemory_ingest(
-            store, content, expires_in_days=expires_in_days, source_type=source_type, subject=subject
+            store,
+            content,
+            expires_in_days=expires_in_days,
+            source_type=source_type,
+            subject=subject,
+            **_event_time(occurred_at),
         )
 
     recall.__name__ = "memory_recall"

@@ -80,6 +80,7 @@ COLUMNS: Final[tuple[str, ...]] = (
     "expires_at",
     "created_at",
     "updated_at",
+    "occurred_at",
 )
 SELECT_COLUMNS: Final[str] = ", ".join(f"c.{name}" for name in COLUMNS)
 
@@ -126,7 +127,8 @@ def chunk_from_row(row: Sequence[Any]) -> MemoryChunk:
         expires_at,
         created_at,
         updated_at,
-    ) = row[:17]
+        occurred_at,
+    ) = row[: len(COLUMNS)]
     domain = dec(domain)
     source_type = dec(source_type)
     memory_kind: MemoryKind = kind if kind in MEMORY_KINDS else legacy_kind_and_policy(domain, source_type)[0]
@@ -151,4 +153,5 @@ def chunk_from_row(row: Sequence[Any]) -> MemoryChunk:
         expires_at=_utc(expires_at),
         created_at=created,
         updated_at=_utc(updated_at) or created,
+        occurred_at=_utc(occurred_at),
     )

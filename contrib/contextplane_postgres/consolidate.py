@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import numpy as np
@@ -55,12 +55,18 @@ def _at(columns: Sequence[str]) -> dict[str, int]:
 
 def _dedupe_key(row: Sequence[Any], at: dict[str, int]) -> tuple[Any, ...]:
     """What makes two writes the same memory: scope, provenance, the text (whitespace runs
-    collapsed)."""
+    collapsed), event time (the same words said on another day are another event)."""
     return (
         row[at["namespace"]],
         row[at["source_type"]],
         normalise_content(dec(row[at["content"]])),
+        row[at["occurred_at"]],
     )
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """A stored event time as the prepared rows hold it (UTC), so the two compare as keys."""
+    return None if value is None else value.astimezone(UTC)
 
 
 def _deliverable_when_written(row: Sequence[Any], at: dict[str, int], now: datetime) -> bool:
@@ -166,13 +172,14 @@ def _duplicates(
     """Deliverable rows with the same content key as a prepared row: dedupe key -> oldest id."""
     texts = sorted({str(row[at["content"]]) for row in prepared})
     found: dict[tuple[Any, ...], str] = {}
-    for chunk_id, content, namespace, source_type in conn.execute(
-        "SELECT c.id, c.content, c.namespace, c.source_type FROM chunks AS c "
+    for chunk_id, content, namespace, source_type, occurred in conn.execute(
+        "SELECT c.id, c.content, c.namespace, c.source_type, c.occurred_at FROM chunks AS c "
         f"WHERE {content_key('c.content')} = ANY(ARRAY(SELECT {content_key('x')} "
         f"FROM unnest(%(texts)s::text[]) AS x)) AND {DELIVERABLE} ORDER BY c.id",
         {"texts": texts, "now": now},
     ):
-        found.setdefault((namespace, source_type, normalise_content(dec(content))), str(chunk_id))
+        key = (namespace, source_type, normalise_content(dec(content)), _utc(occurred))
+        found.setdefault(key, str(chunk_id))
     return found
 
 

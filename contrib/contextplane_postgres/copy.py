@@ -67,7 +67,7 @@ from contextplane_postgres.records import inputs_args
 from contextplane_postgres.store import copy_rows
 
 #: Embedded schema versions this copy reads (a version-3 file is migrated first: ``_check_version``).
-SOURCE_VERSIONS: Final[frozenset[int]] = frozenset({1, 2, 4})
+SOURCE_VERSIONS: Final[frozenset[int]] = frozenset({1, 2, 4, 5})
 #: The first embedded schema version whose history the copy reads (through ``store.history``).
 HISTORY_VERSION: Final[int] = 4
 #: Source tables the copy leaves behind (none now; the report keeps the field for tools).
@@ -126,6 +126,12 @@ def _open_source(path: Path) -> apsw.Connection:
     return conn
 
 
+def _versions() -> str:
+    """``SOURCE_VERSIONS`` as a sentence: "1, 2, 4 and 5"."""
+    *head, last = sorted(SOURCE_VERSIONS)
+    return f"{', '.join(map(str, head))} and {last}"
+
+
 def _check_version(path: Path, version: int) -> None:
     if version == 3:
         raise StoreError(
@@ -135,8 +141,8 @@ def _check_version(path: Path, version: int) -> None:
         )
     if version not in SOURCE_VERSIONS:
         raise StoreError(
-            f"{path}: embedded schema version {version}; this copy reads versions 1, 2 and "
-            f"{max(SOURCE_VERSIONS)} only (a newer store may hold what it would not carry over); "
+            f"{path}: embedded schema version {version}; this copy reads versions {_versions()} only "
+            "(a newer store may hold what it would not carry over); "
             "upgrade contextplane_postgres"
         )
 
@@ -181,6 +187,8 @@ class _Source:
         self.tables = tables
         cols = _columns(self.conn, "chunks")
         self.typed = "memory_kind" in cols
+        #: Schema 5's event time; an older file's rows have none.
+        self.event_time = "occurred_at" in cols
         self.kind_pass = not self.typed or _meta(self.conn, "typed_memory_backfill") is None
         self.review_pass = not self.typed or _meta(self.conn, "review_state_backfill") is None
         dims = _meta(self.conn, "vector_dimensions")
@@ -220,13 +228,15 @@ class _Source:
             else "NULL, NULL, NULL, NULL"
         )
         vec = "v.embedding" if self.dims is not None else "NULL"
+        occurred = "c.occurred_at" if self.event_time else "NULL"
         join = "LEFT JOIN chunks_vec AS v ON v.chunk_id = c.id" if self.dims is not None else ""
         return list(
             self.conn.execute(
                 "SELECT c.id, c.content, c.domain, c.source_type, "
                 f"{typed}, "
                 "c.heading, c.source, c.subject, c.namespace, c.epoch, c.invalidated_at, "
-                f"c.invalidation_reason, c.created_at, c.updated_at, {vec} FROM chunks AS c {join} "
+                f"c.invalidation_reason, c.created_at, c.updated_at, {occurred}, {vec} "
+                f"FROM chunks AS c {join} "
                 "WHERE c.id > ? ORDER BY c.id LIMIT ?",
                 (after, limit),
             )
@@ -270,7 +280,7 @@ def _adopted(conn: apsw.Connection) -> set[str]:
 def _chunk_values(src: _Source, row: tuple[Any, ...]) -> tuple[list[Any], Any]:
     """One source row as the destination's insert values (the backfill applied where due)."""
     (cid, content, domain, source_type, kind, policy, review, expires, heading, source, subject,
-     namespace, epoch, invalidated, reason, created, updated, blob) = row  # fmt: skip
+     namespace, epoch, invalidated, reason, created, updated, occurred, blob) = row  # fmt: skip
     domain = str(domain or "")
     source_type = str(source_type or "")
     if src.kind_pass and kind is None:
@@ -298,6 +308,7 @@ def _chunk_values(src: _Source, row: tuple[Any, ...]) -> tuple[list[Any], Any]:
         enc_opt(None if reason is None else str(reason)),
         created_at,
         _ts(updated) or created_at,
+        _ts(occurred),
     ], vector
 
 

@@ -14,7 +14,8 @@ index for the always-on listing; step 4 the lifecycle history (``history``: the 
 ``chunk_history``, one ``migrated`` event per row already there), the content key exact
 duplicates are found by, and the turn inputs ``explain`` and ``replay`` read; step 5 keys
 ``chunk_history`` by (seq, chunk_id), so a copy keeps an embedded store's positions, where one
-write batch's rows share a seq (``history`` says why). The vector
+write batch's rows share a seq (``history`` says why); step 6 the event time
+(``occurred_at``, nullable: no row is rewritten) with a partial index for the time filters. The vector
 column and its HNSW index are not a step: their width is the embedder's, so ``attach_vectors``
 adds them the first time a store is opened with an embedder and records which one.
 """
@@ -29,7 +30,7 @@ import psycopg
 from contextplane.errors import StoreError
 from contextplane_postgres import history as pg_history
 
-SCHEMA_VERSION: Final[int] = 5
+SCHEMA_VERSION: Final[int] = 6
 
 #: Text-search configuration: no stemming and no stop words, like FTS5's unicode61 tokenizer
 #: on the embedded store, so a word matches the same rows on both.
@@ -130,6 +131,14 @@ CREATE TABLE IF NOT EXISTS trajectory (
 #: index that is a scan of the whole table (69 ms at 100k rows, bench/postgres_bench.py).
 _STEP_3: Final[str] = "CREATE INDEX IF NOT EXISTS chunks_delivery_policy ON chunks (delivery_policy, id);"
 
+#: The event time (``MemoryChunk.occurred_at``): nullable, so adding it rewrites no row (a
+#: rewrite would re-insert every row into the HNSW index); the index holds only rows with one.
+_STEP_6: Final[str] = (
+    "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS occurred_at timestamptz; "
+    "CREATE INDEX IF NOT EXISTS chunks_occurred ON chunks (namespace, occurred_at) "
+    "WHERE occurred_at IS NOT NULL;"
+)
+
 #: version reached -> DDL that reaches it from the version before, or a function that does
 #: (called inside the step's transaction, for a step that also fills what it adds).
 STEPS: Final[dict[int, str | Callable[[psycopg.Connection[Any]], None]]] = {
@@ -138,6 +147,7 @@ STEPS: Final[dict[int, str | Callable[[psycopg.Connection[Any]], None]]] = {
     3: _STEP_3,
     4: pg_history.step_4,
     5: pg_history.HISTORY_KEY_DDL,
+    6: _STEP_6,
 }
 assert max(STEPS) == SCHEMA_VERSION
 

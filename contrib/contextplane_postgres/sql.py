@@ -35,6 +35,7 @@ from typing import Any, Final
 from contextplane.errors import ValidationError
 from contextplane.memory.model import (
     SUPERSEDED_PREFIX,
+    parse_timestamp,
     utc_now,
     validate_delivery_policy,
     validate_memory_kind,
@@ -78,6 +79,22 @@ def deliverable_filter(
         clauses.append("c.invalidated_at IS NULL")
 
 
+def event_time_filter(
+    occurred_after: datetime | str | None,
+    occurred_before: datetime | str | None,
+    params: dict[str, Any],
+    clauses: list[str],
+) -> None:
+    """Rows whose event time is in ``[occurred_after, occurred_before)`` (the embedded store's
+    rule: half open; a row without an event time is in no window)."""
+    if occurred_after is not None:
+        params["occurred_after"] = parse_timestamp(occurred_after, "occurred_after")
+        clauses.append("c.occurred_at >= %(occurred_after)s")
+    if occurred_before is not None:
+        params["occurred_before"] = parse_timestamp(occurred_before, "occurred_before")
+        clauses.append("c.occurred_at < %(occurred_before)s")
+
+
 def list_sql(
     *,
     deliverable: bool,
@@ -88,6 +105,8 @@ def list_sql(
     namespaces: Sequence[str] | None,
     limit: int | None,
     now: datetime | None,
+    occurred_after: datetime | str | None = None,
+    occurred_before: datetime | str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """``list_chunks``: rows matching every filter, oldest first (NULL policy is retrieved,
     NULL review state is pending)."""
@@ -114,6 +133,7 @@ def list_sql(
         params["namespace"] = enc(validate_text(namespace, "namespace"))
         clauses.append("c.namespace = %(namespace)s")
     scope_filter(namespaces, params, clauses)
+    event_time_filter(occurred_after, occurred_before, params, clauses)
     if deliverable:
         deliverable_filter(False, now, params, clauses)
     sql = f"SELECT {SELECT_COLUMNS} FROM chunks AS c"

@@ -37,6 +37,7 @@ from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import (
     SUPERSEDED_PREFIX,
     MemoryChunk,
+    parse_occurred_at,
     parse_timestamp,
     to_utc,
     utc_now,
@@ -45,7 +46,7 @@ from contextplane.memory.model import (
     validate_text,
 )
 from contextplane.memory.stamps import creation_stamps
-from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE
+from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE, superseding_row
 from contextplane.store.protocol import SearchHit
 from contextplane.store.query_terms import meaningful_words
 from contextplane_postgres import history as pg_history
@@ -80,6 +81,7 @@ INSERT_COLUMNS = (
     "invalidation_reason",
     "created_at",
     "updated_at",
+    "occurred_at",
 )
 _TYPES = {
     "id": "bigint",
@@ -87,6 +89,7 @@ _TYPES = {
     "invalidated_at": "timestamptz",
     "created_at": "timestamptz",
     "updated_at": "timestamptz",
+    "occurred_at": "timestamptz",
 }
 _UNNEST = ", ".join(f"%s::{_TYPES.get(c, 'text')}[]" for c in INSERT_COLUMNS)
 INSERT_SQL = f"INSERT INTO chunks ({', '.join(INSERT_COLUMNS)}) SELECT * FROM unnest({_UNNEST})"
@@ -129,6 +132,7 @@ def prepare_row(row: Mapping[str, Any], now: datetime, index: int) -> list[Any]:
     if "content" not in row:
         raise ValidationError(f"content: missing (row {index})")
     content = validate_text(row["content"], "content", allow_empty=False)
+    occurred_at = parse_occurred_at(row.get("occurred_at"))
     domain = validate_text(row.get("domain", "general"), "domain")
     source_type = validate_text(row.get("source_type", ""), "source_type")
     stamp = creation_stamps(
@@ -164,6 +168,7 @@ def prepare_row(row: Mapping[str, Any], now: datetime, index: int) -> list[Any]:
         None,
         now,
         now,
+        occurred_at,
     ]
 
 
@@ -389,9 +394,11 @@ class PostgresKnowledgeStore:
         epoch: str = "",
         expires_at: datetime | str | None = None,
         expires_in_days: int | None = None,
+        occurred_at: datetime | str | None = None,
     ) -> WriteOutcome:
         """Store one row stamped per D7, consolidated per ``memory.consolidation``; return its
-        id as a ``WriteOutcome`` (stored, a duplicate, superseded rows, near duplicates)."""
+        id as a ``WriteOutcome`` (stored, a duplicate, superseded rows, near duplicates).
+        ``occurred_at``: the event time, as on the embedded store."""
         row = {
             "content": content,
             "domain": domain,
@@ -406,6 +413,7 @@ class PostgresKnowledgeStore:
             "epoch": epoch,
             "expires_at": expires_at,
             "expires_in_days": expires_in_days,
+            "occurred_at": occurred_at,
         }
         return self._write([row], single=True)[0]
 
@@ -555,9 +563,7 @@ class PostgresKnowledgeStore:
         if old.invalidated_at is not None:
             hint = f"supersede {old.superseded_by} instead" if old.superseded_by else "it is not valid"
             raise StoreError(f"{self.db.shown}: memory {old_id} is already invalidated; {hint}")
-        row: dict[str, Any] = {name: getattr(old, name) for name in INHERITED}
-        row.update(attrs)
-        row["content"] = content
+        row = superseding_row(old, attrs, content)
         prepared = [prepare_row(row, utc_now(), 0)]
         vectors = self._embed([content]) if self._embedder is not None else None
         actor = str(row.get("source_type", ""))
@@ -621,9 +627,11 @@ class PostgresKnowledgeStore:
         namespaces: Sequence[str] | None = None,
         limit: int | None = None,
         now: datetime | None = None,
+        occurred_after: datetime | str | None = None,
+        occurred_before: datetime | str | None = None,
         _on: PostgresStoreView | None = None,
     ) -> list[MemoryChunk]:
-        """Rows matching every given filter, oldest first."""
+        """Rows matching every given filter, oldest first (an event-time window is half open)."""
         statement, params = sql.list_sql(
             deliverable=deliverable,
             memory_kind=memory_kind,
@@ -633,6 +641,8 @@ class PostgresKnowledgeStore:
             namespaces=namespaces,
             limit=limit,
             now=now,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
         )
         with self._reading(_on) as conn:
             return [chunk_from_row(r) for r in conn.execute(statement, params)]
@@ -646,6 +656,8 @@ class PostgresKnowledgeStore:
         namespaces: Sequence[str] | None = None,
         include_superseded: bool = False,
         now: datetime | None = None,
+        occurred_after: datetime | str | None = None,
+        occurred_before: datetime | str | None = None,
         _on: PostgresStoreView | None = None,
     ) -> list[SearchHit]:
         """Hybrid (full text + HNSW vectors, fused by relevance) or full-text search in one
@@ -660,6 +672,7 @@ class PostgresKnowledgeStore:
         params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "fts_cap": max(self.fts_cap, k * 4)}
         clauses: list[str] = []
         sql.scope_filter(namespaces, params, clauses)
+        sql.event_time_filter(occurred_after, occurred_before, params, clauses)
         if deliverable:
             sql.deliverable_filter(include_superseded, now, params, clauses)
         where = " AND ".join(clauses) or "true"

@@ -8,6 +8,7 @@ import pytest
 from contextplane.testing import KnowledgeStoreConformance
 from tests.conformance.memstores import (
     DeletesOnSupersedeStore,
+    DropsEventTimeStore,
     IgnoresExpiryStore,
     NoRelevanceStore,
     ShallowPoolStore,
@@ -50,3 +51,9 @@ class TestStoresEveryWrite(KnowledgeStoreConformance):
     @pytest.fixture
     def store(self) -> StoresEveryWriteStore:
         return StoresEveryWriteStore()
+
+
+class TestDropsEventTime(KnowledgeStoreConformance):
+    @pytest.fixture
+    def store(self) -> DropsEventTimeStore:
+        return DropsEventTimeStore()

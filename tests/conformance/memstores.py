@@ -8,18 +8,20 @@ the way a plausible bug would, so the kit must fail on them with the right requi
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
 from contextplane.memory.consolidation import Consolidation
 from contextplane.memory.history import HistoryPosition
 from contextplane.memory.model import MemoryChunk
+from contextplane.store.columns import superseding_row
 from contextplane.store.protocol import SearchHit
-from contextplane.testing.memory import _INHERITED, InMemoryKnowledgeStore
+from contextplane.testing.memory import InMemoryKnowledgeStore
 
 __all__ = [
     "DeletesOnSupersedeStore",
+    "DropsEventTimeStore",
     "IgnoresExpiryStore",
     "InMemoryKnowledgeStore",
     "NoRelevanceStore",
@@ -43,9 +45,7 @@ class DeletesOnSupersedeStore(InMemoryKnowledgeStore):
     def supersede(self, old_id: str, content: str, **attrs_: Any) -> str:
         with self._lock:
             old = self._require(old_id)
-            row = {name: getattr(old, name) for name in _INHERITED}
-            row.update(attrs_, content=content)
-            new_id = self.add_chunks([row])[0]
+            new_id = self.add_chunks([superseding_row(old, attrs_, content)])[0]
             del self._rows[old_id]
             return new_id
 
@@ -90,3 +90,21 @@ class StoresEveryWriteStore(InMemoryKnowledgeStore):
         super().__init__(
             consolidation=Consolidation(deduplicate=False, auto_supersede=False, near_duplicate_threshold=1.0)
         )
+
+
+class DropsEventTimeStore(InMemoryKnowledgeStore):
+    """Fault: the event time is accepted and dropped (a store written before ``occurred_at``
+    that takes unknown keywords): nothing is kept, checked or filtered on."""
+
+    def _make(self, row: Mapping[str, Any], now: datetime) -> MemoryChunk:
+        return super()._make({k: v for k, v in row.items() if k != "occurred_at"}, now)
+
+    def list_chunks(self, **filters: Any) -> list[MemoryChunk]:  # type: ignore[override]
+        filters.pop("occurred_after", None)
+        filters.pop("occurred_before", None)
+        return super().list_chunks(**filters)
+
+    def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:  # type: ignore[override]
+        options.pop("occurred_after", None)
+        options.pop("occurred_before", None)
+        return super().search(query, k, **options)

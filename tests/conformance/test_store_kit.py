@@ -116,6 +116,21 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
         "STORE-CONSOLIDATE-HISTORY",
     }
     assert "expected ('1', 'duplicate', '1')" in unconsolidated["STORE-CONSOLIDATE-DUPLICATE"].message
+    # A store that takes occurred_at and drops it fails every event-time requirement, and only those.
+    timeless = run.by_class("TestDropsEventTime")
+    assert set(timeless) == every
+    assert (
+        run.failing("TestDropsEventTime")
+        == {r for r in every if r.startswith("STORE-EVENT-TIME-")}
+        == {
+            "STORE-EVENT-TIME-ROUND-TRIP",
+            "STORE-EVENT-TIME-DISTINCT",
+            "STORE-EVENT-TIME-SUPERSEDE",
+            "STORE-EVENT-TIME-FILTER",
+            "STORE-EVENT-TIME-INVALID",
+        }
+    )
+    assert "accepted occurred_at='2023-05-08'" in timeless["STORE-EVENT-TIME-INVALID"].message
     # Undeclared capabilities skip, naming the capability.
     assert expiry["STORE-BACKFILL-TABLE"].outcome == "skipped"
     assert "capability 'migration' not declared" in expiry["STORE-BACKFILL-TABLE"].message

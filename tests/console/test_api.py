@@ -227,6 +227,17 @@ def test_supersede_keeps_given_provenance(console: Console, deployment: Deployme
     assert r.json()["new"]["source_type"] == "ingest" and r.json()["new"]["review_state"] == "pending"
 
 
+def test_supersede_takes_an_event_time_and_refuses_a_naive_one(console: Console, deployment: Deployment) -> None:
+    row = find(deployment, "Replica lag spikes")
+    url = f"/api/memory/chunks/{row.id}/supersede"
+    refused(console.post(url, json={"content": "x", "occurred_at": "2026-11-02"}), 400, "occurred_at", "no timezone")
+    assert deployment.store.get(row.id).superseded_by is None
+    r = console.post(url, json={"content": "Replica lag spiked on Monday.", "occurred_at": "2026-11-02T09:00:00+01:00"})
+    assert r.status_code == 201, r.text
+    assert r.json()["new"]["occurred_at"] == "2026-11-02T08:00:00.000000Z"
+    assert deployment.store.get(r.json()["new"]["id"]).occurred_at.isoformat() == "2026-11-02T08:00:00+00:00"
+
+
 def test_supersede_refusals(console: Console, deployment: Deployment) -> None:
     row = find(deployment, "Replica lag spikes")
     url = f"/api/memory/chunks/{row.id}/supersede"

@@ -399,12 +399,12 @@ def test_a_newer_embedded_schema_is_refused_rather_than_half_copied(
     src = tmp_path / "memory.sqlite3"
     SQLiteBackend(src).close()
     conn = apsw.Connection(str(src))
-    conn.execute("PRAGMA user_version = 5")
+    conn.execute("PRAGMA user_version = 6")
     conn.close()
     db = Database(pg_url, schema=pg_schema)
     try:
         with pytest.raises(
-            StoreError, match=r"embedded schema version 5; this copy reads versions 1, 2 and 4 only"
+            StoreError, match=r"embedded schema version 6; this copy reads versions 1, 2, 4 and 5 only"
         ):
             copy_store(src, db)
     finally:
@@ -450,7 +450,7 @@ def test_the_store_command_is_plugged_into_the_command_line() -> None:
 
 def test_store_init_and_status(pg_url: str, pg_schema: str) -> None:
     res = CliRunner().invoke(main, ["store", "init", pg_url, "--schema", pg_schema])
-    assert res.exit_code == 0 and res.output.strip().endswith(f"(schema {pg_schema}): at schema version 5")
+    assert res.exit_code == 0 and res.output.strip().endswith(f"(schema {pg_schema}): at schema version 6")
     res = CliRunner().invoke(main, ["store", "status", pg_url, "--schema", pg_schema])
     status = json.loads(res.output)
-    assert status["schema_version"] == 5 and status["chunks"] == 0 and status["trajectory"] == 0
+    assert status["schema_version"] == 6 and status["chunks"] == 0 and status["trajectory"] == 0

@@ -31,7 +31,7 @@ def version(url: str, schema: str) -> int:
 
 def test_a_fresh_database_is_created_at_the_current_version(pg_url: str, pg_schema: str) -> None:
     PostgresBackend(pg_url, schema=pg_schema).close()
-    assert version(pg_url, pg_schema) == SCHEMA_VERSION == 5
+    assert version(pg_url, pg_schema) == SCHEMA_VERSION == 6
 
 
 def test_a_newer_schema_is_refused_naming_both_versions(pg_url: str, pg_schema: str) -> None:
@@ -41,7 +41,7 @@ def test_a_newer_schema_is_refused_naming_both_versions(pg_url: str, pg_schema: 
     with pytest.raises(StoreError) as err:
         PostgresBackend(pg_url, schema=pg_schema)
     assert f"(schema {pg_schema}): the database was written by schema version 99, but this " in str(err.value)
-    assert "understands schema version 5 at most; upgrade contextplane to open it" in str(err.value)
+    assert "understands schema version 6 at most; upgrade contextplane to open it" in str(err.value)
     assert version(pg_url, pg_schema) == 99  # nothing was touched
 
 
@@ -161,6 +161,10 @@ def test_step_5_keys_the_history_by_seq_and_row_keeping_every_event(pg_url: str,
     # write batch (one seq for its rows) fits, and the events and positions read as before.
     old = PostgresBackend(pg_url, schema=pg_schema, target_version=4)
     try:
+        # This release's writes name step 6's event-time column: it is added ahead (step 6 adds it
+        # only if missing), so they run on schema 4's history layout, which is what is tested.
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f"ALTER TABLE {pg_schema}.chunks ADD COLUMN occurred_at timestamptz")
         a, b = old.memories.add_chunks([{"content": "kiwi one"}, {"content": "kiwi two"}])
         old.memories.set_review_state(a, "rejected", by="sam")
         events = {i: old.memories.history(i) for i in (a, b)}
@@ -170,7 +174,7 @@ def test_step_5_keys_the_history_by_seq_and_row_keeping_every_event(pg_url: str,
     assert version(pg_url, pg_schema) == 4 and _history_key(pg_url, pg_schema) == ["seq"]
     backend = PostgresBackend(pg_url, schema=pg_schema)
     try:
-        assert version(pg_url, pg_schema) == SCHEMA_VERSION == 5
+        assert version(pg_url, pg_schema) == SCHEMA_VERSION == 6
         assert _history_key(pg_url, pg_schema) == ["seq", "chunk_id"]
         m = backend.memories
         assert {i: m.history(i) for i in (a, b)} == events and m.history_position().seq == position.seq

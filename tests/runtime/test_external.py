@@ -174,6 +174,32 @@ def test_mcp_server_exposes_both_tools_in_process(store) -> None:
     assert results[0]["content"] == "Standup moved to 09:30"
 
 
+def test_mcp_ingest_writes_the_event_time_and_recall_shows_it_only_when_set(store) -> None:
+    async def main() -> tuple[Any, ...]:
+        async with Client(build_mcp_server(store)) as client:
+            wrote = await client.call_tool(
+                "memory_ingest",
+                {"content": "Melanie: we went camping", "occurred_at": "2023-07-14T11:30:00+02:00"},
+            )
+            bad = await client.call_tool("memory_ingest", {"content": "a turn", "occurred_at": "2023-07-14"})
+            found = await client.call_tool("memory_recall", {"query": "camping", "k": 3})
+            plain = await client.call_tool("memory_recall", {"query": "lunch", "k": 3})
+            return wrote, bad, found, plain
+
+    before = len(store.list_chunks())
+    wrote, bad, found, plain = asyncio.run(main())
+    assert not wrote.is_error
+    new_id = wrote.structured_content["id"]
+    assert store.get(new_id).occurred_at.isoformat() == "2023-07-14T09:30:00+00:00"
+    assert bad.is_error and "occurred_at: '2023-07-14' has no timezone" in bad.content[0].text
+    assert len(store.list_chunks()) == before + 1
+    assert found.structured_content["results"][0]["occurred_at"] == "2023-07-14T09:30:00+00:00"
+    assert "occurred_at" not in plain.structured_content["results"][0]  # no event time: as before
+    _recall, ingest = bind_memory_tools(store, source_type="operator")
+    synced = ingest("Caroline: the parade", occurred_at="2023-06-11T10:00:00Z")
+    assert store.get(synced["id"]).occurred_at.isoformat() == "2023-06-11T10:00:00+00:00"
+
+
 def test_mcp_server_in_incognito_refuses_ingest_with_a_tool_error(store) -> None:
     before = len(store.list_chunks())
 

@@ -123,7 +123,7 @@ def test_migrate_dry_run_then_migrate_with_progress(root: click.Group, tmp_path:
     )
     make_v1_store(db, rows)
     dry = _run(root, "migrate", "--dry-run", "--db", str(db))
-    assert "schema version 1 -> 4; 12000 rows" in dry
+    assert "schema version 1 -> 5; 12000 rows" in dry
     lines = {line.split()[0]: line.split() for line in dry.splitlines()[2:]}
     assert lines["hot"][-1] == "4000" and lines["general/conversation"][-1] == "6000"
     assert lines["anything"][-1] == "2000" and lines["preferences"][-1] == "0"
@@ -131,8 +131,8 @@ def test_migrate_dry_run_then_migrate_with_progress(root: click.Group, tmp_path:
     assert data["review_states"] == {"confirmed": 4000, "pending": 8000}
     out = _run(root, "migrate", "--db", str(db), "--batch-rows", "1000")
     assert "backfilling" in out  # the progress bar (>= PROGRESS_MIN_ROWS rows)
-    assert "migrated from schema version 1 to 4" in out
-    assert "already at schema version 4" in _run(root, "migrate", "--db", str(db))
+    assert "migrated from schema version 1 to 5" in out
+    assert "already at schema version 5" in _run(root, "migrate", "--db", str(db))
     assert len(rows) >= cli.PROGRESS_MIN_ROWS
 
 
@@ -141,13 +141,13 @@ def test_migrate_refuses_newer_schema(root: click.Group, tmp_path: Path) -> None
 
     db = tmp_path / "new.sqlite3"
     conn = apsw.Connection(str(db))
-    conn.execute("PRAGMA user_version = 5")
+    conn.execute("PRAGMA user_version = 6")
     conn.close()
     result = CliRunner().invoke(root, ["migrate", "--db", str(db)])
     assert result.exit_code == 2
     assert result.output == (
-        f"error: {db}: the store was written by schema version 5, but this contextplane understands "
-        "schema version 4 at most; upgrade contextplane to open it\n"
+        f"error: {db}: the store was written by schema version 6, but this contextplane understands "
+        "schema version 5 at most; upgrade contextplane to open it\n"
     )
 
 

@@ -121,9 +121,9 @@ def _v2(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_fresh_store_is_created_at_schema_4_with_every_marker(tmp_path: Path) -> None:
+def test_a_fresh_store_is_created_at_schema_5_with_every_marker(tmp_path: Path) -> None:
     with SQLiteKnowledgeStore(tmp_path / "fresh.sqlite3") as store:
-        assert m.schema_version(store.conn) == m.SCHEMA_VERSION == 4
+        assert m.schema_version(store.conn) == m.SCHEMA_VERSION == 5
         for name in (*m.PASSES, *m.V3_PASSES):
             assert (m.meta_get(store.conn, name) or "").startswith("fresh ")
         assert m.table_exists(store.conn, "chunk_log") and m.table_exists(store.conn, "chunk_gone")
@@ -142,10 +142,10 @@ def test_v2_store_migrates_and_every_public_read_and_write_works(tmp_path: Path)
     assert (result.from_version, result.passes_run, result.added_columns) == (
         2,
         (m.HISTORY_BACKFILL, m.CONTENT_HASH_BACKFILL),
-        ("content_hash", "history", "created_seq"),
+        ("occurred_at", "content_hash", "history", "created_seq"),
     )
     with SQLiteKnowledgeStore(path) as store:
-        assert m.schema_version(store.conn) == m.SCHEMA_VERSION == 4
+        assert m.schema_version(store.conn) == m.SCHEMA_VERSION == 5
         indexes = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         assert {
             "chunks_content_hash",
@@ -378,14 +378,14 @@ def test_the_migrate_command_upgrades_a_v2_store(tmp_path: Path) -> None:
     dry = CliRunner().invoke(main, ["migrate", "--dry-run", "--db", str(path)])
     assert (
         dry.exit_code == 0
-        and "schema version 2 -> 4; 7 rows; pending passes: history_backfill, content_hash_backfill"
+        and "schema version 2 -> 5; 7 rows; pending passes: history_backfill, content_hash_backfill"
         in dry.output
     )
     done = CliRunner().invoke(main, ["migrate", "--db", str(path)])
     assert done.exit_code == 0
     assert (
-        "migrated from schema version 2 to 4; passes history_backfill, content_hash_backfill; 7 rows"
+        "migrated from schema version 2 to 5; passes history_backfill, content_hash_backfill; 7 rows"
         in done.output
     )
     again = CliRunner().invoke(main, ["migrate", "--db", str(path)])
-    assert "already at schema version 4; nothing to do" in again.output
+    assert "already at schema version 5; nothing to do" in again.output

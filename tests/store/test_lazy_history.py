@@ -176,7 +176,11 @@ def test_each_first_change_writes_the_rows_migrated_event_just_before_its_own(le
             # purge (the row moved to chunk_gone); the first holds the state the migration left
             assert [e[2] for e in stored] == [e for e, _ in events if e not in ("migrated", "purged")]
             assert stored[0][5] == events[0][1] and stored[0][7] is None
-            assert [e[0] for e in stored] == sorted(e[0] for e in stored) == [e.seq for e in read[1:] if e.event != "purged"]
+            assert (
+                [e[0] for e in stored]
+                == sorted(e[0] for e in stored)
+                == [e.seq for e in read[1:] if e.event != "purged"]
+            )
         assert [e.event for e in store.history(successor)] == ["created"]
         for untouched in ("4", "5", "6", "7"):
             assert raw_entries(legacy, int(untouched)) == []
@@ -315,6 +319,20 @@ def test_a_duplicate_of_an_unkeyed_row_is_found_through_every_write_path(unkeyed
         assert store.conn.execute("SELECT count(*) FROM chunks").fetchone() == (10,)  # one row added
         # found without a key: every legacy row is still unkeyed
         assert store.conn.execute("SELECT count(*) FROM chunks WHERE content_hash IS NULL").fetchone() == (9,)
+
+
+def test_an_unkeyed_row_is_a_duplicate_only_of_a_write_without_an_event_time(unkeyed_store: Path) -> None:
+    """Migrated rows have no event time: the same text said at a given time is another event."""
+    with SQLiteKnowledgeStore(unkeyed_store) as store:
+        said = store.add_chunk("The deploy tool is Jenkins", "fact", "operator", namespace=WEB, occurred_at=T)
+        scan = store.add_chunks([{"content": "!!! ??? ...", "source_type": "operator", "occurred_at": T}])[0]
+        plain = store.add_chunk("The deploy tool is Jenkins", "fact", "operator", namespace=WEB)
+        assert said.outcome != "duplicate" and said not in ("2", scan) and scan.outcome == "stored"
+        assert (plain.outcome, plain) == ("duplicate", "2")
+        again = store.add_chunk(
+            "The deploy tool is  Jenkins", "fact", "operator", namespace=WEB, occurred_at=T
+        )
+        assert (again.outcome, again) == ("duplicate", said)
 
 
 def test_what_is_not_an_exact_duplicate_of_an_unkeyed_row_is_stored(unkeyed_store: Path) -> None:

@@ -350,6 +350,6 @@ def test_version_refusal_names_both_versions(tmp_path: Path) -> None:
     conn.execute("PRAGMA user_version = 7")
     conn.close()
     with pytest.raises(
-        Exception, match=r"schema version 7, but this contextplane understands schema version 4"
+        Exception, match=r"schema version 7, but this contextplane understands schema version 5"
     ):
         SQLiteKnowledgeStore(path)

@@ -52,6 +52,7 @@ class TestWrites:
             subject="deploy",
             epoch="2026-q2",
             expires_at=expires,
+            occurred_at="2023-05-08T15:56:00+02:00",
         )
         chunk = store.get(chunk_id)
         assert chunk is not None
@@ -73,6 +74,7 @@ class TestWrites:
             "expires_at": expires,
             "created_at": None,
             "updated_at": None,
+            "occurred_at": datetime(2023, 5, 8, 13, 56, tzinfo=UTC),
         }
         assert chunk.created_at.tzinfo is not None and chunk.updated_at == chunk.created_at
         assert (chunk.trust_tier, chunk.trust_label) == (2, "agent")

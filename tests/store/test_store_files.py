@@ -242,12 +242,12 @@ def test_another_applications_database_is_refused_and_left_untouched(tmp_path: P
 def test_a_newer_schema_is_refused_before_its_journal_mode_changes(tmp_path: Path) -> None:
     path = tmp_path / "future.sqlite3"
     conn = apsw.Connection(str(path))
-    conn.execute("CREATE TABLE chunks (id INTEGER PRIMARY KEY, content TEXT); PRAGMA user_version = 5")
+    conn.execute("CREATE TABLE chunks (id INTEGER PRIMARY KEY, content TEXT); PRAGMA user_version = 6")
     conn.close()
     before = digest(path)
-    with pytest.raises(StoreError, match=r"schema version 5, but this contextplane understands schema version 4"):
+    with pytest.raises(StoreError, match=r"schema version 6, but this contextplane understands schema version 5"):
         SQLiteKnowledgeStore(path)
-    with pytest.raises(StoreError, match=r"schema version 5"):
+    with pytest.raises(StoreError, match=r"schema version 6"):
         store_connection.connect(path, read_only=True)
     assert digest(path) == before and journal_mode(path) == "delete"
 
@@ -364,7 +364,7 @@ def test_a_migration_on_a_full_disk_stops_cleanly_and_resumes(tmp_path: Path, fu
         SQLiteKnowledgeStore(path, migrate_batch_rows=500)
     assert str(caught.value) == (
         f"{path}: the disk is full (or the database reached its size limit), so the migration to schema "
-        "version 4 (run it again: it resumes where it stopped) failed; nothing is lost (what was not "
+        "version 5 (run it again: it resumes where it stopped) failed; nothing is lost (what was not "
         "committed was rolled back); free some space and try again"
     )
     conn = apsw.Connection(str(path))
@@ -438,7 +438,7 @@ def test_a_read_only_store_that_needs_migrating_says_what_to_run(
         path.chmod(0o644)
     assert str(caught.value) == (
         f"{path}: the store needs migrating (rewrite the chunks table in the v2 shape, keeping every id: its "
-        "ids have no AUTOINCREMENT (a purged id could be handed out again); bring it to schema version 4; "
+        "ids have no AUTOINCREMENT (a purged id could be handed out again); bring it to schema version 5; "
         "run the typed_memory_backfill pass; run the review_state_backfill pass; run the history_backfill "
         "pass; run the content_hash_backfill pass), but it is read-only; run "
         f"`contextplane migrate --db {path}` with write access, or work on a writable copy"
@@ -481,11 +481,11 @@ def test_migrate_on_a_full_disk_is_one_error_line_and_resumes(tmp_path: Path, mo
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert res.stderr == (
         f"error: {path}: the disk is full (or the database reached its size limit), so the migration to "
-        "schema version 4 (run it again: it resumes where it stopped) failed; nothing is lost (what was not "
+        "schema version 5 (run it again: it resumes where it stopped) failed; nothing is lost (what was not "
         "committed was rolled back); free some space and try again\n"
     )
     monkeypatch.setattr(store_connection, "connect", real)
     res = CliRunner().invoke(main, ["migrate", "--db", str(path)])
-    assert res.exit_code == 0 and "migrated from schema version 0 to 4" in res.stdout
+    assert res.exit_code == 0 and "migrated from schema version 0 to 5" in res.stdout
     with SQLiteKnowledgeStore(path) as store:
         assert len(store.list_chunks(delivery_policy="always")) == 2000

@@ -590,7 +590,7 @@ def assert_histories_match(store: SQLiteKnowledgeStore, reading: V3Reading) -> N
 def assert_converted(path: Path) -> None:
     conn = apsw.Connection(str(path))
     try:
-        assert m.schema_version(conn) == 4
+        assert m.schema_version(conn) == m.SCHEMA_VERSION
         assert not m.table_exists(conn, "chunk_history")
         triggers = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
         assert not triggers & set(_V3_TRIGGERS)
@@ -926,7 +926,7 @@ def test_a_read_only_open_of_a_v3_store_refuses_and_names_the_command(tmp_path: 
     build_fresh(path).close()
     before = dump(path)
     message = (
-        f"{path}: the store needs migrating (bring it to schema version 4), but it is read-only; run "
+        f"{path}: the store needs migrating (bring it to schema version 5), but it is read-only; run "
         f"`contextplane migrate --db {path}` with write access, or work on a writable copy"
     )
     with pytest.raises(StoreError) as caught:
@@ -990,12 +990,12 @@ def test_a_conversion_that_fails_part_way_leaves_the_v3_store_as_it_was(
     if failure == "full disk":
         assert str(caught.value) == (
             f"{path}: the disk is full (or the database reached its size limit), so the migration to schema "
-            "version 4 (run it again: it resumes where it stopped) failed; nothing is lost (what was not "
+            "version 5 (run it again: it resumes where it stopped) failed; nothing is lost (what was not "
             "committed was rolled back); free some space and try again"
         )
     else:
         assert str(caught.value) == (
-            f"{path}: the migration to schema version 4 (run it again: it resumes where it stopped) "
+            f"{path}: the migration to schema version 5 (run it again: it resumes where it stopped) "
             "failed: IOError: disk I/O error; check the file, its disk and its permissions"
         )
     assert dump(path) == before  # the version-3 store, every byte of its data and schema

@@ -128,6 +128,12 @@ def parse_timestamp(value: object, field: str) -> datetime:
     raise ValidationError(f"{field}: expected a datetime or ISO-8601 text, got {type(value).__name__}")
 
 
+def parse_occurred_at(value: object) -> datetime | None:
+    """The event time of a write: ``None`` (not given), or an aware datetime / ISO-8601 text with
+    an offset, returned in UTC; a naive or unparsable value is refused naming ``occurred_at``."""
+    return None if value is None else parse_timestamp(value, "occurred_at")
+
+
 def format_timestamp(value: datetime) -> str:
     """Fixed-width UTC text, so stored timestamps compare correctly as strings in SQL."""
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -172,6 +178,16 @@ class MemoryChunk:
     invalidated_at: datetime | None = None
     invalidation_reason: str | None = None
     expires_at: datetime | None = None
+    #: Event time (beyond D4's table): when what the memory describes happened; for a
+    #: conversation turn, when it was said. ``None`` when the writer did not say.
+    #:
+    #: Why separate from ``created_at``: ``created_at`` is when the row was *written*, which for
+    #: an imported conversation can be years after the words were said. A question like "what did
+    #: she do the week after the trip?" is answered from when things happened, not from when the
+    #: store learned of them; stamping the write time in their place would date every turn of a
+    #: May-2023 conversation "2026-12-01". Neither is derived from the other, and lifecycle rules
+    #: (expiry, history, purge) keep reading ``created_at``/``updated_at`` only.
+    occurred_at: datetime | None = None
 
     @property
     def effective_delivery_policy(self) -> DeliveryPolicy:

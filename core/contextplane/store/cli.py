@@ -41,6 +41,9 @@ from contextplane.memory.model import (
     MEMORY_KINDS,
     REVIEW_STATES,
     MemoryChunk,
+    format_timestamp,
+    parse_occurred_at,
+    parse_timestamp,
     utc_now,
     validate_text,
 )
@@ -99,7 +102,16 @@ def curator() -> str:
 _HEADERS = ("id", "kind", "policy", "review", "tier", "scope", "status", "content")
 
 
-def _row(chunk: MemoryChunk) -> list[str]:
+def _headers(chunks: Sequence[MemoryChunk]) -> tuple[str, ...]:
+    """The table's columns: an ``occurred`` column (event time) only when a row has one, so a
+    store without event times lists as it always did."""
+    if any(c.occurred_at is not None for c in chunks):
+        return (*_HEADERS[:-1], "occurred", _HEADERS[-1])
+    return _HEADERS
+
+
+def _row(chunk: MemoryChunk, event_time: bool = False) -> list[str]:
+    occurred = [format_timestamp(chunk.occurred_at) if chunk.occurred_at else ""] if event_time else []
     return [
         chunk.id,
         chunk.memory_kind,
@@ -108,6 +120,7 @@ def _row(chunk: MemoryChunk) -> list[str]:
         f"{chunk.trust_tier}:{chunk.trust_label}",
         chunk.namespace or "(global)",
         _status(chunk),
+        *occurred,
         _short(chunk.content),
     ]
 
@@ -118,7 +131,8 @@ def _emit_chunks(chunks: Sequence[MemoryChunk], as_json: bool) -> None:
     elif not chunks:
         click.echo("no memories")
     else:
-        click.echo(table(_HEADERS, [_row(c) for c in chunks]))
+        headers = _headers(chunks)
+        click.echo(table(headers, [_row(c, headers != _HEADERS) for c in chunks]))
 
 
 def _emit_one(
@@ -163,6 +177,11 @@ _write_options: list[Callable[[F], F]] = [
     click.option("--epoch", default=None),
     click.option("--expires-at", default=None, help="ISO-8601 time with offset, e.g. 2027-01-31T00:00:00Z."),
     click.option("--expires-in-days", type=int, default=None, help="1..3650 days from now."),
+    click.option(
+        "--occurred-at",
+        default=None,
+        help="When what it describes happened (event time, not write time): ISO-8601 with offset.",
+    ),
 ]
 
 
@@ -234,6 +253,23 @@ def _decode(data: bytes, where: str) -> str:
         ) from None
 
 
+def _event_window_options(func: F) -> F:
+    """``--occurred-after`` / ``--occurred-before``: the event-time window of list and search."""
+    func = click.option(
+        "--occurred-before", default=None, help="Only memories whose event time is before this (ISO-8601)."
+    )(func)
+    return click.option(
+        "--occurred-after",
+        default=None,
+        help="Only memories whose event time is at or after this (ISO-8601).",
+    )(func)
+
+
+def _event_window(window: dict[str, Any]) -> dict[str, Any]:
+    """The window's bounds, checked before the store is opened (a bad one opens nothing)."""
+    return {k: parse_timestamp(v, k) for k, v in window.items() if v is not None}
+
+
 @click.group("memory", cls=CommandGroup)
 def memory() -> None:
     """Browse and curate memories: add, list, show, search, confirm, reject, supersede, expire."""
@@ -268,6 +304,8 @@ def add_command(
     supersedes it, and similar rows are reported for review (see ``[store]`` settings)."""
     text = _content(content, file)
     values = _checked_source_type(_given(**attrs))
+    if "occurred_at" in values:  # checked before the store is opened, like the text
+        values["occurred_at"] = parse_occurred_at(values["occurred_at"])
     with _open(config_path, db, write=True) as store:
         added = store.add_chunk(text, **values)
         # A store without consolidation (a plugin's) returns a plain id: it was stored.
@@ -293,6 +331,7 @@ def add_command(
 @click.option(
     "--limit", type=click.IntRange(min=0), default=50, show_default=True, help="At most this many; 0 = all."
 )
+@_event_window_options
 @_store_options
 @_json_option
 def list_command(
@@ -305,8 +344,10 @@ def list_command(
     config_path: str | None,
     db: Path | None,
     as_json: bool,
+    **window: Any,
 ) -> None:
     """List memories, oldest first."""
+    filters = _event_window(window)
     with _open(config_path, db, write=False) as store:
         chunks = store.list_chunks(
             deliverable=deliverable,
@@ -315,6 +356,7 @@ def list_command(
             delivery_policy=delivery_policy,
             namespaces=list(namespaces) or None,
             limit=limit or None,
+            **filters,
         )
     _emit_chunks(chunks, as_json)
 
@@ -346,8 +388,9 @@ def _emit_hits(hits: Sequence[SearchHit], as_json: bool) -> None:
     elif not hits:
         click.echo("no matches")
     else:
-        rows = [[str(h.rank), f"{h.score:.4f}", *_row(h.chunk)] for h in hits]
-        click.echo(table(("rank", "score", *_HEADERS), rows))
+        headers = _headers([h.chunk for h in hits])
+        rows = [[str(h.rank), f"{h.score:.4f}", *_row(h.chunk, headers != _HEADERS)] for h in hits]
+        click.echo(table(("rank", "score", *headers), rows))
 
 
 @memory.command("search")
@@ -356,6 +399,7 @@ def _emit_hits(hits: Sequence[SearchHit], as_json: bool) -> None:
 @click.option("--namespace", "namespaces", multiple=True, help="Scope allow-list (repeatable).")
 @click.option("--include-superseded", is_flag=True, help="Also return superseded rows (audit trail).")
 @click.option("--all", "include_all", is_flag=True, help="Ignore the deliverable filter.")
+@_event_window_options
 @_store_options
 @_json_option
 def search_command(
@@ -367,8 +411,10 @@ def search_command(
     config_path: str | None,
     db: Path | None,
     as_json: bool,
+    **window: Any,
 ) -> None:
     """Search memories (hybrid when an embedder is configured, else full-text)."""
+    filters = _event_window(window)
     with _open(config_path, db, write=False) as store:
         hits = store.search(
             query,
@@ -376,6 +422,7 @@ def search_command(
             deliverable=not include_all,
             namespaces=list(namespaces) or None,
             include_superseded=include_superseded,
+            **filters,
         )
     _emit_hits(hits, as_json)
 
@@ -427,6 +474,8 @@ def supersede_command(
     row is kept as superseded (audit trail)."""
     text = _content(content, file)
     values = _checked_source_type(_given(**attrs))
+    if "occurred_at" in values:  # checked before the store is opened, like the text
+        values["occurred_at"] = parse_occurred_at(values["occurred_at"])
     with _open(config_path, db, write=True) as store:
         new_id = store.supersede(old_id, text, **values)
         chunk = store.get(new_id)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
@@ -33,9 +33,11 @@ from contextplane.memory.stamps import legacy_kind_and_policy
 #: How ``add_chunk`` fills a column: ``content`` (required text), ``text`` (validated text,
 #: ``default`` when absent), ``namespace`` (a validated scope), ``stamp`` (the D7 creation
 #: stamps: kind, delivery policy, review state, expiry), ``now`` (the write's time),
-#: ``derived`` (computed from the content: the duplicate key), or ``never`` (the store assigns
-#: it, or a later lifecycle step does).
-OnAdd = Literal["content", "text", "namespace", "stamp", "now", "derived", "never"]
+#: ``event`` (a per-row timestamp, validated with the content rather than with the memoised
+#: stamps, since every row of a batch may carry its own: ``occurred_at``), ``derived``
+#: (computed from the content: the duplicate key), or ``never`` (the store assigns it, or a
+#: later lifecycle step does).
+OnAdd = Literal["content", "text", "namespace", "stamp", "now", "event", "derived", "never"]
 
 
 @attrs.frozen
@@ -71,6 +73,9 @@ COLUMNS: Final[tuple[Column, ...]] = (
     Column("invalidation_reason", "never"),
     Column("created_at", "now"),
     Column("updated_at", "now"),
+    #: Schema 5. Inherited: a correction (``supersede``) describes the same event unless it says
+    #: otherwise.
+    Column("occurred_at", "event", inherited=True),
     Column("content_hash", "derived", read=False),
 )
 
@@ -85,17 +90,31 @@ SELECT_COLUMNS: Final[str] = ", ".join(f"c.{name}" for name in COLUMN_NAMES)
 ADD_FIELDS: Final[frozenset[str]] = frozenset(
     {c.name for c in COLUMNS if c.on_add not in ("never", "now", "derived")} | {"expires_in_days"}
 )
-#: Everything stamped besides the content (the memoisation key for bulk rows).
-ATTRIBUTE_FIELDS: Final[tuple[str, ...]] = tuple(sorted(ADD_FIELDS - {"content"}))
+#: Per-row values validated beside the content, outside the memoised stamps.
+EVENT_FIELDS: Final[tuple[str, ...]] = tuple(c.name for c in COLUMNS if c.on_add == "event")
+#: Everything stamped besides the content and the event time (the memoisation key for bulk rows).
+ATTRIBUTE_FIELDS: Final[tuple[str, ...]] = tuple(sorted(ADD_FIELDS - {"content", *EVENT_FIELDS}))
 INHERITED_ON_SUPERSEDE: Final[tuple[str, ...]] = tuple(c.name for c in COLUMNS if c.inherited)
 
-#: What an insert writes, in the order of a prepared row: the content first, the derived
-#: columns last (they depend on the content, so they are not part of the memoised stamps).
+def superseding_row(old: MemoryChunk, attrs: Mapping[str, Any], content: str) -> dict[str, Any]:
+    """The ``add_chunk`` keywords of a row superseding ``old`` (every store's ``supersede``):
+    ``old``'s inherited attributes, overridden by those given. An event time given as ``None``
+    counts as not given: a correction describes the same event as the row it corrects unless it
+    names another (there is no way to say "this happened at no time")."""
+    row: dict[str, Any] = {name: getattr(old, name) for name in INHERITED_ON_SUPERSEDE}
+    row.update((k, v) for k, v in attrs.items() if not (k in EVENT_FIELDS and v is None))
+    row["content"] = content
+    return row
+
+
+#: What an insert writes, in the order of a prepared row: the content first, then the memoised
+#: stamps, then the per-row event time, the derived column last (it depends on the content);
+#: neither of the last two is part of the memoised stamps.
 INSERT_COLUMNS: Final[tuple[Column, ...]] = tuple(c for c in COLUMNS if c.on_add != "never")
 assert INSERT_COLUMNS[0].on_add == "content"
-assert [c.on_add for c in INSERT_COLUMNS if c.on_add == "derived"] == [
-    c.on_add for c in INSERT_COLUMNS[-1:] if c.on_add == "derived"
-], "the derived column must be the last one inserted"
+assert [c.on_add for c in INSERT_COLUMNS[-2:]] == ["event", "derived"], (
+    "the event time and the derived column must be the last two inserted"
+)
 _INSERT_NAMES: Final[str] = ", ".join(c.name for c in INSERT_COLUMNS)
 #: An insert binds the prepared row, then the write's history position (``chunks.created_seq``).
 INSERT_SQL: Final[str] = (
@@ -149,6 +168,7 @@ _READ: Final[tuple[str, ...]] = (
     "expires_at",
     "created_at",
     "updated_at",
+    "occurred_at",
 )
 _cells = operator.itemgetter(*(COLUMN_NAMES.index(name) for name in _READ))
 
@@ -175,6 +195,7 @@ def chunk_from_row(row: Sequence[Any]) -> MemoryChunk:
         expires_at,
         created_at,
         updated_at,
+        occurred_at,
     ) = _cells(row)
     domain = str(domain or "")
     source_type = str(source_type or "")
@@ -200,4 +221,5 @@ def chunk_from_row(row: Sequence[Any]) -> MemoryChunk:
         expires_at=read_timestamp(expires_at),
         created_at=created,
         updated_at=read_timestamp(updated_at) or created,
+        occurred_at=read_timestamp(occurred_at),
     )

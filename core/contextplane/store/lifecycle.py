@@ -25,7 +25,7 @@ from contextplane.memory.model import (
     validate_review_state,
     validate_text,
 )
-from contextplane.store.columns import INHERITED_ON_SUPERSEDE, SELECT_COLUMNS, as_id, chunk_from_row
+from contextplane.store.columns import SELECT_COLUMNS, as_id, chunk_from_row, superseding_row
 from contextplane.store.writes import StoreWrites
 
 
@@ -124,8 +124,9 @@ class StoreLifecycle(StoreWrites):
     def supersede(self, old_id: str, content: str, **attrs: Any) -> str:
         """Write the newer row, then invalidate the old one with ``superseded_by:<new id>``, in one
         transaction, insert first: if the insert fails the old row is untouched and still valid.
-        Scope, domain, kind, delivery policy, heading, subject and epoch are inherited unless
-        given; provenance and review state are not (they describe the new write)."""
+        Scope, domain, kind, delivery policy, heading, subject, epoch and event time
+        (``occurred_at``) are inherited unless given; provenance and review state are not (they
+        describe the new write)."""
         old, prepared, actor = self._superseding(old_id, content, attrs)
         vectors = self._embed([prepared[0][0]]) if self._embedder is not None else None
         return self._write_superseding(old, prepared, vectors, actor)
@@ -140,9 +141,7 @@ class StoreLifecycle(StoreWrites):
         if old.invalidated_at is not None:
             hint = f"supersede {old.superseded_by} instead" if old.superseded_by else "it is not valid"
             raise StoreError(f"{self.path}: memory {old_id} is already invalidated; {hint}")
-        row: dict[str, Any] = {name: getattr(old, name) for name in INHERITED_ON_SUPERSEDE}
-        row.update(attrs)
-        row["content"] = content
+        row = superseding_row(old, attrs, content)
         now = utc_now()
         return old, [self._prepare(row, now, format_timestamp(now), 0)], str(row.get("source_type", ""))
 

@@ -32,6 +32,10 @@ Why it is shaped this way:
   store-wide ``chunk_log`` and ``chunk_gone`` for purged rows (``store.history`` says why: a
   history table of its own cost a review-state change 1.28x). A version-3 ``chunk_history`` is
   converted in one transaction, every ``seq`` kept, and dropped (``ensure_v4_history``).
+- Version 5 adds the nullable ``occurred_at`` column (a memory's event time, beside
+  ``created_at``) and a partial index of the rows that have one: an ``ALTER``, no row visited,
+  in the same transaction as the version stamp (``upgrade_schema``). Every existing row reads
+  as having no event time; its history needs nothing (the event time is not a lifecycle cell).
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from contextplane.memory.model import format_timestamp, utc_now
 from contextplane.memory.stamps import LEGACY_DOMAIN_TABLE, DomainRule
 from contextplane.memory.trust import SOURCE_TYPE_TIERS, UNKNOWN_SOURCE_TIER, initial_review_state
 
-SCHEMA_VERSION: Final[int] = 4
+SCHEMA_VERSION: Final[int] = 5
 
 log = logging.getLogger("contextplane.store")
 
@@ -120,6 +124,15 @@ V2_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("delivery_policy", "TEXT"),
     ("review_state", "TEXT"),
     ("expires_at", "TEXT"),
+)
+
+#: Version 5: the event time (``MemoryChunk.occurred_at``), nullable, so the ALTER is O(1), and
+#: a partial index for the time filters of ``list_chunks``: a store without event times pays
+#: one scan to build an empty index, and a write without one pays nothing.
+V5_COLUMNS: Final[tuple[tuple[str, str], ...]] = (("occurred_at", "TEXT"),)
+V5_INDEX_SQL: Final[str] = (
+    "CREATE INDEX IF NOT EXISTS chunks_occurred ON chunks(namespace, occurred_at) "
+    "WHERE occurred_at IS NOT NULL"
 )
 
 _CHUNKS_V2_SQL: Final[str] = """
@@ -426,14 +439,27 @@ def create_fresh(conn: apsw.Connection) -> None:
         _ensure_fts(conn)
         _ensure_v3_objects(conn)
         _ensure_v4_objects(conn)
+        _ensure_v5_objects(conn)
         for name in (*PASSES, *V3_PASSES):
             _meta_set(conn, name, stamp)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
+def _ensure_v5_objects(conn: apsw.Connection) -> list[str]:
+    """Version 5's column and index (caller holds the write transaction); return columns added."""
+    present = column_names(conn, "chunks")
+    added = [name for name, _ in V5_COLUMNS if name not in present]
+    for name, decl in V5_COLUMNS:
+        if name in added:
+            conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {decl}")
+    conn.execute(V5_INDEX_SQL)
+    return added
+
+
 def upgrade_schema(conn: apsw.Connection) -> list[str]:
-    """Add the v2 columns (nullable, additive), fix the FTS triggers, set the version.
-    Returns the columns added. Cheap: no row is rewritten here."""
+    """Add the v2 and v5 columns (nullable, additive), fix the FTS triggers, set the version.
+    Returns the columns added. Cheap: no row is rewritten here. The v5 column goes in the
+    transaction that stamps the version, so a store stamped 5 always has it."""
     with write_transaction(conn):
         conn.execute("CREATE TABLE IF NOT EXISTS _kb_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         present = column_names(conn, "chunks")
@@ -443,9 +469,12 @@ def upgrade_schema(conn: apsw.Connection) -> list[str]:
                 conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {decl}")
         _ensure_fts(conn)
         # A version-3 store is stamped by its conversion, in the conversion's own transaction
-        # (``ensure_v4_history``): one that fails stays a store the release before can open.
-        if schema_version(conn) < SCHEMA_VERSION and not table_exists(conn, "chunk_history"):
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        # (``ensure_v4_history``), which adds the v5 column too: one that fails stays a store
+        # the release before can open, exactly as it was.
+        if not table_exists(conn, "chunk_history"):
+            added += _ensure_v5_objects(conn)
+            if schema_version(conn) < SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     return added
 
 
@@ -585,7 +614,7 @@ def ensure_schema(
     added: list[str] = []
     if (
         normalised  # a rewritten table lost its triggers: upgrade_schema puts the FTS ones back
-        or {n for n, _ in V2_COLUMNS} - column_names(conn, "chunks")
+        or {n for n, _ in (*V2_COLUMNS, *V5_COLUMNS)} - column_names(conn, "chunks")
         or schema_version(conn) < SCHEMA_VERSION
         or not table_exists(conn, "chunks_fts")
     ):
@@ -898,7 +927,7 @@ def require_current(conn: apsw.Connection, path: str) -> None:
         )
     todo = [*planned_normalisation(conn, path)]
     columns = column_names(conn, "chunks")
-    missing = [n for n, _ in (*V2_COLUMNS, *V3_COLUMNS, *V4_COLUMNS) if n not in columns]
+    missing = [n for n, _ in (*V2_COLUMNS, *V3_COLUMNS, *V4_COLUMNS, *V5_COLUMNS) if n not in columns]
     if missing or schema_version(conn) < SCHEMA_VERSION or _v4_due(conn):
         todo.append(f"bring it to schema version {SCHEMA_VERSION}")
     pending = (*pending_passes(conn), *pending_v3_passes(conn))
@@ -1214,6 +1243,7 @@ def ensure_v4_history(conn: apsw.Connection) -> list[str]:
         added = _ensure_v4_objects(conn)
         if table_exists(conn, "chunk_history"):
             _convert_v3_history(conn)
+        added += _ensure_v5_objects(conn)
         if schema_version(conn) < SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     return added

@@ -9,6 +9,8 @@ store. Semantics every implementation must share:
   (``superseded_by:<id>``). Rejected, expired and otherwise-invalidated rows stay excluded.
 - **namespaces**: an allow-list of scopes; ``None`` means no scope filter, ``[]`` matches nothing.
 - **delivery_policy="retrieved"** also matches NULL (NULL means retrieved).
+- **occurred_after / occurred_before**: rows whose event time (``occurred_at``) lies in that
+  half-open window ``[after, before)``; a row without an event time is in no window.
 
 ``MemoryHistory`` is the second half of the contract (ADR D7 made checkable): the append-only
 lifecycle history of every row and the as-of reads it allows. It is a protocol of its own so
@@ -68,8 +70,10 @@ class KnowledgeStore(Protocol):
         epoch: str = "",
         expires_at: datetime | str | None = None,
         expires_in_days: int | None = None,
+        occurred_at: datetime | str | None = None,
     ) -> str:
-        """Store one row, stamped per D7; return its id (domain/source_type may be positional)."""
+        """Store one row, stamped per D7; return its id (domain/source_type may be positional).
+        ``occurred_at``: the event time (when what it describes happened), not the write time."""
         ...
 
     def add_chunks(self, rows: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -89,6 +93,8 @@ class KnowledgeStore(Protocol):
         namespaces: Sequence[str] | None = None,
         limit: int | None = None,
         now: datetime | None = None,
+        occurred_after: datetime | str | None = None,
+        occurred_before: datetime | str | None = None,
     ) -> list[MemoryChunk]: ...
 
     def search(
@@ -100,6 +106,8 @@ class KnowledgeStore(Protocol):
         namespaces: Sequence[str] | None = None,
         include_superseded: bool = False,
         now: datetime | None = None,
+        occurred_after: datetime | str | None = None,
+        occurred_before: datetime | str | None = None,
     ) -> list[SearchHit]: ...
 
     def set_review_state(self, chunk_id: str, state: str, *, by: str = "") -> MemoryChunk:

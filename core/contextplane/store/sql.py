@@ -18,6 +18,7 @@ from contextplane.errors import ValidationError
 from contextplane.memory.model import (
     SUPERSEDED_PREFIX,
     format_timestamp,
+    parse_timestamp,
     utc_now,
     validate_delivery_policy,
     validate_memory_kind,
@@ -67,6 +68,22 @@ def deliverable_filter(
         clauses.append("c.invalidated_at IS NULL")
 
 
+def event_time_filter(
+    occurred_after: datetime | str | None,
+    occurred_before: datetime | str | None,
+    params: dict[str, Any],
+    clauses: list[str],
+) -> None:
+    """Only rows whose event time lies in ``[occurred_after, occurred_before)``: half open, so
+    consecutive windows never hold a row twice. A row without an event time is in no window."""
+    if occurred_after is not None:
+        params["occurred_after"] = format_timestamp(parse_timestamp(occurred_after, "occurred_after"))
+        clauses.append("c.occurred_at >= :occurred_after")
+    if occurred_before is not None:
+        params["occurred_before"] = format_timestamp(parse_timestamp(occurred_before, "occurred_before"))
+        clauses.append("c.occurred_at < :occurred_before")
+
+
 def list_sql(
     *,
     deliverable: bool,
@@ -77,6 +94,8 @@ def list_sql(
     namespaces: Sequence[str] | None,
     limit: int | None,
     now: datetime | None,
+    occurred_after: datetime | str | None = None,
+    occurred_before: datetime | str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The statement and parameters of ``list_chunks``: rows matching every given filter,
     oldest first. ``delivery_policy="retrieved"`` also matches NULL; ``review_state="pending"``
@@ -107,6 +126,7 @@ def list_sql(
         params["namespace"] = validate_text(namespace, "namespace")
         clauses.append("c.namespace = :namespace")
     scope_filter(namespaces, params, clauses)
+    event_time_filter(occurred_after, occurred_before, params, clauses)
     if deliverable:
         deliverable_filter(False, now, params, clauses)
     sql = f"SELECT {SELECT_COLUMNS} FROM chunks AS c"

@@ -352,10 +352,14 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         namespaces: Sequence[str] | None = None,
         limit: int | None = None,
         now: datetime | None = None,
+        occurred_after: datetime | str | None = None,
+        occurred_before: datetime | str | None = None,
         _on: StoreView | None = None,
     ) -> list[MemoryChunk]:
         """Rows matching every given filter, oldest first. ``delivery_policy="retrieved"`` also
-        matches NULL; ``review_state="pending"`` also matches NULL (legacy rows)."""
+        matches NULL; ``review_state="pending"`` also matches NULL (legacy rows).
+        ``occurred_after`` / ``occurred_before``: only rows whose event time is in that
+        half-open window (a row without an event time is in none)."""
         statement, params = sql.list_sql(
             deliverable=deliverable,
             memory_kind=memory_kind,
@@ -365,6 +369,8 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             namespaces=namespaces,
             limit=limit,
             now=now,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
         )
         with self._reading(_on) as conn:
             return [chunk_from_row(r) for r in conn.execute(statement, params)]
@@ -378,6 +384,8 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         namespaces: Sequence[str] | None = None,
         include_superseded: bool = False,
         now: datetime | None = None,
+        occurred_after: datetime | str | None = None,
+        occurred_before: datetime | str | None = None,
         _on: StoreView | None = None,
         _vector: bytes | None = None,
     ) -> list[SearchHit]:
@@ -385,7 +393,9 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         its relevance (0 to 1, see ``SearchHit``). Raw user text is never FTS syntax (see
         ``fts_query``); function words and terms too common to inform are not scored.
         ``include_superseded`` admits superseded rows but still never rejected, expired or
-        otherwise-invalidated ones. (``_vector``: the query already embedded, by ``asearch``.)"""
+        otherwise-invalidated ones. ``occurred_after`` / ``occurred_before`` keep only rows
+        whose event time is in that half-open window, as ``list_chunks``. (``_vector``: the
+        query already embedded, by ``asearch``.)"""
         validate_text(query, "query", storable=False)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
@@ -395,6 +405,8 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         sql.scope_filter(namespaces, params, clauses, indexed=False)
         scan_clauses: list[str] = []
         sql.scope_filter(namespaces, params, scan_clauses, indexed=True)
+        sql.event_time_filter(occurred_after, occurred_before, params, clauses)
+        sql.event_time_filter(occurred_after, occurred_before, params, scan_clauses)
         if deliverable:
             sql.deliverable_filter(include_superseded, now, params, clauses)
             sql.deliverable_filter(include_superseded, now, params, scan_clauses)

@@ -34,16 +34,17 @@ PHRASE_TOKENS: Final[int] = 32
 #: rows divided by it keys the store first (``writes._key_before_bulk``).
 LOOKUP_COST_IN_KEYS: Final[int] = 25
 
-#: (content key, namespace, source_type): what a duplicate must share with the write.
-DedupeKey = tuple[int | None, str, str]
+#: (content key, namespace, source_type, occurred_at): what a duplicate must share with the write.
+DedupeKey = tuple[int | None, str, str, str | None]
 
 _BY_PHRASE: Final[str] = (
     "SELECT c.id, c.content FROM chunks_fts JOIN chunks AS c ON c.id = chunks_fts.rowid "
-    "WHERE chunks_fts MATCH ? AND c.content_hash IS NULL AND c.namespace = ? AND c.source_type = ? AND "
+    "WHERE chunks_fts MATCH ? AND c.content_hash IS NULL AND c.namespace = ? AND c.source_type = ? "
+    "AND c.occurred_at IS ? AND "
 )
 _BY_SCAN: Final[str] = (
     "SELECT c.id, c.content FROM chunks AS c "
-    "WHERE c.content_hash IS NULL AND c.namespace = ? AND c.source_type = ? AND "
+    "WHERE c.content_hash IS NULL AND c.namespace = ? AND c.source_type = ? AND c.occurred_at IS ? AND "
 )
 
 
@@ -90,9 +91,9 @@ def duplicates(
             # longest, found by SQLite itself, spares keying each row of the scope in Python.
             piece = max(normal.split(" "), key=len)
             scan = _BY_SCAN + deliverable + " AND instr(c.content, ?) > 0"
-            rows = conn.execute(scan, (key[1], key[2], now_text, piece))
+            rows = conn.execute(scan, (key[1], key[2], key[3], now_text, piece))
         else:
-            rows = conn.execute(_BY_PHRASE + deliverable, (expression, key[1], key[2], now_text))
+            rows = conn.execute(_BY_PHRASE + deliverable, (expression, key[1], key[2], key[3], now_text))
         for chunk_id, content in rows:
             if content_hash(content) == key[0]:
                 found.setdefault(key, set()).add((str(content), str(chunk_id)))

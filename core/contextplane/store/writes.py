@@ -30,6 +30,7 @@ from contextplane.memory.consolidation import (
 from contextplane.memory.model import (
     SUPERSEDED_PREFIX,
     format_timestamp,
+    parse_occurred_at,
     utc_now,
     validate_namespace,
     validate_text,
@@ -58,6 +59,7 @@ _AT_SOURCE_TYPE: Final[int] = _AT["source_type"]
 _AT_REVIEW: Final[int] = _AT["review_state"]
 _AT_SUBJECT: Final[int] = _AT["subject"]
 _AT_EXPIRES: Final[int] = _AT["expires_at"]
+_AT_OCCURRED: Final[int] = _AT["occurred_at"]
 #: The D6 filter on ``chunks AS c`` at the write's time (the one parameter).
 _DELIVERABLE: Final[str] = (
     "(c.review_state IS NULL OR c.review_state != 'rejected') "
@@ -82,10 +84,11 @@ def _deliverable_when_written(row: tuple[Any, ...], now_text: str) -> bool:
 
 
 def _dedupe_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """What makes two writes the same memory: content key, scope, provenance, and the text,
-    which is compared only when the rest is equal (``_match``): normalising every row's text
-    to build the key cost bulk ingest more than the lookup it serves."""
-    return (row[_AT_HASH], row[_AT_NAMESPACE], row[_AT_SOURCE_TYPE])
+    """What makes two writes the same memory: content key, scope, provenance, event time (the
+    same words said on another day are another event: "thanks!" in two sessions), and the
+    text, which is compared only when the rest is equal (``_match``): normalising every row's
+    text to build the key cost bulk ingest more than the lookup it serves."""
+    return (row[_AT_HASH], row[_AT_NAMESPACE], row[_AT_SOURCE_TYPE], row[_AT_OCCURRED])
 
 
 def _match(candidates: list[tuple[str, Any]] | None, content: str) -> Any | None:
@@ -120,11 +123,14 @@ class StoreWrites(VectorUpkeep):
         epoch: str = "",
         expires_at: datetime | str | None = None,
         expires_in_days: int | None = None,
+        occurred_at: datetime | str | None = None,
     ) -> WriteOutcome:
         """Store one row stamped per D7 (kind, delivery policy, review state, expiry), consolidated
         per ``memory.consolidation``; return its id as a ``WriteOutcome`` (a ``str`` that also
         says whether it was stored, a duplicate, superseded rows or has near duplicates).
-        ``domain`` and ``source_type`` may be positional, as old-style callers pass them."""
+        ``domain`` and ``source_type`` may be positional, as old-style callers pass them.
+        ``occurred_at`` (aware datetime or ISO-8601 text with an offset) is the event time:
+        when what the memory describes happened, kept apart from ``created_at``."""
         row = {
             "content": content,
             "domain": domain,
@@ -139,6 +145,7 @@ class StoreWrites(VectorUpkeep):
             "epoch": epoch,
             "expires_at": expires_at,
             "expires_in_days": expires_in_days,
+            "occurred_at": occurred_at,
         }
         return self._write([row], single=True)[0]
 
@@ -276,14 +283,16 @@ class StoreWrites(VectorUpkeep):
         found: dict[tuple[Any, ...], list[tuple[str, Any]]] = {}
         if not hashes:
             return found
-        for chunk_id, content, namespace, source_type, key in conn.execute(
-            "SELECT c.id, c.content, c.namespace, c.source_type, c.content_hash FROM chunks AS c "
-            "WHERE c.content_hash IN (SELECT value FROM json_each(?)) AND c.content_hash IS NOT NULL AND "
+        for chunk_id, content, namespace, source_type, occurred, key in conn.execute(
+            "SELECT c.id, c.content, c.namespace, c.source_type, c.occurred_at, c.content_hash "
+            "FROM chunks AS c WHERE c.content_hash IN (SELECT value FROM json_each(?)) "
+            "AND c.content_hash IS NOT NULL AND "
             + _DELIVERABLE
             + " ORDER BY c.id",
             (json.dumps(hashes), now_text),
         ):
-            found.setdefault((key, namespace, source_type), []).append((str(content), str(chunk_id)))
+            key_of = (key, namespace, source_type, occurred)
+            found.setdefault(key_of, []).append((str(content), str(chunk_id)))
         if not self._keys_complete(conn):
             writes = [(_dedupe_key(row), str(row[0])) for row in prepared]
             for key, rows in unkeyed.duplicates(conn, writes, _DELIVERABLE, now_text).items():
@@ -461,6 +470,7 @@ class StoreWrites(VectorUpkeep):
         if "content" not in row:
             raise ValidationError(f"content: missing (row {index})")
         content = validate_text(row["content"], "content", allow_empty=False)
+        occurred = parse_occurred_at(row.get("occurred_at"))
         key = tuple(map(row.get, ATTRIBUTE_FIELDS))
         try:
             tail = cache.get(key) if cache is not None else None
@@ -470,7 +480,8 @@ class StoreWrites(VectorUpkeep):
             tail = self._stamp_tail(row, now, now_text)
             if cache is not None:
                 cache[key] = tail
-        return (content, *tail, content_hash(content))
+        event = None if occurred is None else format_timestamp(occurred)
+        return (content, *tail, event, content_hash(content))
 
     @staticmethod
     def _stamp_tail(row: Mapping[str, Any], now: datetime, now_text: str) -> tuple[Any, ...]:
@@ -498,8 +509,8 @@ class StoreWrites(VectorUpkeep):
         tail: list[Any] = []
         for column in INSERT_COLUMNS[1:]:
             name = column.name
-            if column.on_add == "derived":
-                continue  # computed from the content in ``_prepare``
+            if column.on_add in ("event", "derived"):
+                continue  # per row, in ``_prepare``
             if name in stamped:
                 tail.append(stamped[name])
             elif column.on_add == "text":

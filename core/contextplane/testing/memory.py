@@ -19,7 +19,7 @@ import contextlib
 import itertools
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
@@ -41,6 +41,7 @@ from contextplane.memory.history import EventName, HistoryEvent, HistoryPosition
 from contextplane.memory.model import (
     SUPERSEDED_PREFIX,
     MemoryChunk,
+    parse_occurred_at,
     parse_timestamp,
     to_utc,
     utc_now,
@@ -56,7 +57,7 @@ from contextplane.records.injections import InjectionRow
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
 from contextplane.records.summaries import SessionSummary, validate_summary
 from contextplane.records.turn_inputs import TurnInputs
-from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE
+from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE, superseding_row
 from contextplane.store.protocol import LegRank, SearchHit, SearchTrace
 from contextplane.store.query_terms import fts5_idf, meaningful_words
 
@@ -66,9 +67,26 @@ _FIELDS = ADD_FIELDS
 _INHERITED = INHERITED_ON_SUPERSEDE
 
 
-def _dedupe_key(chunk: MemoryChunk) -> tuple[str, str, str]:
-    """What makes two writes the same memory: the text (whitespace collapsed), scope, provenance."""
-    return (normalise_content(chunk.content), chunk.namespace, chunk.source_type)
+def _dedupe_key(chunk: MemoryChunk) -> tuple[str, str, str, datetime | None]:
+    """What makes two writes the same memory: the text (whitespace collapsed), scope, provenance,
+    event time (the same words said on another day are another event)."""
+    return (normalise_content(chunk.content), chunk.namespace, chunk.source_type, chunk.occurred_at)
+
+
+def _window(
+    occurred_after: datetime | str | None, occurred_before: datetime | str | None
+) -> Callable[[MemoryChunk], bool]:
+    """The event-time filter: ``[occurred_after, occurred_before)``; no event time, no window."""
+    after = None if occurred_after is None else parse_timestamp(occurred_after, "occurred_after")
+    before = None if occurred_before is None else parse_timestamp(occurred_before, "occurred_before")
+    if after is None and before is None:
+        return lambda _c: True
+
+    def inside(c: MemoryChunk) -> bool:
+        at = c.occurred_at
+        return at is not None and (after is None or at >= after) and (before is None or at < before)
+
+    return inside
 
 
 def _scored(query: str, rows: Sequence[MemoryChunk]) -> list[tuple[float, MemoryChunk]]:
@@ -181,6 +199,7 @@ class InMemoryKnowledgeStore:
         if unknown:
             raise ValidationError(f"{sorted(unknown)[0]}: not a memory attribute")
         content = validate_text(row.get("content"), "content", allow_empty=False)
+        occurred_at = parse_occurred_at(row.get("occurred_at"))
         domain = validate_text(row.get("domain", "general"), "domain")
         source_type = validate_text(row.get("source_type", ""), "source_type")
         stamp = creation_stamps(
@@ -209,6 +228,7 @@ class InMemoryKnowledgeStore:
             subject=validate_text(row.get("subject", ""), "subject"),
             epoch=validate_text(row.get("epoch", ""), "epoch"),
             expires_at=stamp.expires_at,
+            occurred_at=occurred_at,
         )
 
     def add_chunk(
@@ -229,7 +249,7 @@ class InMemoryKnowledgeStore:
         with self._lock:
             made = [self._make(row, now) for row in rows]
             policy = self._consolidation
-            seen: dict[tuple[str, str, str], str | int] = {}  # dedupe key -> existing id / batch index
+            seen: dict[tuple[str, str, str, datetime | None], str | int] = {}  # key -> id / batch index
             if policy.deduplicate:
                 for c in sorted(self._rows.values(), key=lambda c: int(c.id), reverse=True):
                     if c.is_deliverable(now):
@@ -376,8 +396,7 @@ class InMemoryKnowledgeStore:
             old = self._require(old_id)
             if old.invalidated_at is not None:
                 raise StoreError(f"memory {old_id} is already invalidated")
-            row = {name: getattr(old, name) for name in _INHERITED}
-            row.update(attrs_, content=content)
+            row = superseding_row(old, attrs_, content)
             chunk = attrs.evolve(self._make(row, utc_now()), id=str(next(self._ids)))
             self._rows[chunk.id] = chunk
             # no "supersedes" detail (the embedded store writes one): the console's tests use
@@ -419,8 +438,11 @@ class InMemoryKnowledgeStore:
         namespaces: Sequence[str] | None = None,
         limit: int | None = None,
         now: datetime | None = None,
+        occurred_after: datetime | str | None = None,
+        occurred_before: datetime | str | None = None,
     ) -> list[MemoryChunk]:
         kind = validate_memory_kind(memory_kind) if memory_kind is not None else None
+        in_window = _window(occurred_after, occurred_before)
         review = validate_review_state(review_state) if review_state is not None else None
         policy = validate_delivery_policy(delivery_policy) if delivery_policy is not None else None
         with self._lock:
@@ -433,6 +455,7 @@ class InMemoryKnowledgeStore:
             and (policy is None or c.effective_delivery_policy == policy)
             and (namespace is None or c.namespace == namespace)
             and (namespaces is None or c.namespace in namespaces)
+            and in_window(c)
             and (not deliverable or self._deliverable(c, now))
         ]
         return out if limit is None else out[:limit]
@@ -446,14 +469,18 @@ class InMemoryKnowledgeStore:
         namespaces: Sequence[str] | None = None,
         include_superseded: bool = False,
         now: datetime | None = None,
+        occurred_after: datetime | str | None = None,
+        occurred_before: datetime | str | None = None,
     ) -> list[SearchHit]:
         validate_text(query, "query", storable=False)
+        in_window = _window(occurred_after, occurred_before)
         with self._lock:
             rows = list(self._rows.values())
         scored = [
             (relevance, c)
             for relevance, c in _scored(query, rows)
             if (namespaces is None or c.namespace in namespaces)
+            and in_window(c)
             and (not deliverable or self._deliverable(c, now, include_superseded))
         ]
         return [SearchHit(c, s, r, relevance=s) for r, (s, c) in enumerate(scored[:k], start=1)]

@@ -292,6 +292,40 @@ _ALL: tuple[Requirement, ...] = (
         "expires_at.",
     ),
     Requirement(
+        "STORE-EVENT-TIME-ROUND-TRIP",
+        "store",
+        "occurred_at (the event time: when what a memory describes happened) given to add_chunk or "
+        "add_chunks as an aware datetime or ISO-8601 text with an offset is read back as the same instant "
+        "in aware UTC, a row written without one reads None, and created_at stays the time of the write.",
+    ),
+    Requirement(
+        "STORE-EVENT-TIME-DISTINCT",
+        "store",
+        "The same text written in the same scope by the same writer at two event times is two memories, "
+        "each read back with its own occurred_at (a conversation turn repeated on another day is another "
+        "event).",
+    ),
+    Requirement(
+        "STORE-EVENT-TIME-SUPERSEDE",
+        "store",
+        "supersede keeps the older row's occurred_at on the newer row unless the newer row gives its own "
+        "(None counts as not given).",
+    ),
+    Requirement(
+        "STORE-EVENT-TIME-FILTER",
+        "store",
+        "list_chunks and search with occurred_after and/or occurred_before return only rows whose "
+        "occurred_at lies in [occurred_after, occurred_before) (a row without one is in no window), "
+        "together with the other filters.",
+    ),
+    Requirement(
+        "STORE-EVENT-TIME-INVALID",
+        "store",
+        "A naive or unparsable occurred_at is refused by add_chunk and add_chunks with an error naming "
+        "occurred_at, and nothing of the write is stored (no row of the batch); a bad occurred_after or "
+        "occurred_before is refused naming it.",
+    ),
+    Requirement(
         "STORE-HISTORY-APPEND",
         "store",
         "The store keeps a lifecycle history (contextplane.store.MemoryHistory): every change to a row "
