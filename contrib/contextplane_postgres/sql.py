@@ -42,6 +42,7 @@ from contextplane.memory.model import (
     validate_review_state,
     validate_text,
 )
+from contextplane.store.fusion import FUSION_C
 from contextplane_postgres.codec import SELECT_COLUMNS, enc
 from contextplane_postgres.schema import TS_CONFIG
 from contextplane_postgres.terms import TermPlan, tsquery_term
@@ -199,23 +200,27 @@ def vector_legs(where: str) -> list[str]:
 
 def search_sql(terms: int, has_vector: bool, where: str) -> str:
     """The search statement (``terms``: how many scored terms; 0, no full-text leg); rows are
-    ``SELECT_COLUMNS`` followed by the score and the relevance."""
+    ``SELECT_COLUMNS`` followed by the score and the relevance. Hybrid legs are fused by rank
+    (reciprocal rank fusion with the embedded store's constant, ``store.fusion``; ties by id),
+    so a row one leg ranks first is never buried by the other leg's silence about it."""
     if not has_vector:
         return (
             f"WITH fts AS ({fts_leg(where, terms)}) SELECT {SELECT_COLUMNS}, fts.lex, fts.lex FROM fts "
             "JOIN chunks AS c ON c.id = fts.id ORDER BY fts.lex DESC, fts.s DESC, c.id LIMIT %(k)s"
         )
     legs = vector_legs(where)
-    union = "SELECT id, NULL::float8 AS lex, sim FROM vec"
+    legs.append("vecr AS (SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS r FROM vec)")
+    union = f"SELECT id, NULL::float8 AS lex, sim, 1.0 / ({FUSION_C} + r) AS rrf FROM vecr"
     if terms:
         legs.append(f"fts AS ({fts_leg(where, terms)})")
-        union += " UNION ALL SELECT id, lex, NULL::float8 AS sim FROM fts"
+        legs.append("ftsr AS (SELECT id, lex, row_number() OVER (ORDER BY lex DESC, s DESC, id) AS r FROM fts)")
+        union += f" UNION ALL SELECT id, lex, NULL::float8 AS sim, 1.0 / ({FUSION_C} + r) AS rrf FROM ftsr"
     legs.append(
-        "fused AS (SELECT id, coalesce(max(lex), 0.0) AS lex, greatest(coalesce(max(sim), 0.0), 0.0) AS sim "
-        f"FROM ({union}) AS u GROUP BY id)"
+        "fused AS (SELECT id, coalesce(max(lex), 0.0) AS lex, greatest(coalesce(max(sim), 0.0), 0.0) AS sim, "
+        f"sum(rrf) AS score FROM ({union}) AS u GROUP BY id)"
     )
     return (
-        "WITH " + ", ".join(legs) + f" SELECT {SELECT_COLUMNS}, fused.lex + fused.sim AS score, "
+        "WITH " + ", ".join(legs) + f" SELECT {SELECT_COLUMNS}, fused.score AS score, "
         "greatest(fused.lex, CASE WHEN fused.sim > %(chance)s "
         "THEN (fused.sim - %(chance)s) / (1.0 - %(chance)s) ELSE 0.0 END) AS relevance "
         "FROM fused JOIN chunks AS c ON c.id = fused.id "

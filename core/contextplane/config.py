@@ -25,8 +25,8 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn
 
-from contextplane.notices import ConfigWarning, warn_once
 from contextplane.errors import ConfigError
+from contextplane.notices import ConfigWarning, warn_once
 
 ENV_PREFIX = "CONTEXTPLANE_"
 CONFIG_FILENAME = "contextplane.toml"

@@ -11,8 +11,8 @@ from tests.conformance.memstores import (
     DropsEventTimeStore,
     IgnoresExpiryStore,
     NoRelevanceStore,
-    ShallowPoolStore,
     PresentAsOfStore,
+    ShallowPoolStore,
     StoresEveryWriteStore,
 )
 

@@ -31,9 +31,12 @@ def standard_host() -> PluginHost:
     return PluginHost.from_entry_points(structure({"context": {"context_window": 200_000}}))
 
 
-def turn(backend: Any, host: PluginHost, query: str, index: int = 1, *, record: bool = True) -> Any:
+def turn(
+    backend: Any, host: PluginHost, query: str, index: int = 1, *, record: bool = True, budget: int | None = None
+) -> Any:
     return compose_projected_context(
-        query, backend, None, {}, session_id="s1", turn_index=index, host=host, record=record
+        query, backend, None, {}, session_id="s1", turn_index=index, host=host, record=record,
+        budget_tokens=budget,
     )
 
 
@@ -123,12 +126,16 @@ def test_a_turn_recorded_on_sqlite_replays_on_postgresql(tmp_path: Path, pg_url:
     host = standard_host()
     questions = [UNANSWERABLE, *(q for q, _ in ON_CORPUS)]
     recorded: dict[int, list[str]] = {}
+    depths: dict[int, int] = {}
     sqlite = SQLiteBackend(source, embedder=embedder)
     try:
         sqlite.memories.add_chunks({"content": c} for c in NOTES)
         for index, question in enumerate(questions, start=1):
-            projection = turn(sqlite, host, question, index)
+            # a budget of a few rows: depth follows the budget, and the question is whether the
+            # two stores agree on what the model is shown (their tails may order apart)
+            projection = turn(sqlite, host, question, index, budget=100)
             recorded[index] = list(projection.delivered_ids.get("retrieved", ()))
+            depths[index] = projection.section("retrieved").meta["depth"]
     finally:
         sqlite.close()
     pg = PostgresBackend(pg_url, schema=pg_schema, embedder=embedder)
@@ -139,10 +146,13 @@ def test_a_turn_recorded_on_sqlite_replays_on_postgresql(tmp_path: Path, pg_url:
             report = replay(pg, "s1", index, host=host)
             assert report.mode == "as_of"
             with pg.memories.as_of(report.history_position) as past:
-                floor, k = host.config.context.min_relevance, host.config.context.retrieved_k
-                ranked = [
-                    h.chunk.id for h in past.search(question, k) if h.relevance is None or h.relevance >= floor
-                ]
+                # what the retrieved section would inject from PostgreSQL's own search: the
+                # question's hits in rank order when its best one reaches the floor, else none
+                floor, k = host.config.context.min_relevance, depths[index]
+                hits = past.search(question, k)
+                best = max((h.relevance for h in hits if h.relevance is not None), default=None)
+                ranked = [h.chunk.id for h in hits] if best is None or best >= floor else []
+                ranked = ranked[: len(recorded[index])]  # the budget holds the recorded turn's rows
             if ranked == recorded[index]:
                 assert report.identical, (question, report.text_diff)
                 identical.append(index)

@@ -13,12 +13,12 @@ import pytest
 
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.consolidation import Consolidation
-from contextplane.store import fusion
 from contextplane.store import (
     KnowledgeStore,
     SQLiteKnowledgeStore,
     VectorSearchUnavailableWarning,
     default_db_path,
+    fusion,
     open_store,
 )
 from contextplane.store.migrate import SCHEMA_VERSION

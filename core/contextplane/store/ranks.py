@@ -20,7 +20,6 @@ from contextplane.store.protocol import LegRank, SearchTrace
 from contextplane.store.query_terms import FtsPlan
 
 
-
 def _fts_leg(
     conn: apsw.Connection, expression: str, chunk_id: int, where: str, params: dict[str, Any]
 ) -> LegRank:

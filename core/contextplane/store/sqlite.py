@@ -40,8 +40,8 @@ from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.consolidation import Consolidation
 from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import MemoryChunk, to_utc, utc_now, validate_text
-from contextplane.store import history as store_history
 from contextplane.store import fusion, legs, migrate, query_terms, ranks, sql, vector_index, vector_matrix
+from contextplane.store import history as store_history
 from contextplane.store.columns import SELECT_COLUMNS, as_id, chunk_from_row
 from contextplane.store.connection import SQLITE_HEADER as SQLITE_HEADER
 from contextplane.store.connection import connect as connect
