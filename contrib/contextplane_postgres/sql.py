@@ -213,7 +213,9 @@ def search_sql(terms: int, has_vector: bool, where: str) -> str:
     union = f"SELECT id, NULL::float8 AS lex, sim, 1.0 / ({FUSION_C} + r) AS rrf FROM vecr"
     if terms:
         legs.append(f"fts AS ({fts_leg(where, terms)})")
-        legs.append("ftsr AS (SELECT id, lex, row_number() OVER (ORDER BY lex DESC, s DESC, id) AS r FROM fts)")
+        legs.append(
+            "ftsr AS (SELECT id, lex, row_number() OVER (ORDER BY lex DESC, s DESC, id) AS r FROM fts)"
+        )
         union += f" UNION ALL SELECT id, lex, NULL::float8 AS sim, 1.0 / ({FUSION_C} + r) AS rrf FROM ftsr"
     legs.append(
         "fused AS (SELECT id, coalesce(max(lex), 0.0) AS lex, greatest(coalesce(max(sim), 0.0), 0.0) AS sim, "

@@ -44,7 +44,9 @@ def depth(request: ProjectionRequest) -> int:
     cap = request.config.context.retrieved_cap
     if cap == 0:
         return 0
-    chars = budget_chars(request.config, budget_tokens=request.budget_tokens, context_window=request.context_window)
+    chars = budget_chars(
+        request.config, budget_tokens=request.budget_tokens, context_window=request.context_window
+    )
     if chars is None:
         return cap
     return max(1, min(cap, chars // MIN_ROW_CHARS))
@@ -69,7 +71,9 @@ def _draft_of(hits: list[SearchHit], request: ProjectionRequest, k: int) -> Draf
     known = [hit.relevance for hit in hits if hit.relevance is not None]
     # the gate: a question whose best hit is under the floor is one the store cannot answer
     gated = bool(known) and max(known) < relevance_floor and len(known) == len(hits)
-    room = budget_chars(request.config, budget_tokens=request.budget_tokens, context_window=request.context_window)
+    room = budget_chars(
+        request.config, budget_tokens=request.budget_tokens, context_window=request.context_window
+    )
     cut = request.config.context.max_row_chars  # the core cuts a longer row to this (0: never)
     rows = []
     dropped = irrelevant = 0
@@ -116,7 +120,9 @@ async def adraft(request: ProjectionRequest) -> Draft:
     if skip is not None:
         return skip
     k = depth(request)
-    return _draft_of(await asearch(request.knowledge_store, request.query, k, **_options(request)), request, k)
+    return _draft_of(
+        await asearch(request.knowledge_store, request.query, k, **_options(request)), request, k
+    )
 
 
 SECTION = ContextSection(

@@ -47,7 +47,9 @@ def test_a_small_scope_vector_search_returns_the_exact_neighbours(tmp_path: Path
             query = " ".join(f"zz{probe}x{j}" for j in range(4))
             hits = store.search(query, 10, namespaces=[scope])
             qv = embedder.embed([query])[0]
-            exact = sorted(in_scope, key=lambda i: (-sum(a * b for a, b in zip(qv, vectors[i], strict=True)), int(i)))
+            exact = sorted(
+                in_scope, key=lambda i: (-sum(a * b for a, b in zip(qv, vectors[i], strict=True)), int(i))
+            )
             got = [h.chunk.id for h in hits]
             sims = {i: sum(a * b for a, b in zip(qv, vectors[i], strict=True)) for i in in_scope}
             # the same rows as exact cosine (equal similarities may swap places)
@@ -67,7 +69,9 @@ def _delivered(store: SQLiteKnowledgeStore, query: str, tokens: int) -> tuple[st
 
 
 @pytest.mark.parametrize("hybrid", [False, True], ids=["fts", "hybrid"])
-def test_a_budget_twice_as_large_delivers_at_least_as_many_relevant_rows(tmp_path: Path, hybrid: bool) -> None:
+def test_a_budget_twice_as_large_delivers_at_least_as_many_relevant_rows(
+    tmp_path: Path, hybrid: bool
+) -> None:
     rng = random.Random(11)
     rows = _corpus(rng, 600)
     with SQLiteKnowledgeStore(tmp_path / "m.sqlite3", embedder=HashEmbedder() if hybrid else None) as store:
@@ -104,8 +108,13 @@ def test_the_section_searches_as_deep_as_the_budget_could_hold(tmp_path: Path) -
         old = structure({"context": {"context_window": 200_000, "retrieved_k": 8}})
         with pytest.warns(UserWarning, match="context.retrieved_max"):
             p = compose_projected_context(
-                "deploy note", store, None, {}, budget_tokens=16000,
-                host=plugin_host_with([retrieved], old), record=False,
+                "deploy note",
+                store,
+                None,
+                {},
+                budget_tokens=16000,
+                host=plugin_host_with([retrieved], old),
+                record=False,
             )
         assert len(p.section("retrieved").item_ids) == 8  # type: ignore[union-attr]
         assert math.isclose(p.section("retrieved").meta["depth"], 8)  # type: ignore[union-attr]

@@ -352,7 +352,10 @@ def _section_rules(
 
 def _cut_off(trace: SearchTrace, k: int) -> str:
     if trace.rank is not None:
-        return f"it ranked {trace.rank} in the final list; the section searched {k} deep (what the budget could hold)"
+        return (
+            f"it ranked {trace.rank} in the final list; the section searched {k} deep "
+            "(what the budget could hold)"
+        )
     parts = []
     for leg in trace.legs:
         if leg.rank is None:

@@ -139,8 +139,10 @@ def vector_leg(
             ids, sims = held
             found = vector_matrix.scan(conn, ids, sims, scan_where, params, n)
             return Leg("vector", tuple(k for k, _ in found), dict(found), "scan", 1)
-        rows = conn.execute(_scan_sql(scan_where), args).fetchall()
-        return Leg("vector", tuple(int(r[0]) for r in rows), {int(r[0]): float(r[1]) for r in rows}, "scan", 1)
+        scanned: list[Any] = conn.execute(_scan_sql(scan_where), args).fetchall()
+        return Leg(
+            "vector", tuple(int(r[0]) for r in scanned), {int(r[0]): float(r[1]) for r in scanned}, "scan", 1
+        )
     select = " SELECT id, sim FROM vec ORDER BY r"
     fast = "WITH " + ", ".join(vector_index.vector_leg(where, exact=False)) + select
     exact = "WITH " + ", ".join(vector_index.vector_leg(where, exact=True)) + select

@@ -426,7 +426,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             )
             order = fusion.fuse([leg.ids for leg in found])[:k]
             chunks = self._rows_by_id(conn, [key for key, _ in order])
-        hits = []
+        hits: list[SearchHit] = []
         for key, score in order:
             relevance = 0.0
             for leg in found:
@@ -513,7 +513,8 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         statement = (
             f"SELECT {SELECT_COLUMNS} FROM chunks AS c WHERE c.id IN (SELECT value FROM json_each(:ids))"
         )
-        return {int(row[0]): chunk_from_row(row) for row in conn.execute(statement, {"ids": json.dumps(list(keys))})}
+        rows = conn.execute(statement, {"ids": json.dumps(list(keys))})
+        return {int(row[0]): chunk_from_row(row) for row in rows}
 
     def _vector_count(self, conn: apsw.Connection) -> int:
         """About how many vectors the vector leg could return (the full-text row count: every

@@ -48,14 +48,17 @@ class VectorMatrix:
         with self._lock:
             if key == self._key and self._matrix is not None:
                 return self._ids, self._matrix
-        rows = conn.execute("SELECT chunk_id, embedding FROM chunks_vec ORDER BY chunk_id").fetchall()
+        statement = "SELECT chunk_id, embedding FROM chunks_vec ORDER BY chunk_id"
+        rows: list[Any] = conn.execute(statement).fetchall()
         if len(rows) > MATRIX_MAX:
             return None
         if not rows:
             ids, matrix = np.zeros(0, dtype=np.int64), np.zeros((0, 1), dtype=np.float32)
         else:
             ids = np.array([int(r[0]) for r in rows], dtype=np.int64)
-            matrix = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.float32).reshape(len(rows), -1)
+            matrix = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.float32).reshape(
+                len(rows), -1
+            )
         with self._lock:
             self._key, self._ids, self._matrix = key, ids, matrix
         return ids, matrix
