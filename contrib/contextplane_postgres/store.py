@@ -54,7 +54,7 @@ from contextplane_postgres import sql
 from contextplane_postgres.chance import PgChance
 from contextplane_postgres.codec import SELECT_COLUMNS, as_id, chunk_from_row, dec, enc
 from contextplane_postgres.connection import explain, translated
-from contextplane_postgres.consolidate import consolidate
+from contextplane_postgres.consolidate import consolidate, lock_scopes
 from contextplane_postgres.database import Database
 from contextplane_postgres.terms import PgTermStats
 
@@ -549,7 +549,8 @@ class PostgresKnowledgeStore:
     def supersede(self, old_id: str, content: str, **attrs: Any) -> str:
         """Write the newer row, then invalidate the old one with ``superseded_by:<new id>``, in
         one transaction: if the insert fails the old row is untouched; if another process
-        superseded the old row meanwhile, this one fails and its new row is rolled back."""
+        superseded the old row meanwhile, this one fails and its new row is rolled back. It
+        holds its scopes' consolidation lock, so a same-subject write racing it leaves one head."""
         with self.db.connection("read from") as conn:
             old = self._require(conn, old_id)
         if old.invalidated_at is not None:
@@ -562,6 +563,10 @@ class PostgresKnowledgeStore:
         vectors = self._embed([content]) if self._embedder is not None else None
         actor = str(row.get("source_type", ""))
         with self.db.transaction() as conn:
+            # The scope lock a same-subject write takes (``consolidate``), before the new id is
+            # drawn: a write that decides after this one sees its row and supersedes it, and one
+            # that decided before has invalidated the old row, so this one fails below.
+            lock_scopes(conn, (enc(old.namespace), prepared[0][INSERT_COLUMNS.index("namespace")]))
             ids = self._insert(conn, prepared, vectors)
             new_id = str(ids[0])
             # raises (rolling the insert back) if someone invalidated the old row meanwhile;

@@ -12,6 +12,7 @@ from tests.conformance.memstores import (
     NoRelevanceStore,
     PresentAsOfStore,
     StoresEveryWriteStore,
+    UnlockedSupersedeStore,
 )
 
 
@@ -43,3 +44,9 @@ class TestStoresEveryWrite(KnowledgeStoreConformance):
     @pytest.fixture
     def store(self) -> StoresEveryWriteStore:
         return StoresEveryWriteStore()
+
+
+class TestUnlockedSupersede(KnowledgeStoreConformance):
+    @pytest.fixture
+    def store(self) -> UnlockedSupersedeStore:
+        return UnlockedSupersedeStore()

@@ -358,6 +358,14 @@ _ALL: tuple[Requirement, ...] = (
         "duplicate's 'created' event lists its near duplicates.",
     ),
     Requirement(
+        "STORE-CONSOLIDATE-RACE",
+        "store",
+        "A supersede of a subject's head and a write naming the same subject, scope and kind, run at "
+        "the same moment, leave exactly one deliverable row of the subject: the later one supersedes "
+        "the other's row, or the supersede fails (StoreError) because its row is no longer valid.",
+        capability="concurrent_writes",
+    ),
+    Requirement(
         "STORE-GET-UNKNOWN",
         "store",
         "get returns None for an id that names no row, malformed ids included, and never raises.",
