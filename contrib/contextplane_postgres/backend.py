@@ -117,6 +117,7 @@ class PostgresBackend:
             create=create,
             **extra,
         )
+        self.db.records_durability = self.config.observability.records_durability
         try:
             self._memories = PostgresKnowledgeStore(
                 self.db,
@@ -140,7 +141,9 @@ class PostgresBackend:
         if not obs.trajectory:
             return None
         if obs.trajectory_dir:
-            return TrajectoryWriter(self.config.resolve_path(obs.trajectory_dir))
+            return TrajectoryWriter(
+                self.config.resolve_path(obs.trajectory_dir), fsync=obs.records_durability == "full"
+            )
         return PostgresTrajectory(self.db)
 
     @classmethod

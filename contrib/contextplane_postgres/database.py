@@ -59,6 +59,8 @@ class Database:
         self.schema = check_schema_name(schema)
         self.shown = f"{redact(url)} (schema {self.schema})"
         self.vectors = vectors
+        #: ``observability.records_durability``: how ``record_transaction`` commits.
+        self.records_durability = "full"
         self.options = connect_options(self.schema, statement_timeout_ms, lock_timeout_ms, hnsw_ef_search)
         self._setup(create, connect_timeout_s, target_version)
         self.pool = open_pool(
@@ -129,12 +131,16 @@ class Database:
 
     @contextlib.contextmanager
     def record_transaction(self) -> Iterator[psycopg.Connection[Any]]:
-        """A transaction for telemetry records (injection log, snapshots, trajectory) that does
-        not wait for its WAL flush: a server crash may lose the last fraction of a second of
-        records but never corrupts them, the durability the embedded store gives every write
-        (WAL, ``synchronous = NORMAL``). Memories always wait for the flush."""
+        """A transaction for a turn's records (injection log, snapshots, turn inputs,
+        trajectory). ``records_durability`` (``observability.records_durability``): "full", the
+        default, commits like every write (the commit waits for its WAL flush, the server's
+        ``synchronous_commit``); "relaxed" does not wait (``synchronous_commit = off``), so a
+        server crash may lose the last fraction of a second of records (an immediate stop lost
+        a just-returned turn's rows in 2 runs of 3, issue 26), never corrupting them. Memories
+        always wait for the flush."""
         with self.transaction("write to") as conn:
-            conn.execute("SET LOCAL synchronous_commit = off")
+            if self.records_durability == "relaxed":
+                conn.execute("SET LOCAL synchronous_commit = off")
             yield conn
 
     def close(self) -> None:

@@ -212,6 +212,15 @@ class ObservabilityConfig:
     )
     redact_defaults: bool = attrs.field(default=True, metadata=_expect("true or false"))
     redact_patterns: list[str] = attrs.field(factory=list, metadata=_expect("a list of regular expressions"))
+    #: How durable a turn's records (injection row, turn inputs, snapshots, trajectory) are once
+    #: their write returned: "full" waits for the disk (PostgreSQL: the commit waits for its WAL
+    #: flush; SQLite: ``synchronous = FULL`` on the records file; the trajectory is fsynced);
+    #: "relaxed" lets a crash of the database server or the machine lose the last moments of
+    #: records, never corrupting them (PostgreSQL ``synchronous_commit = off``; SQLite
+    #: ``synchronous = NORMAL``, which an application crash never loses). Memories always wait.
+    records_durability: Literal["full", "relaxed"] = attrs.field(
+        default="full", metadata=_expect('"full" or "relaxed"')
+    )
 
 
 @attrs.frozen

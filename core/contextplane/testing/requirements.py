@@ -420,6 +420,14 @@ _ALL: tuple[Requirement, ...] = (
         "rows(limit=n) the first n.",
     ),
     Requirement(
+        "RECORDS-DURABLE-OR-REPORTED",
+        "records",
+        "A turn's records are durable or reported: a composed turn whose record_status is 'recorded' "
+        "has its injection-log row (and its inputs, where the snapshot store keeps them) read back, "
+        "and a record write the backend cannot keep (here: after close()) raises, so the turn's "
+        "record_status starts with 'failed' instead of the records vanishing without a word.",
+    ),
+    Requirement(
         "RECORDS-SNAPSHOTS-ROUND-TRIP",
         "records",
         "A snapshot put is read back by get, list and count with every field unchanged (after flush); a "
