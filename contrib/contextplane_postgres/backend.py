@@ -142,7 +142,7 @@ class PostgresBackend:
             return None
         if obs.trajectory_dir:
             return TrajectoryWriter(
-                self.config.resolve_path(obs.trajectory_dir), fsync=obs.records_durability == "full"
+                self.config.resolve_path(obs.trajectory_dir), fsync=obs.records_durability == "fsync"
             )
         return PostgresTrajectory(self.db)
 

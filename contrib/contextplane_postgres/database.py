@@ -133,8 +133,8 @@ class Database:
     def record_transaction(self) -> Iterator[psycopg.Connection[Any]]:
         """A transaction for a turn's records (injection log, snapshots, turn inputs,
         trajectory). ``records_durability`` (``observability.records_durability``): "full", the
-        default, commits like every write (the commit waits for its WAL flush, the server's
-        ``synchronous_commit``); "relaxed" does not wait (``synchronous_commit = off``), so a
+        default, and "fsync" commit like every write (the commit waits for its WAL flush, the
+        server's ``synchronous_commit``); "relaxed" does not wait (``synchronous_commit = off``), so a
         server crash may lose the last fraction of a second of records (an immediate stop lost
         a just-returned turn's rows in 2 runs of 3, issue 26), never corrupting them. Memories
         always wait for the flush."""

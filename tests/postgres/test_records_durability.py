@@ -34,7 +34,7 @@ class OneRow:
         )
 
 
-@pytest.mark.parametrize(("durability", "expected"), [(None, "on"), ("full", "on"), ("relaxed", "off")])
+@pytest.mark.parametrize(("durability", "expected"), [(None, "on"), ("full", "on"), ("fsync", "on"), ("relaxed", "off")])
 def test_each_record_transaction_commits_as_configured(
     pg_backend_factory: Callable[..., Any], durability: str | None, expected: str
 ) -> None:

@@ -180,7 +180,9 @@ def test_a_failed_snapshot_at_delivery_turns_a_recorded_turn_failed() -> None:
     )
 
 
-@pytest.mark.parametrize(("durability", "synchronous", "fsync"), [("full", 2, True), ("relaxed", 1, False)])
+@pytest.mark.parametrize(
+    ("durability", "synchronous", "fsync"), [("full", 1, False), ("relaxed", 1, False), ("fsync", 2, True)]
+)
 def test_records_durability_sets_how_the_embedded_records_commit(
     tmp_path: Path, durability: str, synchronous: int, fsync: bool
 ) -> None:

@@ -145,7 +145,7 @@ class SQLiteBackend:
                         if obs.trajectory_dir
                         else Path(self.path).parent / "trajectories"
                     )
-                    self._trajectory = TrajectoryWriter(directory, fsync=self._durability == "full")
+                    self._trajectory = TrajectoryWriter(directory, fsync=self._durability == "fsync")
             return self._trajectory
 
     def flush(self) -> None:

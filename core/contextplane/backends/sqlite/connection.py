@@ -26,9 +26,10 @@ from contextplane.store.connection import is_read_only, store_error
 from contextplane.store.sqlite import connect as connect_store
 
 #: ``observability.records_durability`` -> the records connection's ``PRAGMA synchronous``. In
-#: WAL mode NORMAL never loses a commit to an application crash, only to the machine's (power
-#: loss); FULL syncs the WAL at every commit, so a returned record write is on disk.
-SYNCHRONOUS = {"full": "FULL", "relaxed": "NORMAL"}
+#: WAL mode NORMAL (the memory store's setting) never loses a commit to an application crash,
+#: only to the machine's; FULL syncs the WAL at every commit, so a returned record write is on
+#: disk, at an fsync per record. Nothing weaker than NORMAL is offered: OFF can corrupt the file.
+SYNCHRONOUS = {"full": "NORMAL", "relaxed": "NORMAL", "fsync": "FULL"}
 
 _META_SQL = "CREATE TABLE IF NOT EXISTS _records_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
