@@ -41,6 +41,7 @@ SETTINGS: Mapping[str, Any] = {
     "connect_timeout_s": 5,
     "pool_min_size": 1,
     "pool_max_size": 10,
+    "pool_timeout_s": 5,
     "fts_candidates": FTS_CAP,
     "embedder": None,
 }
@@ -98,6 +99,7 @@ class PostgresBackend:
         connect_timeout_s: int = 5,
         pool_min_size: int = 1,
         pool_max_size: int = 10,
+        pool_timeout_s: float = 5,
         fts_candidates: int = FTS_CAP,
         create: bool = True,
         target_version: int | None = None,
@@ -114,6 +116,7 @@ class PostgresBackend:
             connect_timeout_s=connect_timeout_s,
             pool_min_size=pool_min_size,
             pool_max_size=pool_max_size,
+            pool_timeout_s=pool_timeout_s,
             create=create,
             **extra,
         )
