@@ -62,7 +62,7 @@ def open_backend(
                 # The plugin is there and took the backend on, but could not open it (a server
                 # that cannot be reached, a bad URL): that reason is the whole story.
                 raise StoreError(
-                    f"{why[-1][len(_OPEN_FAILED):]} (store.backend = {wanted!r}, in {host.config.source})"
+                    f"{why[-1][len(_OPEN_FAILED) :]} (store.backend = {wanted!r}, in {host.config.source})"
                 )
             raise StoreError(
                 f"store.backend = {wanted!r}, but no plugin offered that backend"
