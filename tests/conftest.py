@@ -9,9 +9,9 @@ import pytest
 
 from contextplane.notices import reset_notices
 from contextplane.plugins import reset_host
-from tests.pg import pg_backend_factory, pg_schema, pg_server, pg_url
+from tests.pg import pg_backend_factory, pg_schema, pg_server, pg_url, restartable_pg_server
 
-__all__ = ["pg_backend_factory", "pg_schema", "pg_server", "pg_url"]
+__all__ = ["pg_backend_factory", "pg_schema", "pg_server", "pg_url", "restartable_pg_server"]
 
 
 @pytest.fixture(autouse=True)

@@ -88,3 +88,58 @@ def pg_backend_factory(pg_url: str) -> Iterator[Callable[..., Any]]:
     for backend, schema in made:
         backend.close()
         drop_schema(pg_url, schema)
+
+
+class RestartableServer:
+    """A PostgreSQL server of one test's own, to stop (``pg_ctl stop -m immediate``, a crash
+    as far as clients can tell) and start again on the same socket and data: the session-wide
+    server is shared, so it is never the one stopped."""
+
+    def __init__(self, server: Any) -> None:
+        from urllib.parse import parse_qs, urlsplit
+
+        self.server = server
+        self.url = str(server.get_uri())
+        self.socket_dir = parse_qs(urlsplit(self.url).query)["host"][0]
+
+    def _pg_ctl(self, args: list[str]) -> None:
+        from pgserver._commands import pg_ctl
+
+        pg_ctl(args, pgdata=self.server.pgdata, user=self.server.system_user, timeout=30)
+
+    def stop_immediately(self) -> None:
+        self._pg_ctl(["-m", "immediate", "-w", "stop"])
+
+    def start(self) -> None:
+        """Start it as pgserver does (same socket directory and log), then tell pgserver about
+        the new process, so its cleanup stops this one."""
+        from pgserver.utils import PostmasterInfo
+
+        self._pg_ctl(
+            ["-w", "-o", '-h ""', "-o", f"-k {self.socket_dir}", "-l", str(self.server.log), "start"]
+        )
+        self.server._postmaster_info = PostmasterInfo.read_from_pgdata(self.server.pgdata)
+
+
+@pytest.fixture(scope="module")
+def restartable_pg_server() -> Iterator[RestartableServer]:
+    """A server of the module's own (a 1-4 s start), stopped and deleted afterwards."""
+    if not PGSERVER_PLATFORM:
+        pytest.skip("the PostgreSQL tests need pgserver (CPython 3.11/3.12 on manylinux x86_64)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+
+    base = Path(tempfile.mkdtemp(prefix="contextplane-pg-restart-"))
+    server = pgserver.get_server(base / "data", cleanup_mode="delete")
+    own = RestartableServer(server)
+    try:
+        yield own
+    finally:
+        from pgserver.utils import PostmasterInfo
+
+        info = PostmasterInfo.read_from_pgdata(server.pgdata)
+        if info is None or not info.is_running():
+            own.start()  # a test that failed while it was down: cleanup stops a running server
+        server.cleanup()
+        shutil.rmtree(base, ignore_errors=True)

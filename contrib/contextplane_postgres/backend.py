@@ -41,6 +41,7 @@ SETTINGS: Mapping[str, Any] = {
     "connect_timeout_s": 5,
     "pool_min_size": 1,
     "pool_max_size": 10,
+    "pool_timeout_s": 5,
     "fts_candidates": FTS_CAP,
     "embedder": None,
 }
@@ -98,6 +99,7 @@ class PostgresBackend:
         connect_timeout_s: int = 5,
         pool_min_size: int = 1,
         pool_max_size: int = 10,
+        pool_timeout_s: float = 5,
         fts_candidates: int = FTS_CAP,
         create: bool = True,
         target_version: int | None = None,
@@ -114,9 +116,11 @@ class PostgresBackend:
             connect_timeout_s=connect_timeout_s,
             pool_min_size=pool_min_size,
             pool_max_size=pool_max_size,
+            pool_timeout_s=pool_timeout_s,
             create=create,
             **extra,
         )
+        self.db.records_durability = self.config.observability.records_durability
         try:
             self._memories = PostgresKnowledgeStore(
                 self.db,
@@ -140,7 +144,9 @@ class PostgresBackend:
         if not obs.trajectory:
             return None
         if obs.trajectory_dir:
-            return TrajectoryWriter(self.config.resolve_path(obs.trajectory_dir))
+            return TrajectoryWriter(
+                self.config.resolve_path(obs.trajectory_dir), fsync=obs.records_durability == "fsync"
+            )
         return PostgresTrajectory(self.db)
 
     @classmethod

@@ -1,9 +1,10 @@
-"""Opening the connection pool, and turning what the server says into errors an operator can act on.
+"""Connection settings, and turning what the server says into errors an operator can act on.
 
-Why a probe connection before the pool: ``psycopg_pool`` retries a failing connection in the
-background and finally reports only a timeout, so the reason (server down, no such database,
-no such role) would be lost. One direct ``psycopg.connect`` first gives the real reason; its
-message is rewritten by ``explain`` to name the URL (without its password) and what to do.
+Why a direct connection before the pool (``Database`` opens one to set up the schema, and
+``pool.ServerPool`` one whenever a pooled connection breaks): ``psycopg_pool`` retries a failing
+connection in the background and finally reports only a timeout, so the reason (server down, no
+such database, no such role) would be lost. A direct ``psycopg.connect`` gives the real reason;
+its message is rewritten by ``explain`` to name the URL (without its password) and what to do.
 
 Every connection runs in autocommit mode with the statement timeout, UTC and the backend's
 schema on its search path, set once at connect time (``options``), so no statement pays for
@@ -15,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import Final
 
 import psycopg
 import psycopg_pool
@@ -103,48 +104,6 @@ def missing_vector(url: str, detail: str = "") -> StoreError:
     )
 
 
-def probe(url: str, options: str, connect_timeout_s: int) -> None:
-    """One direct connection, to learn the real reason a server cannot be reached."""
-    try:
-        conn = psycopg.connect(url, options=options, connect_timeout=connect_timeout_s, autocommit=True)
-    except psycopg.Error as exc:
-        raise explain(exc, url) from None
-    conn.close()
-
-
-def open_pool(
-    url: str,
-    options: str,
-    *,
-    min_size: int,
-    max_size: int,
-    connect_timeout_s: int,
-    configure: Any = None,
-) -> psycopg_pool.ConnectionPool[Any]:
-    """A pool of autocommit connections; raises ``StoreError`` (never a traceback of psycopg's)
-    when the server cannot be reached."""
-    probe(url, options, connect_timeout_s)
-    pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
-        url,
-        min_size=min_size,
-        max_size=max_size,
-        kwargs={"options": options, "autocommit": True, "connect_timeout": connect_timeout_s},
-        configure=configure,
-        open=False,
-        name="contextplane",
-        timeout=max(30.0, float(connect_timeout_s)),
-    )
-    try:
-        pool.open(wait=True, timeout=float(connect_timeout_s) + 5)
-    except psycopg_pool.PoolTimeout as exc:
-        pool.close()
-        raise StoreError(
-            f"cannot open a connection pool to {redact(url)} within {connect_timeout_s + 5} s ({exc}); "
-            "is the server overloaded or out of connection slots (max_connections)?"
-        ) from None
-    return pool
-
-
 @contextlib.contextmanager
 def translated(url: str, doing: str = "use") -> Iterator[None]:
     """Run a block that talks to the server; psycopg errors leave it as ``StoreError``."""
@@ -157,5 +116,6 @@ def translated(url: str, doing: str = "use") -> Iterator[None]:
     except psycopg_pool.PoolTimeout as exc:
         raise StoreError(
             f"{redact(url)}: no pooled connection became free in time ({exc}); raise "
-            "[plugin.postgres] pool_max_size or look for a session that holds its connection"
+            "[plugin.postgres] pool_max_size or pool_timeout_s, or look for a session that holds "
+            "its connection"
         ) from None

@@ -10,13 +10,15 @@ IMMEDIATE``). Here, two processes writing the same subject (or the same text) at
 each look, find nothing of the other's, and both insert: two heads, or a stored duplicate.
 So a consolidating write first takes a transaction-scoped advisory lock per scope it writes
 to (in key order, so two writers never wait on each other crosswise): writers of one scope
-decide one after the other, writers of different scopes do not wait at all.
+decide one after the other, writers of different scopes do not wait at all. An explicit
+``supersede`` takes the same lock (``store.supersede``): its new row is the subject's head, and a
+same-subject write deciding meanwhile would not see it (issue 26: two heads).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -74,9 +76,12 @@ def _deliverable_when_written(row: Sequence[Any], at: dict[str, int], now: datet
     return row[at["review_state"]] != "rejected" and (expires is None or expires > now)
 
 
-def lock_scopes(conn: psycopg.Connection[Any], prepared: Sequence[Sequence[Any]], at: dict[str, int]) -> None:
-    """Take the advisory lock of every scope the rows are written to, in key order."""
-    scopes = sorted({str(row[at["namespace"]]) for row in prepared})
+def lock_scopes(conn: psycopg.Connection[Any], namespaces: Iterable[str]) -> None:
+    """Take the advisory lock of every scope named, in key order. Every write that can make or
+    unmake a subject's head takes it before its ids are drawn: a consolidating write and an
+    explicit ``supersede`` (whose new row a concurrent same-subject write would otherwise not
+    see, leaving two heads), so the later of two such writers sees the earlier one's rows."""
+    scopes = sorted({str(n) for n in namespaces})
     conn.execute(
         "SELECT count(pg_advisory_xact_lock(%s, s.k)) FROM "
         "(SELECT DISTINCT hashtext(n) AS k FROM unnest(%s::text[]) AS n ORDER BY k OFFSET 0) AS s",
@@ -99,7 +104,7 @@ def consolidate(
     holds the transaction). ``columns`` names the cells of a prepared row."""
     at = _at(columns)
     if policy.deduplicate or policy.auto_supersede:
-        lock_scopes(conn, prepared, at)
+        lock_scopes(conn, (row[at["namespace"]] for row in prepared))
     existing = _duplicates(conn, prepared, at, now) if policy.deduplicate else {}
     first_of: dict[tuple[Any, ...], int] = {}  # a duplicate within the batch: its first row
     keep: list[int] = []

@@ -2,9 +2,9 @@
 
 Opening does, in order: a probe connection (the real reason when the server cannot be
 reached), the PostgreSQL schema and the versioned tables (``schema``), the pgvector extension
-when vectors are wanted, then the pool. Everything later borrows a pooled connection through
-``connection()``, which turns psycopg's errors into ``StoreError`` naming the URL without its
-password.
+when vectors are wanted, then the pool (``pool.ServerPool``: it survives a server restart).
+Everything later borrows a pooled connection through ``connection()``, which turns psycopg's
+errors into ``StoreError`` naming the URL without its password.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from contextplane_postgres.connection import (
     connect_options,
     explain,
     missing_vector,
-    open_pool,
     translated,
 )
+from contextplane_postgres.pool import ServerPool
 from contextplane_postgres.url import redact
 
 log = logging.getLogger("contextplane.postgres")
@@ -52,6 +52,7 @@ class Database:
         connect_timeout_s: int = 5,
         pool_min_size: int = 1,
         pool_max_size: int = 10,
+        pool_timeout_s: float = 5,
         create: bool = True,
         target_version: int = pg_schema.SCHEMA_VERSION,
     ) -> None:
@@ -59,15 +60,19 @@ class Database:
         self.schema = check_schema_name(schema)
         self.shown = f"{redact(url)} (schema {self.schema})"
         self.vectors = vectors
+        #: ``observability.records_durability``: how ``record_transaction`` commits.
+        self.records_durability = "full"
         self.options = connect_options(self.schema, statement_timeout_ms, lock_timeout_ms, hnsw_ef_search)
         self._setup(create, connect_timeout_s, target_version)
-        self.pool = open_pool(
+        self.pool = ServerPool(
             url,
             self.options,
             min_size=pool_min_size,
             max_size=pool_max_size,
             connect_timeout_s=connect_timeout_s,
+            acquire_timeout_s=pool_timeout_s,
             configure=_register_vector if vectors else None,
+            explain=lambda exc, url: explain(exc, url),
         )
         self.closed = False
 
@@ -115,7 +120,8 @@ class Database:
 
     @contextlib.contextmanager
     def connection(self, doing: str = "use") -> Iterator[psycopg.Connection[Any]]:
-        """A pooled autocommit connection; psycopg errors leave as ``StoreError``."""
+        """A pooled autocommit connection, checked as it is handed out; psycopg errors leave as
+        ``StoreError``, and ``pool.ServerUnreachable`` at once while the server is gone."""
         if self.closed:
             raise StoreError(f"{self.shown}: the backend is closed")
         with translated(self.url, doing), self.pool.connection() as conn:
@@ -129,12 +135,16 @@ class Database:
 
     @contextlib.contextmanager
     def record_transaction(self) -> Iterator[psycopg.Connection[Any]]:
-        """A transaction for telemetry records (injection log, snapshots, trajectory) that does
-        not wait for its WAL flush: a server crash may lose the last fraction of a second of
-        records but never corrupts them, the durability the embedded store gives every write
-        (WAL, ``synchronous = NORMAL``). Memories always wait for the flush."""
+        """A transaction for a turn's records (injection log, snapshots, turn inputs,
+        trajectory). ``records_durability`` (``observability.records_durability``): "full", the
+        default, and "fsync" commit like every write (the commit waits for its WAL flush, the
+        server's ``synchronous_commit``); "relaxed" does not wait (``synchronous_commit = off``), so a
+        server crash may lose the last fraction of a second of records (an immediate stop lost
+        a just-returned turn's rows in 2 runs of 3, issue 26), never corrupting them. Memories
+        always wait for the flush."""
         with self.transaction("write to") as conn:
-            conn.execute("SET LOCAL synchronous_commit = off")
+            if self.records_durability == "relaxed":
+                conn.execute("SET LOCAL synchronous_commit = off")
             yield conn
 
     def close(self) -> None:

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final, NoReturn, Self
 
 import numpy as np
 import psycopg
@@ -55,8 +55,9 @@ from contextplane_postgres import sql
 from contextplane_postgres.chance import PgChance
 from contextplane_postgres.codec import SELECT_COLUMNS, as_id, chunk_from_row, dec, enc
 from contextplane_postgres.connection import explain, translated
-from contextplane_postgres.consolidate import consolidate
+from contextplane_postgres.consolidate import consolidate, lock_scopes
 from contextplane_postgres.database import Database
+from contextplane_postgres.pool import ServerUnreachable
 from contextplane_postgres.terms import PgTermStats
 
 #: ``add_chunk`` keywords and what a superseding row inherits: the memory model's, one
@@ -293,11 +294,19 @@ class PostgresKnowledgeStore:
     # ------------------------------------------------------------------ consistent reads
 
     @contextlib.contextmanager
-    def consistent_read(self) -> Iterator[PostgresStoreView]:
+    def consistent_read(self) -> Iterator[PostgresStoreView | UnreachableView]:
         """A point-in-time view for one composition: one pooled connection in a ``REPEATABLE
         READ READ ONLY`` transaction whose snapshot is taken as the view opens, so a write
-        committed meanwhile (from any process) is wholly invisible to it."""
-        with self.db.connection("read from") as conn:
+        committed meanwhile (from any process) is wholly invisible to it. While the server
+        cannot be reached, an ``UnreachableView`` whose every read raises why."""
+        with contextlib.ExitStack() as stack:
+            try:
+                conn = stack.enter_context(self.db.connection("read from"))
+            except ServerUnreachable as exc:
+                # The turn goes on: each memory section fails alone, at once, with this reason
+                # (isolated and logged by the composition), and its other sections compose.
+                yield UnreachableView(self, exc)
+                return
             try:
                 with conn.transaction():
                     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -557,7 +566,8 @@ class PostgresKnowledgeStore:
     def supersede(self, old_id: str, content: str, **attrs: Any) -> str:
         """Write the newer row, then invalidate the old one with ``superseded_by:<new id>``, in
         one transaction: if the insert fails the old row is untouched; if another process
-        superseded the old row meanwhile, this one fails and its new row is rolled back."""
+        superseded the old row meanwhile, this one fails and its new row is rolled back. It
+        holds its scopes' consolidation lock, so a same-subject write racing it leaves one head."""
         with self.db.connection("read from") as conn:
             old = self._require(conn, old_id)
         if old.invalidated_at is not None:
@@ -568,6 +578,10 @@ class PostgresKnowledgeStore:
         vectors = self._embed([content]) if self._embedder is not None else None
         actor = str(row.get("source_type", ""))
         with self.db.transaction() as conn:
+            # The scope lock a same-subject write takes (``consolidate``), before the new id is
+            # drawn: a write that decides after this one sees its row and supersedes it, and one
+            # that decided before has invalidated the old row, so this one fails below.
+            lock_scopes(conn, (enc(old.namespace), prepared[0][INSERT_COLUMNS.index("namespace")]))
             ids = self._insert(conn, prepared, vectors)
             new_id = str(ids[0])
             # raises (rolling the insert back) if someone invalidated the old row meanwhile;
@@ -793,3 +807,42 @@ class PostgresStoreView:
 
     def __repr__(self) -> str:
         return f"<PostgresStoreView of {self.store.db.shown}>"
+
+
+class UnreachableView:
+    """What ``consistent_read`` yields while the server cannot be reached: every read raises the
+    reason at once (``ServerUnreachable``, "cannot connect to ..."), so a composition loses its
+    memory sections, each isolated and logged with that reason, instead of the whole turn (or a
+    30 s wait for a pooled connection, as before issue 26)."""
+
+    def __init__(self, store: PostgresKnowledgeStore, reason: ServerUnreachable) -> None:
+        self.store = store
+        self.reason = reason
+
+    def _fail(self) -> NoReturn:
+        raise ServerUnreachable(str(self.reason))
+
+    def get(self, chunk_id: str) -> MemoryChunk | None:
+        self._fail()
+
+    def list_chunks(self, **filters: Any) -> list[MemoryChunk]:
+        self._fail()
+
+    def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
+        self._fail()
+
+    def history_position(self) -> HistoryPosition:
+        self._fail()
+
+    def history(self, chunk_id: str) -> list[HistoryEvent]:
+        self._fail()
+
+    @contextlib.contextmanager
+    def consistent_read(self) -> Iterator[UnreachableView]:
+        yield self
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def __repr__(self) -> str:
+        return f"<UnreachableView of {self.store.db.shown}>"

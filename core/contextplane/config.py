@@ -248,6 +248,18 @@ class ObservabilityConfig:
     )
     redact_defaults: bool = attrs.field(default=True, metadata=_expect("true or false"))
     redact_patterns: list[str] = attrs.field(factory=list, metadata=_expect("a list of regular expressions"))
+    #: How durable a turn's records (injection row, turn inputs, snapshots, trajectory) are once
+    #: their write returned, as durable as the memories by default. "full": no crash of the
+    #: application or the database server loses one (PostgreSQL: the commit waits for its WAL
+    #: flush; SQLite: WAL with ``synchronous = NORMAL``, the memory store's own setting).
+    #: "relaxed": PostgreSQL commits them with ``synchronous_commit = off``, so a server crash
+    #: may lose the last fraction of a second of them (never corrupting any); SQLite as "full".
+    #: "fsync": on SQLite too every record waits for the disk, surviving a machine crash
+    #: (``synchronous = FULL`` on the records file, the trajectory fsynced: an fsync per record,
+    #: 3-20 ms a turn on a local disk); PostgreSQL as "full".
+    records_durability: Literal["full", "relaxed", "fsync"] = attrs.field(
+        default="full", metadata=_expect('"full", "relaxed" or "fsync"')
+    )
 
 
 @attrs.frozen

@@ -139,6 +139,12 @@ class ProjectedContext(_Deferred):
     as_of: Any = attrs.field(default=None, eq=False, repr=False)
     #: Recorded turns only: ``{plugin: version}`` of the host that composed it.
     plugins: Mapping[str, str | None] = attrs.field(factory=dict, eq=False, repr=False)
+    #: What became of the turn's records, set by the records observer: "recorded" (every record
+    #: written so far is stored), "not recorded" (a preview, an incognito turn, no backend,
+    #: recording off) or "failed: <what went wrong>" (a record write failed: the turn was
+    #: composed, but it cannot be explained or replayed; logged once). A model call's snapshot
+    #: is written at delivery, so "recorded" can become "failed: ..." then.
+    record_status: str = attrs.field(default="not recorded", eq=False, repr=False)
 
     @property
     def mode(self) -> str:
@@ -219,6 +225,7 @@ _AS_DICT_FILTER = attrs.filters.exclude(
     attrs.fields(ProjectedContext).request,
     attrs.fields(ProjectedContext).as_of,
     attrs.fields(ProjectedContext).plugins,
+    attrs.fields(ProjectedContext).record_status,
     attrs.fields(SectionReport).rendered,
     attrs.fields(SectionReport).drafted,
 )

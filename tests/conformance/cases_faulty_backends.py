@@ -36,6 +36,26 @@ class NewestFirstLog(InMemoryInjectionLog):
             return stored.id
 
 
+class DropsRowsOnAFullDisk(InMemoryInjectionLog):
+    """Fault: once its storage is gone (here: after ``close``) ``record`` returns an id without
+    keeping the row and without raising: the turn's records vanish without a word (issue 26)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gone = False
+
+    def record(self, row: InjectionRow) -> int:
+        if self.gone:
+            return len(self._rows) + 1
+        return super().record(row)
+
+
+class ClosingBackend(InMemoryBackend):
+    def close(self) -> None:
+        self.injections.gone = True
+        super().close()
+
+
 class AsyncForgetsTheExclusion(InMemorySessionSummaries):
     """Fault: the async form ignores ``exclude_session`` (the sync one is right)."""
 
@@ -65,3 +85,11 @@ class TestAsyncForgetsTheExclusion(BackendConformance):
     @pytest.fixture
     def backend(self) -> Any:
         return InMemoryBackend(summaries=AsyncForgetsTheExclusion())
+
+
+class TestDropsRowsOnAFullDisk(BackendConformance):
+    capabilities = frozenset()
+
+    @pytest.fixture
+    def backend(self) -> Any:
+        return ClosingBackend(injections=DropsRowsOnAFullDisk())

@@ -14,6 +14,7 @@ from tests.conformance.memstores import (
     PresentAsOfStore,
     ShallowPoolStore,
     StoresEveryWriteStore,
+    UnlockedSupersedeStore,
 )
 
 
@@ -57,3 +58,8 @@ class TestDropsEventTime(KnowledgeStoreConformance):
     @pytest.fixture
     def store(self) -> DropsEventTimeStore:
         return DropsEventTimeStore()
+
+class TestUnlockedSupersede(KnowledgeStoreConformance):
+    @pytest.fixture
+    def store(self) -> UnlockedSupersedeStore:
+        return UnlockedSupersedeStore()

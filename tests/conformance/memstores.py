@@ -8,13 +8,16 @@ the way a plausible bug would, so the kit must fail on them with the right requi
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
+import attrs
+
 from contextplane.memory.consolidation import Consolidation
 from contextplane.memory.history import HistoryPosition
-from contextplane.memory.model import MemoryChunk
+from contextplane.memory.model import SUPERSEDED_PREFIX, MemoryChunk, utc_now
 from contextplane.store.columns import superseding_row
 from contextplane.store.protocol import SearchHit
 from contextplane.testing.memory import InMemoryKnowledgeStore
@@ -27,6 +30,7 @@ __all__ = [
     "NoRelevanceStore",
     "PresentAsOfStore",
     "StoresEveryWriteStore",
+    "UnlockedSupersedeStore",
 ]
 
 
@@ -108,3 +112,27 @@ class DropsEventTimeStore(InMemoryKnowledgeStore):
         options.pop("occurred_after", None)
         options.pop("occurred_before", None)
         return super().search(query, k, **options)
+
+class UnlockedSupersedeStore(InMemoryKnowledgeStore):
+    """Fault: ``supersede`` claims the old row, then writes the new one after letting go of the
+    lock same-subject writes decide under (PostgreSQL's first form, issue 26): a write of the
+    subject in between finds no head to supersede, and the subject ends with two."""
+
+    def supersede(self, old_id: str, content: str, **attrs_: Any) -> str:
+        now = utc_now()
+        with self._lock:
+            old = self._require(old_id)
+            row = superseding_row(old, attrs_, content)
+            made = self._make(row, now)  # a bad row still fails before anything changes
+            # the row lock: invalid for everyone else from here on
+            self._rows[old_id] = attrs.evolve(old, invalidated_at=now, invalidation_reason="superseding")
+        time.sleep(0.01)
+        with self._lock:
+            chunk = attrs.evolve(made, id=str(next(self._ids)))
+            self._rows[chunk.id] = chunk
+            self._record(chunk, "created", chunk.source_type)
+            self._rows[old_id] = attrs.evolve(
+                self._rows[old_id], invalidation_reason=f"{SUPERSEDED_PREFIX}{chunk.id}", updated_at=now
+            )
+            self._record(self._rows[old_id], "superseded", chunk.source_type, by=chunk.id)
+            return chunk.id

@@ -51,6 +51,10 @@ def test_faulty_backends_fail_with_the_named_ids(tmp_path: Path) -> None:
     }
     assert run.failing("TestNewestFirstLog") == {"RECORDS-INJECTIONS-APPEND"}
     assert run.failing("TestAsyncForgetsTheExclusion") == {"RECORDS-ASYNC-PARITY"}
+    # A log that returns as if it stored a row it dropped loses a turn's records silently.
+    assert run.failing("TestDropsRowsOnAFullDisk") == {"RECORDS-DURABLE-OR-REPORTED"}
+    dropped = run.by_class("TestDropsRowsOnAFullDisk")["RECORDS-DURABLE-OR-REPORTED"].message
+    assert "returned without storing the row and without raising" in dropped
     parity = run.by_class("TestAsyncForgetsTheExclusion")["RECORDS-ASYNC-PARITY"].message
     assert "anewest(5, exclude_session='b') returned" in parity and "newest gave" in parity
     message = run.by_class("TestNewestFirstLog")["RECORDS-INJECTIONS-APPEND"].message

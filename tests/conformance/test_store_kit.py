@@ -114,6 +114,7 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
         "STORE-CONSOLIDATE-SUBJECT",
         "STORE-CONSOLIDATE-NEAR",
         "STORE-CONSOLIDATE-HISTORY",
+        "STORE-CONSOLIDATE-RACE",
     }
     assert "expected ('1', 'duplicate', '1')" in unconsolidated["STORE-CONSOLIDATE-DUPLICATE"].message
     # A store that takes occurred_at and drops it fails every event-time requirement, and only those.
@@ -131,6 +132,12 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
         }
     )
     assert "accepted occurred_at='2023-05-08'" in timeless["STORE-EVENT-TIME-INVALID"].message
+    # A supersede that writes its row outside the lock same-subject writes decide under leaves
+    # two heads when the two race (issue 26); nothing else notices.
+    unlocked = run.by_class("TestUnlockedSupersede")
+    assert set(unlocked) == every
+    assert run.failing("TestUnlockedSupersede") == {"STORE-CONSOLIDATE-RACE"}
+    assert "did not end with exactly one deliverable row" in unlocked["STORE-CONSOLIDATE-RACE"].message
     # Undeclared capabilities skip, naming the capability.
     assert expiry["STORE-BACKFILL-TABLE"].outcome == "skipped"
     assert "capability 'migration' not declared" in expiry["STORE-BACKFILL-TABLE"].message

@@ -161,3 +161,55 @@ def test_four_processes_of_four_threads_lose_nothing_and_keep_chains_linear(
             seen_heads[c] |= shown
     assert all(len(h) > 1 for h in seen_heads.values()), "the reader never saw a chain move"
     backend.close()
+
+
+PAIRS, ROUNDS = 20, 3
+
+
+def test_supersede_racing_a_same_subject_add_leaves_one_head(pg_url: str, pg_schema: str) -> None:
+    """Issue 26: ``supersede(head)`` and ``add_chunk(subject=S)`` of one subject at the same
+    moment, on two connections of two backends (as two processes would be). Either the add
+    supersedes the supersede's new row, or the supersede finds its head gone and fails: never
+    two deliverable heads. Before the fix 11-15 of 20 subjects kept two."""
+    one = PostgresBackend(pg_url, schema=pg_schema, pool_max_size=2)
+    two = PostgresBackend(pg_url, schema=pg_schema, pool_max_size=2)
+    try:
+        doubled: list[tuple[str, list[str]]] = []
+        outcomes: Counter[str] = Counter()
+        for r in range(ROUNDS):
+            for p in range(PAIRS):
+                subject = f"race-{r}-{p}"
+                head = one.memories.add_chunk(f"{subject} v0", "fact", "operator", subject=subject)
+                start = threading.Barrier(2)
+                errors: list[BaseException] = []
+
+                def supersede(head: str = head, subject: str = subject) -> None:
+                    start.wait()
+                    try:
+                        one.memories.supersede(head, f"{subject} superseded", source_type="operator")
+                        outcomes["supersede stored"] += 1
+                    except Exception as exc:  # losing the race is allowed, and must say so
+                        if "already invalidated" not in str(exc):
+                            errors.append(exc)
+                        outcomes["supersede refused"] += 1
+
+                def add(subject: str = subject) -> None:
+                    start.wait()
+                    try:
+                        two.memories.add_chunk(f"{subject} added", "fact", "operator", subject=subject)
+                    except BaseException as exc:
+                        errors.append(exc)
+
+                threads = [threading.Thread(target=supersede), threading.Thread(target=add)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join(30)
+                assert not errors, errors
+                heads = [c.id for c in one.memories.list_chunks(deliverable=True) if c.subject == subject]
+                if len(heads) != 1:
+                    doubled.append((subject, heads))
+        assert doubled == [], f"{len(doubled)} of {PAIRS * ROUNDS} subjects: {doubled[:5]} ({dict(outcomes)})"
+    finally:
+        one.close()
+        two.close()

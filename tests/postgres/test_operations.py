@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -16,8 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 from contextplane.cli import main
-from contextplane.errors import StoreError
+from contextplane.config import structure
+from contextplane.errors import ConfigError, StoreError
 from contextplane_postgres import PostgresBackend
+from contextplane_postgres.backend import settings
 from contextplane_postgres.url import redact
 from tests.pg import drop_schema
 
@@ -234,11 +237,38 @@ def test_the_command_line_shows_one_line_and_no_traceback_when_the_server_is_dow
     assert "Traceback" not in res.output and SECRET not in res.output
     lines = [line for line in res.output.splitlines() if line.startswith("error: ")]
     assert len(lines) == 1
+    # the backend's own reason, not "no plugin offered that backend" (issue 26)
     assert lines[0].startswith(
-        "error: store.backend = 'postgres', but no plugin offered that backend: StoreError: "
-    )
-    assert "cannot connect to the PostgreSQL server at postgresql://app:***@127.0.0.1:9/cp" in lines[0]
+        "error: cannot connect to the PostgreSQL server at postgresql://app:***@127.0.0.1:9/cp: "
+    ), lines[0]
+    assert "no plugin offered" not in lines[0] and "(store.backend = 'postgres'" in lines[0]
 
+
+def test_a_pool_with_every_connection_busy_fails_after_pool_timeout_s_naming_it(
+    pg_backend_factory: Any,
+) -> None:
+    """``[plugin.postgres] pool_timeout_s`` bounds the wait for a free pooled connection (it was
+    30 s, hard-coded); the server is up, so the error blames the pool, not the server."""
+    backend = pg_backend_factory(pool_max_size=1, pool_timeout_s=1)
+    with backend.db.connection():  # the only connection, held
+        started = time.perf_counter()
+        with pytest.raises(StoreError, match=r"no pooled connection became free within 1 s .*pool_timeout_s"):
+            backend.memories.get("1")
+        assert time.perf_counter() - started < 10
+    assert backend.memories.get("1") is None  # and the pool works once it is free
+
+
+def test_pool_timeout_s_is_a_setting(pg_url: str, pg_schema: str) -> None:
+    config = structure(
+        {"store": {"backend": "postgres", "url": pg_url}, "plugin": {"postgres": {"schema": pg_schema, "pool_timeout_s": 2}}}
+    )
+    backend = PostgresBackend.from_config(config)
+    try:
+        assert backend.db.pool.acquire_timeout_s == 2
+    finally:
+        backend.close()
+    with pytest.raises(ConfigError, match=r"plugin\.postgres\.pool_timeout_s"):
+        settings(structure({"plugin": {"postgres": {"pool_timeout_s": 0}}}))
 
 def test_pool_connections_are_returned_after_errors(pg_url: str, pg_schema: str) -> None:
     backend = PostgresBackend(pg_url, schema=pg_schema, pool_max_size=2)

@@ -38,6 +38,10 @@ def store_path(config: Config, path: str | os.PathLike[str] | None = None) -> Pa
     return config.resolve_path(config.store.path) if config.store.path else default_db_path()
 
 
+#: How the plugin host words a backend hook that raised ``StoreError``: the backend's own reason.
+_OPEN_FAILED = f"{StoreError.__name__}: "
+
+
 def open_backend(
     host: PluginHost, path: str | os.PathLike[str] | None = None, *, read_only: bool = False
 ) -> Any:
@@ -54,6 +58,12 @@ def open_backend(
             # Never fall back to a local file when the operator named a server backend: the
             # records would silently land on one machine.
             why = [f.error for f in host.failures[seen:] if f.stage == "backend"]
+            if why and why[-1].startswith(_OPEN_FAILED):
+                # The plugin is there and took the backend on, but could not open it (a server
+                # that cannot be reached, a bad URL): that reason is the whole story.
+                raise StoreError(
+                    f"{why[-1][len(_OPEN_FAILED) :]} (store.backend = {wanted!r}, in {host.config.source})"
+                )
             raise StoreError(
                 f"store.backend = {wanted!r}, but no plugin offered that backend"
                 + (f": {why[-1]}" if why else "; is the plugin that provides it installed?")

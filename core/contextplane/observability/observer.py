@@ -11,16 +11,25 @@ thing that writes a turn's records, so no adapter carries recorder choreography:
 
 Everything goes to the request's backend; a turn with no backend records nothing, and says
 so once in the log. ``plugins.disabled = ["contextplane.records"]`` turns recording off.
+
+A record write that fails (a full disk, a database that went away) never fails the turn: the
+observer marks the projection's ``record_status`` "failed: ..." and re-raises, so the plugin
+host isolates it like any observer failure (logged once with its traceback, kept in
+``host.failures``, raised in strict mode). Before issue 26 the turn said nothing of it, so a
+caller could not tell a turn that can be explained from one that cannot.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import weakref
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from contextplane.errors import StoreError
 from contextplane.hookspecs import hookimpl
 from contextplane.notices import log_once
 from contextplane.observability.redaction import Redactor
@@ -131,12 +140,43 @@ def _turn_of(
     return turn
 
 
+def _mark(projection: ProjectedContext, status: str) -> None:
+    """Set the projection's ``record_status`` (a frozen attrs slot; only this module writes it).
+    A failure sticks: a later successful write of the same turn does not hide it."""
+    if not projection.record_status.startswith("failed"):
+        object.__setattr__(projection, "record_status", status)
+
+
+def _failed(projection: ProjectedContext, what: str, exc: BaseException) -> None:
+    detail = str(exc) if isinstance(exc, StoreError) else f"{type(exc).__name__}: {exc}"
+    _mark(projection, f"failed: {what}: {' '.join(detail.split())}")
+
+
+@contextlib.contextmanager
+def _reporting(projection: ProjectedContext, what: str) -> Iterator[None]:
+    """Mark the projection "recorded" when the block's writes succeed (an incognito turn, whose
+    snapshot keeps only references and sizes, stays "not recorded"), "failed: ..." when one
+    does not, re-raising for the host to isolate and log once."""
+    try:
+        yield
+    except Exception as exc:
+        _failed(projection, what, exc)
+        raise
+    if not projection.incognito:
+        _mark(projection, "recorded")
+
+
 @hookimpl
 def observe_projection(projection: ProjectedContext, request: ProjectionRequest) -> None:
     """The injection-log row and the turn's trajectory entry."""
     backend = _backend(request)
     if backend is None or projection.injection is None or projection.incognito:
         return
+    with _reporting(projection, "storing the turn's injection-log row and inputs"):
+        _observe_projection(backend, projection, request)
+
+
+def _observe_projection(backend: Any, projection: ProjectedContext, request: ProjectionRequest) -> None:
     backend.injections.record(_injection_row(projection))
     if request.config.observability.snapshots:
         recorder = recorder_for(backend, request)
@@ -201,6 +241,12 @@ def observe_model_call(call: ModelCall, request: ProjectionRequest) -> None:
     backend = _backend(request)
     if backend is None:
         return
+    projection = call.projection
+    with _reporting(projection, f"storing the prompt snapshot of model call {call.call_index}"):
+        _observe_model_call(backend, call, request)
+
+
+def _observe_model_call(backend: Any, call: ModelCall, request: ProjectionRequest) -> None:
     recorder = recorder_for(backend, request)
     projection = call.projection
     turn = _turn_of(projection, recorder, request)
@@ -243,6 +289,13 @@ async def aobserve_projection(projection: ProjectedContext, request: ProjectionR
     if _in_threads(backend, request, "injections", *(("snapshots",) if snapshots else ())):
         await asyncio.to_thread(observe_projection, projection, request)
         return
+    with _reporting(projection, "storing the turn's injection-log row and inputs"):
+        await _aobserve_projection(backend, projection, request, snapshots)
+
+
+async def _aobserve_projection(
+    backend: Any, projection: ProjectedContext, request: ProjectionRequest, snapshots: bool
+) -> None:
     await records_aio.arecord(backend.injections, _injection_row(projection))
     if snapshots:
         recorder = recorder_for(backend, request)
@@ -265,6 +318,11 @@ async def aobserve_model_call(call: ModelCall, request: ProjectionRequest) -> No
     if _in_threads(backend, request, "snapshots"):
         await asyncio.to_thread(observe_model_call, call, request)
         return
+    with _reporting(call.projection, f"storing the prompt snapshot of model call {call.call_index}"):
+        await _aobserve_model_call(backend, call, request)
+
+
+async def _aobserve_model_call(backend: Any, call: ModelCall, request: ProjectionRequest) -> None:
     recorder = recorder_for(backend, request)
     projection = call.projection
     turn = _turn_of(projection, recorder, request)

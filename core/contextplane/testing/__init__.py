@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from contextplane.testing.records import (
         BackendConformance,
         BackendShapeChecks,
+        DurabilityChecks,
         InjectionChecks,
         SnapshotChecks,
         SummaryChecks,
@@ -99,6 +100,7 @@ _WHERE: dict[str, str] = {
     "BackendShapeChecks": "records",
     "InjectionChecks": "records",
     "SnapshotChecks": "records",
+    "DurabilityChecks": "records",
     "SummaryChecks": "records",
     "TrajectoryChecks": "records",
     "StoreConsistencyChecks": "stores",
@@ -148,6 +150,7 @@ __all__ = [
     "ContextIsolationChecks",
     "ContextSectionChecks",
     "ContextSectionConformance",
+    "DurabilityChecks",
     "InjectionChecks",
     "KitUsageError",
     "KnowledgeStoreConformance",

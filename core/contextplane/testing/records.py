@@ -17,6 +17,7 @@ import pytest
 
 from contextplane.aio import run_to_completion
 from contextplane.errors import ValidationError
+from contextplane.hookspecs import hookimpl
 from contextplane.records import (
     Backend,
     InjectionLog,
@@ -29,6 +30,7 @@ from contextplane.records import (
     check_backend,
 )
 from contextplane.records import aio as records_aio
+from contextplane.sections import ContextSection, Envelope, Row, Shed
 from contextplane.store.protocol import KnowledgeStore
 from contextplane.testing._base import ConformanceBase, KitUsageError, checks, required_fixture
 from contextplane.testing.requirements import RECORDS_CAPABILITIES, Requirement
@@ -241,6 +243,69 @@ class InjectionChecks(_BackendBase):
         )
 
 
+class _KitRow:
+    """The one-row context section the durability check composes turns with."""
+
+    plugin_name = "conformance_kit_row"
+
+    @hookimpl
+    def register_context_sections(self, register: Any) -> None:
+        register(
+            ContextSection(
+                "kit_row", 50, Shed.DROP_SECTION, lambda _req: [Row("kit-1", 1, "kiwi")], Envelope("kit_row")
+            )
+        )
+
+
+class DurabilityChecks(_BackendBase):
+    @checks("RECORDS-DURABLE-OR-REPORTED")
+    def test_records_durable_or_reported(self, backend: Backend, requirement: Requirement) -> None:
+        from contextplane.plugins import plugin_host_with
+        from contextplane.projection import compose_projected_context
+
+        host = plugin_host_with([_KitRow()])
+
+        def turn(index: int) -> Any:
+            return compose_projected_context(
+                "kiwi", backend, session_id="durable", turn_index=index, budget_tokens=1_000, host=host
+            )
+
+        first = turn(1)
+        requirement.check(
+            first.record_status == "recorded",
+            f"a turn on the open backend has record_status {first.record_status!r}; expected 'recorded'",
+        )
+        kept = sorted(r.turn_index for r in backend.injections.rows("durable"))
+        requirement.check(kept == [1], f"the recorded turn's injection-log rows read back as turns {kept}")
+        snapshots = backend.snapshots
+        if isinstance(snapshots, TurnInputStore):
+            requirement.check(
+                snapshots.get_inputs("durable", 1) is not None,
+                "the recorded turn's inputs do not read back (get_inputs returned None)",
+            )
+        backend.close()
+        second = turn(2)
+        if second.record_status.startswith("failed"):
+            return
+        requirement.check(
+            second.record_status == "recorded",
+            f"a turn after close() has record_status {second.record_status!r}; expected 'recorded' "
+            "(its records kept) or 'failed: ...'",
+        )
+        try:
+            kept = sorted(r.turn_index for r in backend.injections.rows("durable"))
+        except Exception as exc:
+            requirement.fail(
+                "a turn after close() said 'recorded', but its row cannot be read: "
+                f"{type(exc).__name__}: {exc}"
+            )
+        requirement.check(
+            kept == [1, 2],
+            f"a turn after close() said 'recorded', but the injection log holds turns {kept}: its write "
+            "returned without storing the row and without raising",
+        )
+
+
 class SnapshotChecks(_BackendBase):
     @checks("RECORDS-SNAPSHOTS-ROUND-TRIP")
     def test_records_snapshots_round_trip(self, backend: Backend, requirement: Requirement) -> None:
@@ -441,7 +506,13 @@ class TrajectoryChecks(_BackendBase):
 
 
 class BackendConformance(
-    TrajectoryChecks, AsyncRecordChecks, SnapshotChecks, InjectionChecks, SummaryChecks, BackendShapeChecks
+    TrajectoryChecks,
+    AsyncRecordChecks,
+    SnapshotChecks,
+    DurabilityChecks,
+    InjectionChecks,
+    SummaryChecks,
+    BackendShapeChecks,
 ):
     """Every records check. Subclass it and define ``backend``; run ``KnowledgeStoreConformance``
     on ``backend.memories`` for the memory contract. Bases are listed last-first because pytest

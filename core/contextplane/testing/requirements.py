@@ -399,6 +399,14 @@ _ALL: tuple[Requirement, ...] = (
         "duplicate's 'created' event lists its near duplicates.",
     ),
     Requirement(
+        "STORE-CONSOLIDATE-RACE",
+        "store",
+        "A supersede of a subject's head and a write naming the same subject, scope and kind, run at "
+        "the same moment, leave exactly one deliverable row of the subject: the later one supersedes "
+        "the other's row, or the supersede fails (StoreError) because its row is no longer valid.",
+        capability="concurrent_writes",
+    ),
+    Requirement(
         "STORE-GET-UNKNOWN",
         "store",
         "get returns None for an id that names no row, malformed ids included, and never raises.",
@@ -451,6 +459,14 @@ _ALL: tuple[Requirement, ...] = (
         "injections.record returns distinct, increasing ids; rows() returns every row in recorded order "
         "with its fields and delivered ids unchanged, rows(session_id) only that session's and "
         "rows(limit=n) the first n.",
+    ),
+    Requirement(
+        "RECORDS-DURABLE-OR-REPORTED",
+        "records",
+        "A turn's records are durable or reported: a composed turn whose record_status is 'recorded' "
+        "has its injection-log row (and its inputs, where the snapshot store keeps them) read back, "
+        "and a record write the backend cannot keep (here: after close()) raises, so the turn's "
+        "record_status starts with 'failed' instead of the records vanishing without a word.",
     ),
     Requirement(
         "RECORDS-SNAPSHOTS-ROUND-TRIP",

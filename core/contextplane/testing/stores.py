@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from contextplane.errors import StoreError
 from contextplane.memory.model import MemoryChunk
 from contextplane.store import aio
 from contextplane.store.protocol import KnowledgeStore, MemoryHistory
@@ -105,6 +106,8 @@ RELEVANCE_FILLER: tuple[str, ...] = (
 )
 
 _SLACK = timedelta(seconds=5)
+#: STORE-CONSOLIDATE-RACE: how many subjects see a supersede and an add race (one pair at a time).
+RACING_PAIRS = 20
 
 
 def _aware_utc(value: datetime | None) -> bool:
@@ -1346,6 +1349,50 @@ class StoreConsolidationChecks(_StoreBase):
             listed == [base],
             f"the near duplicate's created event has detail {dict(detail)}; "
             f"its near_duplicates must list {base!r}",
+        )
+
+    @checks("STORE-CONSOLIDATE-RACE")
+    def test_store_consolidate_race(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        self._require(requirement)
+        doubled: list[str] = []
+        for n in range(RACING_PAIRS):
+            subject, scope = f"racing-{n}", "project:race"
+            head = store.add_chunk(f"kiwi race {n} v0", "fact", "operator", subject=subject, namespace=scope)
+            start = threading.Barrier(2)
+            errors: list[str] = []
+
+            def supersede(head: str = str(head), n: int = n) -> None:
+                start.wait()
+                try:
+                    store.supersede(head, f"kiwi race {n} superseded", source_type="operator")
+                except StoreError:
+                    pass  # the write came first and invalidated the head: the documented refusal
+                except BaseException as exc:
+                    errors.append(f"supersede raised {type(exc).__name__}: {exc}")
+
+            def add(subject: str = subject, n: int = n) -> None:
+                start.wait()
+                try:
+                    store.add_chunk(
+                        f"kiwi race {n} added", "fact", "operator", subject=subject, namespace=scope
+                    )
+                except BaseException as exc:
+                    errors.append(f"add_chunk raised {type(exc).__name__}: {exc}")
+
+            racers = [threading.Thread(target=supersede), threading.Thread(target=add)]
+            for t in racers:
+                t.start()
+            for t in racers:
+                t.join(60)
+            requirement.check(not errors, f"racing pair {n}: {errors}")
+            rows = store.list_chunks(deliverable=True, namespace=scope)
+            heads = sorted(c.id for c in rows if c.subject == subject)
+            if len(heads) != 1:
+                doubled.append(f"{subject}: {heads}")
+        requirement.check(
+            not doubled,
+            f"{len(doubled)} of {RACING_PAIRS} subjects did not end with exactly one deliverable row after "
+            f"a supersede and a same-subject add raced (subject: deliverable ids): {doubled[:3]}",
         )
 
 

@@ -76,6 +76,8 @@ class SQLiteBackend:
         self._trajectory: TrajectoryWriter | None = None
         self._trajectory_made = False
         self._lock = threading.Lock()
+        #: ``observability.records_durability``: how each record part commits (see ``connection``).
+        self._durability = self.config.observability.records_durability
         register_backend(self)
 
     @classmethod
@@ -98,7 +100,9 @@ class SQLiteBackend:
     def summaries(self) -> SQLiteSessionSummaries:
         with self._lock:
             if self._summaries is None:
-                self._summaries = SQLiteSessionSummaries(self.path, read_only=self.read_only)
+                self._summaries = SQLiteSessionSummaries(
+                    self.path, read_only=self.read_only, durability=self._durability
+                )
             return self._summaries
 
     @property
@@ -106,7 +110,9 @@ class SQLiteBackend:
         with self._lock:
             if self._injections is None:
                 path, legacy = records_source(self.path, read_only=self.read_only)
-                self._injections = SQLiteInjectionLog(path, read_only=self.read_only, adopt_from=legacy)
+                self._injections = SQLiteInjectionLog(
+                    path, read_only=self.read_only, adopt_from=legacy, durability=self._durability
+                )
             return self._injections
 
     @property
@@ -123,6 +129,7 @@ class SQLiteBackend:
                     batch_size=self._snapshot_batch_size,
                     read_only=self.read_only,
                     adopt_from=None if target is not None else legacy,
+                    durability=self._durability,
                 )
             return self._snapshots
 
@@ -138,7 +145,7 @@ class SQLiteBackend:
                         if obs.trajectory_dir
                         else Path(self.path).parent / "trajectories"
                     )
-                    self._trajectory = TrajectoryWriter(directory)
+                    self._trajectory = TrajectoryWriter(directory, fsync=self._durability == "fsync")
             return self._trajectory
 
     def flush(self) -> None:

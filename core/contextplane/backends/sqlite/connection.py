@@ -25,6 +25,12 @@ from contextplane.errors import StoreError
 from contextplane.store.connection import is_read_only, store_error
 from contextplane.store.sqlite import connect as connect_store
 
+#: ``observability.records_durability`` -> the records connection's ``PRAGMA synchronous``. In
+#: WAL mode NORMAL (the memory store's setting) never loses a commit to an application crash,
+#: only to the machine's; FULL syncs the WAL at every commit, so a returned record write is on
+#: disk, at an fsync per record. Nothing weaker than NORMAL is offered: OFF can corrupt the file.
+SYNCHRONOUS = {"full": "NORMAL", "relaxed": "NORMAL", "fsync": "FULL"}
+
 _META_SQL = "CREATE TABLE IF NOT EXISTS _records_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
 
@@ -59,15 +65,16 @@ def has_table(conn: apsw.Connection, name: str) -> bool:
 
 
 def connect(
-    path: str | os.PathLike[str], schema: str, what: str, *, read_only: bool = False
+    path: str | os.PathLike[str], schema: str, what: str, *, read_only: bool = False, durability: str = "full"
 ) -> apsw.Connection:
     """Open ``path`` like the memory store does and apply ``schema`` (idempotent DDL).
     ``read_only`` (what inspecting commands use) never creates the file or a table: a record
-    table that is not there reads as empty."""
+    table that is not there reads as empty. ``durability``: ``observability.records_durability``."""
     conn = connect_store(path, create=not read_only, read_only=read_only)
     if is_read_only(conn):
         return conn
     try:
+        conn.execute(f"PRAGMA synchronous = {SYNCHRONOUS[durability]}")
         conn.execute(schema)
     except apsw.Error as exc:
         conn.close()

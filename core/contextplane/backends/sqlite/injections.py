@@ -38,10 +38,14 @@ class SQLiteInjectionLog:
         *,
         read_only: bool = False,
         adopt_from: str | os.PathLike[str] | None = None,
+        durability: str = "full",
     ) -> None:
-        """``adopt_from``: the memory file an earlier version kept this log in (copied once)."""
+        """``adopt_from``: the memory file an earlier version kept this log in (copied once);
+        ``durability``: ``observability.records_durability``."""
         self.path = str(path)
-        self._conn = connect(self.path, SCHEMA, "the injection log", read_only=read_only)
+        self._conn = connect(
+            self.path, SCHEMA, "the injection log", read_only=read_only, durability=durability
+        )
         self._lock = threading.Lock()
         with _translated(self.path, "adopting the injection log of the memory file"):
             adopt(self._conn, adopt_from, ("injection_log",))

@@ -107,13 +107,16 @@ class SQLiteSnapshotStore:
         prune_every: int = 1_000,
         read_only: bool = False,
         adopt_from: str | os.PathLike[str] | None = None,
+        durability: str = "full",
     ) -> None:
         self.path = Path(path)
         self.retention_days = retention_days
         self.retention_count = retention_count
         self.batch_size = max(1, batch_size)
         self.prune_every = prune_every
-        self._conn = connect(path, SCHEMA, "the prompt snapshots", read_only=read_only)
+        self._conn = connect(
+            path, SCHEMA, "the prompt snapshots", read_only=read_only, durability=durability
+        )
         with translated(str(path), "adopting the prompt snapshots and turn inputs of the memory file"):
             adopt(self._conn, adopt_from, ("prefix_texts", "prompt_snapshots"))
             adopt(self._conn, adopt_from, ("turn_inputs",))  # its own marker: added by schema 3

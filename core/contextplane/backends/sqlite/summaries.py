@@ -45,9 +45,13 @@ def _now() -> str:
 class SQLiteSessionSummaries:
     """``SessionSummaries`` in one SQLite file (WAL, busy timeout)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, read_only: bool = False, durability: str = "full"
+    ) -> None:
         self.path = str(path)
-        self._conn = connect(self.path, SCHEMA, "the session summaries", read_only=read_only)
+        self._conn = connect(
+            self.path, SCHEMA, "the session summaries", read_only=read_only, durability=durability
+        )
         self._lock = threading.Lock()
         self._present = has_table(self._conn, "session_summaries")
 
