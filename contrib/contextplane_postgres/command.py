@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from contextplane.cli_params import Whole
 from contextplane.errors import StoreError
 
 _URL = click.argument("url", metavar="URL", required=False)
@@ -53,7 +54,7 @@ def store() -> None:
 @click.argument("dst", metavar="DST", required=False)
 @_SCHEMA
 @click.option(
-    "--batch-rows", default=5_000, show_default=True, type=click.IntRange(min=1), help="Rows per transaction."
+    "--batch-rows", default=5_000, show_default=True, type=Whole(1), help="Rows per transaction."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def copy(src: Path, dst: str | None, schema: str, batch_rows: int, as_json: bool) -> None:
