@@ -48,6 +48,7 @@ from contextplane.memory.stamps import creation_stamps
 from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE
 from contextplane.store.protocol import SearchHit
 from contextplane.store.query_terms import meaningful_words
+from contextplane_postgres import check as pg_check
 from contextplane_postgres import history as pg_history
 from contextplane_postgres import schema as pg_schema
 from contextplane_postgres import sql
@@ -322,6 +323,11 @@ class PostgresKnowledgeStore:
         """The position of the latest committed event, at the current time."""
         with self.db.connection("read from") as conn:
             return HistoryPosition(pg_history.latest_seq(conn), utc_now())
+
+    def check(self) -> list[str]:
+        """``contextplane store check``: one line per problem (``contextplane_postgres.check``)."""
+        with self.db.connection("read from") as conn:
+            return pg_check.check(conn, self.db.schema)
 
     @contextlib.contextmanager
     def as_of(

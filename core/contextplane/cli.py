@@ -286,12 +286,14 @@ def _add_commands() -> None:
     from contextplane.explain.cli import explain_command, replay_command
     from contextplane.observability.cli import snapshots
     from contextplane.store.cli import memory, migrate_command
+    from contextplane.store.commands import store
 
     main.add_command(memory)
     main.add_command(migrate_command)
     main.add_command(snapshots)
     main.add_command(explain_command)
     main.add_command(replay_command)
+    main.add_command(store)
 
 
 _add_commands()
