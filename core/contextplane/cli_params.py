@@ -9,9 +9,14 @@ driver with ``OverflowError`` and a traceback. Every whole-number flag and argum
 from __future__ import annotations
 
 import re
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import click
+
+if TYPE_CHECKING:
+    _IntParam = click.ParamType[int]  # generic from click 8.2; a plain class before
+else:
+    _IntParam = click.ParamType
 
 #: The largest whole number a store can hold or compare (signed 64 bits).
 STORE_INT_MAX: Final[int] = 2**63 - 1
@@ -19,7 +24,7 @@ STORE_INT_MAX: Final[int] = 2**63 - 1
 _DECIMAL: Final[re.Pattern[str]] = re.compile(r"[+-]?[0-9]+")
 
 
-class Whole(click.ParamType):
+class Whole(_IntParam):
     """A decimal whole number in ``[lo, hi]`` (``hi`` defaults to the store's largest)."""
 
     name = "integer"

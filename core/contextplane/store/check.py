@@ -157,7 +157,7 @@ def _tree_names(conn: apsw.Connection) -> dict[int, str]:
         rows = conn.execute("SELECT rootpage, type, name FROM sqlite_master WHERE rootpage > 0").fetchall()
     except apsw.Error:
         return {}
-    return {int(page): f"{kind} {name}" for page, kind, name in rows}
+    return {int(str(page)): f"{kind} {name}" for page, kind, name in rows}
 
 
 def _named(text: str, names: dict[int, str]) -> str:

@@ -72,13 +72,14 @@ def check_command(ctx: click.Context, db: Path | None, config_path: str | None, 
     One line per problem and exit status 1; a sound store prints one ok line and exits 0.
     Run it after a crash, a full disk or a copy, and before a backup is trusted."""
     config, host = load(config_path)
+    checked: tuple[str, ...] = ()
     if db is None and config.store.backend != "sqlite":
         backend = open_backend(host, read_only=True)
         try:
             memories = backend.memories
             if not isinstance(memories, StoreCheck):
                 raise StoreError(f"backend {backend.name} offers no check (its store has no check())")
-            target, problems, checked = backend.name, list(memories.check()), ()
+            target, problems = backend.name, list(memories.check())
         finally:
             backend.close()
     else:
