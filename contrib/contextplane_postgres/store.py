@@ -45,7 +45,7 @@ from contextplane.memory.model import (
     validate_text,
 )
 from contextplane.memory.stamps import creation_stamps
-from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE
+from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE, SEARCH_K_MAX
 from contextplane.store.protocol import SearchHit
 from contextplane.store.query_terms import meaningful_words
 from contextplane_postgres import check as pg_check
@@ -663,6 +663,7 @@ class PostgresKnowledgeStore:
         validate_text(query, "query", storable=False)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
+        k = min(k, SEARCH_K_MAX)
         params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "fts_cap": max(self.fts_cap, k * 4)}
         clauses: list[str] = []
         sql.scope_filter(namespaces, params, clauses)

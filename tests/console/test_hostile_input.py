@@ -43,6 +43,7 @@ HUGE = st.one_of(
     st.integers(min_value=2**63, max_value=10**40),
     st.integers(min_value=-(10**40), max_value=-(2**63) - 1),
     st.integers(min_value=-(2**31), max_value=2**31),
+    st.sampled_from([2**63 - 1, 2**62, 2**32]),
 )
 NUMBERISH = st.one_of(
     HUGE.map(str),

@@ -98,10 +98,12 @@ def invocation(command: click.Command, target: click.Parameter, value: str, db: 
     return args
 
 
-#: Whole numbers no store holds, and text that only looks like a number.
+#: Whole numbers no store holds, the largest ones it does (a k or a limit that large must not
+#: overflow what is derived from it), and text that only looks like a number.
 HOSTILE = st.one_of(
     st.integers(min_value=2**63, max_value=10**40).map(str),
     st.integers(min_value=-(10**40), max_value=-(2**63) - 1).map(str),
+    st.sampled_from([str(2**63 - 1), str(2**62), str(2**32), str(2**31)]),
     st.sampled_from(["1e30", "0x10", "١٢", "--1", "9" * 5000, "1.5", "NaN", ""]),
 )
 
@@ -114,7 +116,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(target=st.sampled_from(TARGETS), value=HOSTILE)
 def test_every_numeric_flag_refuses_hostile_numbers_in_one_line(
     store: Path, target: tuple[tuple[str, ...], click.Command, click.Parameter], value: str
@@ -159,3 +161,29 @@ def test_the_issue_s_commands_name_the_bad_value(store: Path, args: list[str], n
     assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
     first = res.output.splitlines()[0]
     assert first.startswith("error: ") and named in first, res.output
+
+
+def test_the_largest_k_a_store_holds_searches_instead_of_overflowing(store: Path) -> None:
+    res = CliRunner().invoke(main, ["memory", "search", "deploy", "-k", str(2**63 - 1), "--db", str(store)])
+    assert res.exit_code == 0, (res.output, repr(res.exception))
+    assert "the deploy window is Friday" in res.output
+
+
+@pytest.mark.parametrize(
+    "target", TARGETS, ids=[f"{' '.join(path)} {param.name}" for path, _c, param in TARGETS]
+)
+@pytest.mark.parametrize("value", [str(2**63 - 1), str(2**63), str(-(2**63) - 1), "99999999999999999999999"])
+def test_each_numeric_flag_at_and_past_the_store_ceiling(
+    store: Path, target: tuple[tuple[str, ...], click.Command, click.Parameter], value: str
+) -> None:
+    """Every flag, not just those the property happens to draw: no traceback, one error line."""
+    path, command, param = target
+    if path[0] in SERVING and _in_range(param, value):
+        return  # a value the flag accepts would start a server
+    args = [*path, *invocation(command, param, value, store)]
+    res = CliRunner().invoke(main, args, catch_exceptions=True)
+    assert "Traceback" not in res.output, (args, res.output)
+    assert res.exception is None or isinstance(res.exception, SystemExit), (args, repr(res.exception))
+    assert res.exit_code in (0, 2), (args, res.exit_code, res.output)
+    if res.exit_code == 2:
+        assert len([line for line in res.output.splitlines() if line.startswith("error:")]) == 1, res.output

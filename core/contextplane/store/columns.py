@@ -120,6 +120,10 @@ _ID_TEXT: Final[re.Pattern[str]] = re.compile(r"-?[0-9]{1,20}")
 #: reach SQLite, which cannot bind it).
 ID_MIN: Final[int] = -(2**63)
 ID_MAX: Final[int] = 2**63 - 1
+#: The most hits a search asks its statements for: more than any store holds rows, and small
+#: enough that the candidate counts derived from it (k times a widening factor) stay inside
+#: SQLite's and PostgreSQL's 64-bit integers. A larger ``k`` returns the same hits.
+SEARCH_K_MAX: Final[int] = 2**32
 
 
 def as_id(chunk_id: object) -> int | None:

@@ -41,7 +41,7 @@ from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import MemoryChunk, to_utc, utc_now, validate_text
 from contextplane.store import history as store_history
 from contextplane.store import migrate, query_terms, ranks, sql, vector_index
-from contextplane.store.columns import as_id, chunk_from_row
+from contextplane.store.columns import SEARCH_K_MAX, as_id, chunk_from_row
 from contextplane.store.connection import SQLITE_HEADER as SQLITE_HEADER
 from contextplane.store.connection import connect as connect
 from contextplane.store.connection import is_read_only, store_error
@@ -386,6 +386,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         validate_text(query, "query", storable=False)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
+        k = min(k, SEARCH_K_MAX)
         base = max(k * 8, 80)
         params: dict[str, Any] = {"k": k, "n": max(k * 4, 40)}
         clauses: list[str] = []
