@@ -12,7 +12,7 @@ import click
 from contextplane import ContextPlaneError, PluginHost, load_config, open_backend
 from contextplane_console.app import create_app
 from contextplane_console.security import is_loopback
-from contextplane_console.server import ConsoleServer
+from contextplane_console.server import ConsoleServer, bind
 
 #: Where an operator configures the access token (an option would show it in ``ps``).
 TOKEN_ENV = "CONTEXTPLANE_CONSOLE_TOKEN"
@@ -69,16 +69,21 @@ def console(db: str | None, host: str, port: int, config_path: str | None, revie
     config = load_config(config_path)
     plugin_host = PluginHost.from_entry_points(config)
     backend = open_backend(plugin_host, db)
+    sock = None
     try:
+        # Bound first: the cookie is named after the port really listened on, so two consoles
+        # started with --port 0 do not overwrite each other's token cookie.
+        sock = bind(host, port)
+        bound = int(sock.getsockname()[1])
         app = create_app(
             backend,
             plugin_host,
             token=token,
             loopback_only=token is None,
-            cookie_name=f"contextplane_console_{port}",
+            cookie_name=f"contextplane_console_{bound}",
             reviewer=reviewer,
         )
-        server = ConsoleServer(app, host, port)
+        server = ConsoleServer(app, host, bound, sock=sock)
         click.echo(f"contextplane console over {backend.name}")
         click.echo(f"open {server.url}/" + (f"?token={token}" if token else ""))
         if token is not None:
@@ -91,4 +96,6 @@ def console(db: str | None, host: str, port: int, config_path: str | None, revie
             server.serve()
         click.echo("console stopped")
     finally:
+        if sock is not None:
+            sock.close()
         backend.close()

@@ -19,6 +19,14 @@ ANY = frozenset({"", "any"})
 #: Largest request body the console reads (a memory's new text fits many times over).
 MAX_BODY_BYTES = 1 << 20
 
+#: Deepest nesting of a JSON body: no endpoint reads more than two levels, and Python's parser
+#: (and everything after it) recurses, so 200,000 levels must be refused, not crash a worker.
+MAX_JSON_DEPTH = 32
+
+#: The largest whole number the stores can hold or compare (signed 64 bits): a larger turn,
+#: offset or limit names nothing and must not reach the driver.
+MAX_WHOLE = 2**63 - 1
+
 
 def choice(params: Mapping[str, str], name: str, allowed: Iterable[str]) -> str | None:
     """One of ``allowed``, or None when the parameter is absent, empty or ``any``."""
@@ -40,12 +48,20 @@ def whole(
         return default
     text = raw.strip()
     span = f"from {lo} to {hi}" if hi is not None else f">= {lo}"
-    if not (text.isdigit() or (text.startswith("-") and text[1:].isdigit())):
-        raise refuse(name, f"expected a whole number {span}, got {raw!r}")
+    digits = text[1:] if text.startswith("-") else text
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 40:
+        raise refuse(name, f"expected a whole number {span}, got {_short(raw)!r}")
     value = int(text)
     if value < lo or (hi is not None and value > hi):
         raise refuse(name, f"expected a whole number {span}, got {value}")
+    if value > MAX_WHOLE:
+        raise refuse(name, f"expected a whole number {span} and at most {MAX_WHOLE}, got {_short(text)}")
     return value
+
+
+def _short(text: str) -> str:
+    """A bad value, cut so a 100,000-digit number makes a short error message."""
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def required_text(params: Mapping[str, str], name: str, what: str) -> str:
@@ -67,12 +83,48 @@ def json_object(body: bytes) -> dict[str, Any]:
         raise refuse("body", "empty; send a JSON object")
     try:
         value = json.loads(body)
+    except RecursionError:
+        raise _too_deep() from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise refuse("body", f"not valid JSON ({exc})") from None
     if not isinstance(value, dict):
         raise refuse("body", f"expected a JSON object, got {type(value).__name__}")
+    _check_tree(value)
     return value
 
+
+def _check_tree(value: object) -> None:
+    """Refuse nesting past ``MAX_JSON_DEPTH`` and text that is not Unicode: JSON's ``\\ud800``
+    escape decodes to a lone surrogate, which no store, page or response can encode. Walked
+    with a stack, not recursion, for the same reason the depth is capped."""
+    stack: list[tuple[object, int, str]] = [(value, 1, "body")]
+    while stack:
+        item, depth, where = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise _too_deep()
+        if isinstance(item, str):
+            _check_text(item, where)
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                _check_text(key, where)
+                stack.append((inner, depth + 1, key if where == "body" else where))
+        elif isinstance(item, list):
+            stack.extend((inner, depth + 1, where) for inner in item)
+
+
+def _too_deep() -> Refusal:
+    return refuse("body", f"nested too deeply; this console reads at most {MAX_JSON_DEPTH} levels")
+
+
+def _check_text(text: str, where: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise refuse(
+            where,
+            f"contains a lone surrogate ({text[exc.start]!r} at position {exc.start}), which is not "
+            "Unicode text; send the character itself or a valid surrogate pair",
+        ) from None
 
 def only_fields(obj: Mapping[str, Any], allowed: Iterable[str]) -> None:
     """Refuse keys the endpoint does not read: a typo must not be silently ignored."""
@@ -96,8 +148,9 @@ def json_int(obj: Mapping[str, Any], name: str, *, lo: int) -> int | None:
     value = obj.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise refuse(name, f"expected a whole number >= {lo} or null, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= MAX_WHOLE:
+        shown = _short(repr(value)) if not isinstance(value, int) else _short(str(value))
+        raise refuse(name, f"expected a whole number >= {lo} (at most {MAX_WHOLE}) or null, got {shown}")
     return value
 
 

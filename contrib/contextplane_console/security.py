@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from http.cookies import SimpleCookie
 from typing import Any, Final
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 log = logging.getLogger("contextplane.console")
 
@@ -208,7 +208,7 @@ class Guard:
         """The printed link: set the token cookie and redirect to the same URL without it."""
         pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"))
         query = [(k, v) for k, v in pairs if k != "token"]
-        location = scope.get("path", "/") + (f"?{urlencode(query)}" if query else "")
+        location = same_site_path(str(scope.get("path", "/"))) + (f"?{urlencode(query)}" if query else "")
         assert self.token is not None
         cookie = f"{self.cookie_name}={self.token}; HttpOnly; SameSite=Strict; Path=/"
         await send(
@@ -219,6 +219,14 @@ class Guard:
             }
         )
         await send({"type": "http.response.body", "body": b""})
+
+
+def same_site_path(path: str) -> str:
+    """``path`` as a redirect target that stays on this console: one leading slash (``//host/x``
+    would send the browser, and the token's cookie question, to another site) and every other
+    character percent-encoded (a backslash reads as a slash to browsers; CR/LF would split the
+    header)."""
+    return "/" + quote(path.lstrip("/\\"), safe="/:@!$&'()*+,;=-._~", errors="replace")
 
 
 async def _refuse(scope: Scope, send: Send, status: int, field: str, message: str) -> None:

@@ -43,9 +43,11 @@ class ConsoleServer:
     """One console server: ``serve()`` blocks (the command); ``start()``/``stop()`` run it on a
     thread (tests, the benchmark)."""
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, app: Any, host: str = "127.0.0.1", port: int = 0, *, sock: socket.socket | None = None
+    ) -> None:
         self.host = host
-        self.socket = bind(host, port)
+        self.socket = bind(host, port) if sock is None else sock
         self.port = int(self.socket.getsockname()[1])
         # No access log: uvicorn's would print query strings (the token link); the console
         # logs method, path and status itself on ``contextplane.console``.

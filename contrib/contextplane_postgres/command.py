@@ -1,5 +1,5 @@
-"""``contextplane store``: the PostgreSQL backend's commands, plugged into the command line
-through the ``contextplane.commands`` entry-point group.
+"""``contextplane store copy|init|status``: the PostgreSQL backend's commands, plugged into the
+core's ``store`` group through the ``contextplane.store_commands`` entry-point group.
 
 ``store copy SRC DST`` moves an embedded store into PostgreSQL (resumable: run it again after
 an interruption); ``store init URL`` creates or upgrades the schema, for an owner role to run
@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from contextplane.cli_params import Whole
 from contextplane.errors import StoreError
 
 _URL = click.argument("url", metavar="URL", required=False)
@@ -43,17 +44,12 @@ def _database(url: str, schema: str, *, vectors: bool = False) -> Any:
     return Database(url, schema=schema, vectors=vectors, pool_max_size=2)
 
 
-@click.group("store")
-def store() -> None:
-    """The PostgreSQL backend: copy an embedded store into it, create or inspect its schema."""
-
-
-@store.command("copy")
+@click.command("copy")
 @click.argument("src", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("dst", metavar="DST", required=False)
 @_SCHEMA
 @click.option(
-    "--batch-rows", default=5_000, show_default=True, type=click.IntRange(min=1), help="Rows per transaction."
+    "--batch-rows", default=5_000, show_default=True, type=Whole(1), help="Rows per transaction."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def copy(src: Path, dst: str | None, schema: str, batch_rows: int, as_json: bool) -> None:
@@ -103,7 +99,7 @@ def copy(src: Path, dst: str | None, schema: str, batch_rows: int, as_json: bool
         click.echo(f"  {table}: {rows} in the source, not copied")
 
 
-@store.command("init")
+@click.command("init")
 @_URL
 @_SCHEMA
 @click.option("--vectors", is_flag=True, help="Also create the pgvector extension (needs the right to).")
@@ -116,7 +112,7 @@ def init(url: str | None, schema: str, vectors: bool) -> None:
     click.echo(f"{db.shown}: at schema version {SCHEMA_VERSION}")
 
 
-@store.command("status")
+@click.command("status")
 @_URL
 @_SCHEMA
 def status(url: str | None, schema: str) -> None:

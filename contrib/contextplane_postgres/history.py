@@ -78,6 +78,8 @@ STATE_COLUMNS: Final[tuple[str, ...]] = (
 _STATE: Final[str] = ", ".join(STATE_COLUMNS)
 _STATE_C: Final[str] = ", ".join(f"c.{n}" for n in STATE_COLUMNS)
 _EVENT_COLUMNS: Final[str] = f"seq, chunk_id, at, event, actor, {_STATE}, detail"
+#: The columns ``read_event`` reads, for whoever walks ``chunk_history`` (``store check``).
+EVENT_COLUMNS: Final[str] = _EVENT_COLUMNS
 _INSERT: Final[str] = f"INSERT INTO chunk_history(chunk_id, at, event, actor, {_STATE}, detail)"
 
 #: Schema step 4's DDL (``schema.STEPS``): the history, the consolidation keys, turn inputs.
@@ -240,6 +242,10 @@ def _event(row: Sequence[Any]) -> HistoryEvent:
         updated_at=_utc(updated),
         detail=json.loads(detail) if detail else {},
     )
+
+
+#: One ``chunk_history`` row (``EVENT_COLUMNS``) as an event.
+read_event = _event
 
 
 def events(conn: psycopg.Connection[Any], chunk_id: int, upto: int | None = None) -> list[HistoryEvent]:

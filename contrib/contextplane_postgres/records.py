@@ -20,17 +20,13 @@ import attrs
 from contextplane.observability.trajectory import TrajectoryEntry, TrajectoryRead
 from contextplane.records.injections import InjectionRow
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
-from contextplane.records.summaries import SessionSummary, validate_summary
+from contextplane.records.summaries import SessionSummary, summary_stamp, validate_summary
 from contextplane.records.turn_inputs import TURN_INPUT_FIELDS, TurnInputs
 from contextplane.store.fts_query import fts_terms
 from contextplane_postgres import sql
 from contextplane_postgres.codec import dec, enc, enc_opt
 from contextplane_postgres.database import Database
 from contextplane_postgres.schema import TS_CONFIG
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 class PostgresSessionSummaries:
@@ -47,7 +43,7 @@ class PostgresSessionSummaries:
             row = conn.execute(
                 "INSERT INTO session_summaries(session_id, created_at, kind, topic, summary) "
                 "VALUES (%s, %s, %s, %s, %s) RETURNING id",
-                (enc(session_id), at or _now(), enc(kind), enc(topic), enc(summary)),
+                (enc(session_id), at or summary_stamp(), enc(kind), enc(topic), enc(summary)),
             ).fetchone()
         assert row is not None
         return str(row[0])

@@ -46,9 +46,10 @@ from contextplane.memory.model import (
     validate_text,
 )
 from contextplane.memory.stamps import creation_stamps
-from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE, superseding_row
+from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE, SEARCH_K_MAX, superseding_row
 from contextplane.store.protocol import SearchHit
 from contextplane.store.query_terms import meaningful_words
+from contextplane_postgres import check as pg_check
 from contextplane_postgres import history as pg_history
 from contextplane_postgres import schema as pg_schema
 from contextplane_postgres import sql
@@ -336,6 +337,11 @@ class PostgresKnowledgeStore:
         """The position of the latest committed event, at the current time."""
         with self.db.connection("read from") as conn:
             return HistoryPosition(pg_history.latest_seq(conn), utc_now())
+
+    def check(self) -> list[str]:
+        """``contextplane store check``: one line per problem (``contextplane_postgres.check``)."""
+        with self.db.connection("read from") as conn:
+            return pg_check.check(conn, self.db.schema)
 
     @contextlib.contextmanager
     def as_of(
@@ -683,6 +689,7 @@ class PostgresKnowledgeStore:
         validate_text(query, "query", storable=False)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
+        k = min(k, SEARCH_K_MAX)
         params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "fts_cap": max(self.fts_cap, k * 4)}
         clauses: list[str] = []
         sql.scope_filter(namespaces, params, clauses)

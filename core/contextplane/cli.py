@@ -40,6 +40,7 @@ from contextplane.cli_common import (
     load,
     report_errors,
 )
+from contextplane.cli_params import Whole
 from contextplane.projection import compose_projected_context
 from contextplane.request import BuildContext
 from contextplane.textui import budget_table, one_line, table
@@ -171,10 +172,10 @@ def _project_id(project: str | None) -> str | None:
 @click.option("--incognito", is_flag=True, help="Compose as an incognito turn (no memory sections).")
 @click.option("--goal-turn", is_flag=True, help="Compose as an autonomous goal turn (no digest).")
 @click.option(
-    "--budget-tokens", type=click.IntRange(min=0), default=None, help="Override the budget (0 = unbounded)."
+    "--budget-tokens", type=Whole(0), default=None, help="Override the budget (0 = unbounded)."
 )
 @click.option(
-    "--context-window", type=click.IntRange(min=1), default=None, help="Model context window, tokens."
+    "--context-window", type=Whole(1), default=None, help="Model context window, tokens."
 )
 @click.option("--tool", "tools", multiple=True, help="A tool bound at build time (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
@@ -285,12 +286,14 @@ def _add_commands() -> None:
     from contextplane.explain.cli import explain_command, replay_command
     from contextplane.observability.cli import snapshots
     from contextplane.store.cli import memory, migrate_command
+    from contextplane.store.commands import store
 
     main.add_command(memory)
     main.add_command(migrate_command)
     main.add_command(snapshots)
     main.add_command(explain_command)
     main.add_command(replay_command)
+    main.add_command(store)
 
 
 _add_commands()

@@ -11,8 +11,10 @@
 The active session is never its own prior session. Goal turns and incognito never call the
 loader (the section is goal-suppressed and carries memory). The digest has no cap of its own
 beyond ``context.prior_sessions_limit`` candidates: it competes for the D6 budget and is shed
-entry by entry. The only cache is the newest list, keyed by summaries table and limit and filtered by
-session *after* the cache, so one session's exclusion never leaks into another's digest.
+entry by entry. The only cache is the newest list, keyed by summaries table and limit, checked
+against the number of summaries (so a summary stored since is seen at once, and a replay reads
+what the turn read), and filtered by session *after* the cache, so one session's exclusion
+never leaks into another's digest.
 
 Summaries come from the turn's backend (``request.backend.summaries``), whatever it is: a
 store that is not SQLite gets the same digest through its own backend.
@@ -29,15 +31,16 @@ from typing import Any
 
 from contextplane import ContextSection, Draft, ProjectionRequest, Row, SessionSummaries, Shed, hookimpl
 from contextplane.records import SessionSummary
-from contextplane.records.aio import anewest, arelevant
+from contextplane.records.aio import acount_summaries, anewest, arelevant
 from contextplane_sections.envelopes import INJECTED_MEMORY
 
 NAME = "prior_sessions"
 PRIORITY = 40
 CACHE_TTL_S = 60.0
 
-#: Per summaries object (weakly, so a closed backend's entries go with it), per limit.
-_cache: weakref.WeakKeyDictionary[Any, dict[int, tuple[float, list[SessionSummary]]]] = (
+#: Per summaries object (weakly, so a closed backend's entries go with it), per limit: when it
+#: was read, how many summaries there were, the rows.
+_cache: weakref.WeakKeyDictionary[Any, dict[int, tuple[float, int, list[SessionSummary]]]] = (
     weakref.WeakKeyDictionary()
 )
 _cache_lock = threading.Lock()
@@ -54,31 +57,35 @@ def summaries_for(request: ProjectionRequest) -> SessionSummaries | None:
     return None if backend is None else backend.summaries
 
 
-def _cached(source: SessionSummaries, limit: int, now: float) -> list[SessionSummary] | None:
-    """The cached newest list, while it is fresh."""
+def _cached(source: SessionSummaries, limit: int, now: float, count: int) -> list[SessionSummary] | None:
+    """The cached newest list, while it is fresh and no summary was stored since. Why the
+    count: summaries are append-only, so an unchanged count means an unchanged newest list; a
+    list cached before a summary was stored would give the next turns (for up to the TTL) a
+    digest that a replay of them, reading the summaries stored by their time, cannot match."""
     with _cache_lock:
         try:
             hit = _cache.get(source, {}).get(limit)
         except TypeError:  # a summaries object that cannot be weakly referenced: no cache
             hit = None
-    return None if hit is None or now - hit[0] > CACHE_TTL_S else hit[1]
+    return None if hit is None or now - hit[0] > CACHE_TTL_S or hit[1] != count else hit[2]
 
 
 def _newest(source: SessionSummaries, limit: int, exclude: str) -> list[SessionSummary]:
     now = time.monotonic()
-    hit = _cached(source, limit, now)
+    count = source.count()
+    hit = _cached(source, limit, now, count)
     if hit is None:
         # One extra, so excluding the active session still leaves ``limit`` entries.
         rows = source.newest(limit + 1)
-        _keep(source, limit, now, rows)
+        _keep(source, limit, now, count, rows)
     else:
         rows = hit
     return [r for r in rows if r.session_id != exclude][:limit]
 
 
-def _keep(source: SessionSummaries, limit: int, now: float, rows: list[SessionSummary]) -> None:
+def _keep(source: SessionSummaries, limit: int, now: float, count: int, rows: list[SessionSummary]) -> None:
     with _cache_lock, contextlib.suppress(TypeError):
-        _cache.setdefault(source, {})[limit] = (now, rows)
+        _cache.setdefault(source, {})[limit] = (now, count, rows)
 
 
 def entry(summary: SessionSummary, rank: int) -> Row:
@@ -128,7 +135,7 @@ def draft(request: ProjectionRequest) -> Draft:
 async def adraft(request: ProjectionRequest) -> Draft:
     """``draft`` for the async composition: the same digest, the summaries read with
     ``contextplane.records.aio`` (the backend's async reads, or its sync ones in a worker
-    thread); on the loop, with no read, when the cached newest list is fresh."""
+    thread); the newest list is read again only when a summary was stored since (one count)."""
     settled = _settled(request)
     if settled is not None:
         return settled
@@ -140,10 +147,11 @@ async def adraft(request: ProjectionRequest) -> Draft:
         chosen = await arelevant(source, request.query, limit, exclude_session=exclude)
     else:
         now = time.monotonic()
-        rows = _cached(source, limit, now)
+        count = await acount_summaries(source)
+        rows = _cached(source, limit, now, count)
         if rows is None:
             rows = await anewest(source, limit + 1)
-            _keep(source, limit, now, rows)
+            _keep(source, limit, now, count, rows)
         chosen = [r for r in rows if r.session_id != exclude][:limit]
     return _draft_of(request, chosen)
 

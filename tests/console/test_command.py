@@ -115,3 +115,26 @@ def test_the_reviewer_option_is_who_the_history_records(deployment: Deployment) 
     assert deployment.store.history(row.id)[-1].actor == "priya@ops"
     res = CliRunner().invoke(main, ["console", "--db", str(db), "--reviewer", "  "])
     assert res.exit_code == 2 and "--reviewer: must not be empty" in res.output
+
+
+def test_consoles_on_port_0_name_their_cookie_after_the_port_they_got(
+    deployment: Deployment, monkeypatch
+) -> None:
+    """Two consoles started with --port 0 must not share one cookie name (the second would
+    overwrite the first's token in the browser)."""
+    from contextplane_console.server import ConsoleServer
+
+    seen: list[tuple[str, int]] = []
+
+    def record(self: ConsoleServer) -> None:  # instead of serving: what would have been served
+        seen.append((self.server.config.app.cookie_name, self.port))
+
+    monkeypatch.setattr(ConsoleServer, "serve", record)
+    monkeypatch.setenv("CONTEXTPLANE_CONSOLE_TOKEN", "a-token-of-enough-characters-0123")
+    for _ in range(2):
+        res = CliRunner().invoke(
+            main, ["console", "--db", str(deployment.root / "memory.sqlite3"), "--port", "0", "--host", "0.0.0.0"]
+        )
+        assert res.exit_code == 0, res.output
+    assert [name for name, _port in seen] == [f"contextplane_console_{port}" for _name, port in seen]
+    assert all(port != 0 for _name, port in seen)

@@ -89,3 +89,72 @@ def test_replay_on_the_kit_backend(tmp_path: Path) -> None:
     assert any(
         f"memory {old}'s lifecycle changed after the turn: superseded by" in r for r in changed.reasons
     )
+
+
+def _start_of_a_second() -> None:
+    """Wait for the next wall-clock second, so what follows shares one second (a turn and a
+    summary stored ~ms apart; stamps to the second made them indistinguishable)."""
+    import time
+
+    time.sleep(1.02 - time.time() % 1)
+
+
+def test_a_summary_stored_in_the_turn_s_second_after_it_is_not_replayed(tmp_path: Path) -> None:
+    cfg = config()
+    host = host_with(cfg)
+    with backend_at(tmp_path / "m.sqlite3", cfg) as backend:
+        backend.summaries.add("s0", "Earlier we agreed the deploy window is Friday.", topic="deploy")
+        for index in range(1, 4):
+            _start_of_a_second()
+            turn(host, backend, "when is the deploy window?", index=index)
+            backend.summaries.add(f"later-{index}", f"Summary {index} written after turn {index}.", topic="deploy")
+            report = replay(backend, "s1", index, host=host)
+            assert report.identical, [(d.label, d.reasons) for d in report.changed]
+            assert report.replayed_sha256 == report.recorded_sha256
+
+
+def test_a_summary_stamped_to_the_second_in_the_turn_s_second_is_named(tmp_path: Path) -> None:
+    """Rows stored before sub-second stamps cannot be ordered against a turn in their second:
+    the report says so instead of blaming the digest plugin."""
+    cfg = config()
+    host = host_with(cfg)
+    with backend_at(tmp_path / "m.sqlite3", cfg) as backend:
+        _start_of_a_second()
+        turn(host, backend, "when is the deploy window?")
+        inputs = backend.snapshots.get_inputs("s1", 1)
+        second = inputs.history_at[:19] + "+00:00"
+        late = backend.summaries.add("later", "A summary written after the turn.", at=second)
+        report = replay(backend, "s1", 1, host=host)
+        assert not report.identical
+        (changed,) = report.changed
+        assert changed.label == "prior_sessions"
+        assert changed.reasons == (
+            f"session summary {late} is stamped {second}, to the second, in the turn's own second: "
+            "whether the turn could see it is not known (stored before contextplane kept sub-second times)",
+        )
+
+
+def test_memories_not_delivered_and_purged_since_are_named_not_the_plugin(tmp_path: Path) -> None:
+    """Rows that took part in the turn's search without being delivered, purged since: the
+    search replayed without them ranks differently, and the report says why."""
+    cfg = config(retrieved_k=2)
+    host = host_with(cfg)
+    with backend_at(tmp_path / "m.sqlite3", cfg) as backend:
+        store = backend.memories
+        store.add_chunk("alpha alpha gamma", "fact", "operator", namespace=WEB)
+        store.add_chunk("beta beta gamma", "fact", "operator", namespace=WEB)
+        filler = " ".join(f"filler{i}" for i in range(40))
+        bystanders = [
+            store.add_chunk(f"alpha gamma {j} {filler}", "note", "operator", namespace=WEB) for j in range(6)
+        ]
+        turn(host, backend, "alpha beta")
+        for row in bystanders:
+            store.invalidate_chunk(row, reason="noise")
+        store.purge()
+        report = replay(backend, "s1", 1, host=host)
+        assert not report.identical
+        (changed,) = report.changed
+        assert changed.reasons == (
+            f"memories {', '.join(bystanders)} existed at the turn and were purged since (not delivered "
+            "then; the text is gone), so the store the turn searched cannot be rebuilt exactly",
+        )

@@ -88,3 +88,32 @@ def test_explain_and_replay_a_turn_recorded_on_postgresql(
     # "lunch is at noon" shares only function words with the question: not scored, not injected
     assert retrieved["recorded"]["ids"] == retrieved["replayed"]["ids"] == [window, canary]
     assert other not in json.loads(logged.stdout)[0]["delivered"]["retrieved"]
+
+
+def test_a_summary_stored_in_the_turn_s_second_after_it_is_not_replayed_on_postgresql(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    import time
+
+    from contextplane.explain import replay
+
+    cfg = tmp_path / "contextplane.toml"
+    cfg.write_text(
+        f'[store]\nbackend = "postgres"\nurl = "{pg_url}"\n[plugin.postgres]\nschema = "{pg_schema}"\n'
+        '[context]\ncontext_window = 200000\nproject = "web"\n'
+    )
+    host = PluginHost.from_entry_points(load_config(str(cfg)), strict=True)
+    backend: Any = open_backend(host)
+    try:
+        backend.summaries.add("s0", "Earlier we agreed the deploy window is Friday.", topic="deploy")
+        for index in (1, 2):
+            time.sleep(1.02 - time.time() % 1)  # the turn and the next summary share one second
+            compose_projected_context(
+                "when is the deploy window?", backend, None, {"goal": "Ship it"},
+                session_id="s1", turn_index=index, host=host,
+            )
+            backend.summaries.add(f"later-{index}", f"Written after turn {index}.", topic="deploy")
+            report = replay(backend, "s1", index, host=host)
+            assert report.identical, [(d.label, d.reasons) for d in report.changed]
+    finally:
+        backend.close()

@@ -103,3 +103,14 @@ def test_full_text_ranking_is_bounded_to_the_newest_matches(pg_backend_factory: 
     assert not {h.chunk.id for h in hits} & set(old)
     unbounded = pg_backend_factory(fts_candidates=100_000, schema=backend.db.schema).memories
     assert {h.chunk.id for h in unbounded.search("kiwi", 10)} <= set(old)
+
+
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_the_largest_k_searches_instead_of_overflowing(pg_backend_factory: Any, hybrid: bool) -> None:
+    """k = 2^63-1 (what a caller may pass, e.g. ``memory search -k``) returns every hit: the
+    candidate counts derived from k stay inside bigint (issue 26)."""
+    backend = pg_backend_factory(embedder=HashEmbedder(64) if hybrid else None)
+    store = backend.memories
+    ids = store.add_chunks([{"content": f"deploy window note {i}", "domain": "fact"} for i in range(5)])
+    hits = store.search("deploy window", k=2**63 - 1)
+    assert {h.chunk.id for h in hits} == set(ids)

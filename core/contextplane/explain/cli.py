@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from contextplane.cli_common import Command, command_backend, config_option, db_option
+from contextplane.cli_params import Whole
 from contextplane.explain.replay import ReplayReport, replay
 from contextplane.explain.verdict import Verdict, explain
 from contextplane.textui import table
@@ -64,7 +65,7 @@ def render_verdict(verdict: Verdict) -> str:
 @click.command("explain", cls=Command)
 @click.argument("memory_id")
 @click.option("--session", "session_id", default=None, help="The session of a recorded turn (or of --query).")
-@click.option("--turn", "turn_index", type=int, default=None, help="The recorded turn to explain.")
+@click.option("--turn", "turn_index", type=Whole(), default=None, help="The recorded turn to explain.")
 @click.option("--query", default=None, help="Explain a turn composed now for this query instead.")
 @click.option("--project", default=None, help="With --query: the turn's project scope.")
 @click.option("--incognito", is_flag=True, help="With --query: compose as an incognito turn.")
@@ -147,7 +148,7 @@ def render_report(report: ReplayReport) -> str:
 
 @click.command("replay", cls=Command)
 @click.option("--session", "session_id", required=True, help="The session of the recorded turn.")
-@click.option("--turn", "turn_index", type=int, required=True, help="The recorded turn.")
+@click.option("--turn", "turn_index", type=Whole(), required=True, help="The recorded turn.")
 @click.option("--now", is_flag=True, help="Recompose against today's store and configuration instead.")
 @_common
 def replay_command(

@@ -130,6 +130,28 @@ def _memory_reasons(
     return reasons
 
 
+def _unknowable(named: set[str], purged: Sequence[str], unordered: Mapping[str, str] | None) -> list[str]:
+    """What the as-of view could not rebuild, when nothing else explains a difference: rows
+    purged since that took part in the turn's search without being delivered (their text is
+    gone, so the search's competition and statistics differ), and summaries whose order
+    against the turn is not known. Why before blaming the plugin: these are the store's
+    gaps, not the plugin's nondeterminism."""
+    reasons = []
+    gone = sorted((i for i in purged if i not in named), key=lambda i: (len(i), i))
+    if gone:
+        reasons.append(
+            f"{'memory' if len(gone) == 1 else 'memories'} {', '.join(gone)} existed at the turn and "
+            f"{'was' if len(gone) == 1 else 'were'} purged since (not delivered then; the text is gone), "
+            "so the store the turn searched cannot be rebuilt exactly"
+        )
+    for summary_id, stamp in sorted((unordered or {}).items(), key=lambda kv: (len(kv[0]), kv[0])):
+        reasons.append(
+            f"session summary {summary_id} is stamped {stamp}, to the second, in the turn's own second: "
+            "whether the turn could see it is not known (stored before contextplane kept sub-second times)"
+        )
+    return reasons
+
+
 def _plugin_notes(then: Mapping[str, str | None], now: Mapping[str, str | None]) -> list[str]:
     """The plugin set's changes since the turn, whether or not any output changed."""
     notes = [f"plugin {name!r} was loaded then and is not now" for name in sorted(set(then) - set(now))]
@@ -162,6 +184,7 @@ def _compare(
     position: HistoryPosition | None,
     purged: Sequence[str],
     config_changes: Sequence[str],
+    unordered: Mapping[str, str] | None = None,
 ) -> list[SectionDiff]:
     recorded = {s["label"]: s for s in inputs.section_manifest()}
     replayed = {s.name: s for s in projection.sections}
@@ -214,6 +237,8 @@ def _compare(
             reasons.append(
                 f"the configuration changed since the turn ({len(config_changes)} keys; see the notes)"
             )
+        if not reasons:
+            reasons.extend(_unknowable(ids_then ^ ids_now, purged, unordered))
         if not reasons:
             reasons.append(
                 f"plugin {plugin!r} produced different output from the same recorded inputs "
@@ -268,6 +293,7 @@ def replay(
             projection = compose(request, host=host, strict=False)
             overlay = getattr(view, "overlay", None)
             purged = tuple(overlay.purged_after) if overlay is not None else ()
+            unordered = dict(getattr(past_backend.summaries, "unordered", {}))
             if overlay is not None and not overlay.exact_ranking:
                 notes.append("full-text ranking used today's index statistics (exact_ranking off)")
         diffs = _compare(
@@ -278,6 +304,7 @@ def replay(
             position=position,
             purged=purged,
             config_changes=(),
+            unordered=unordered,
         )
         mode = "as_of"
     notes.extend(_plugin_notes(inputs.plugin_versions(), dict(host.plugin_versions())))

@@ -126,6 +126,9 @@ class SummariesAsOf:
     def __init__(self, summaries: Any, at: datetime) -> None:
         self._summaries = summaries
         self._at = at
+        #: Summaries admitted though their order against the turn is not known: stamped to the
+        #: second (before summaries kept sub-second times) in the turn's own second.
+        self.unordered: dict[str, str] = {}
 
     def _then(self, rows: list[SessionSummary]) -> list[SessionSummary]:
         out = []
@@ -133,6 +136,8 @@ class SummariesAsOf:
             stamp = read_timestamp(row.created_at)
             if stamp is None or stamp <= self._at:
                 out.append(row)
+                if stamp == self._at.replace(microsecond=0) and _to_the_second(row.created_at):
+                    self.unordered[row.id] = row.created_at
         return out
 
     def _fetch(self, fetch: Any, limit: int) -> list[SessionSummary]:
@@ -159,6 +164,11 @@ class SummariesAsOf:
 
     def count(self) -> int:
         return len(self.newest(10**9))
+
+
+def _to_the_second(stamp: str) -> bool:
+    """Whether a stored time has no fraction of a second (``...T12:00:05+00:00``)."""
+    return "." not in stamp
 
 
 @attrs.frozen

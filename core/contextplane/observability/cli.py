@@ -22,6 +22,7 @@ from contextplane.backends import store_path
 from contextplane.backends.sqlite import SQLiteSnapshotStore
 from contextplane.backends.sqlite.connection import records_source
 from contextplane.cli_common import CommandGroup, command_backend, load
+from contextplane.cli_params import Whole
 from contextplane.errors import StoreError
 from contextplane.observability.snapshots import as_dict, snapshot_time
 from contextplane.observability.trajectory import read_trajectory, session_filename
@@ -82,7 +83,7 @@ _config_option = click.option("--config", "config_path", type=click.Path(dir_oka
 
 @snapshots.command("list")
 @click.option("--session", "session_id", help="Only this session.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the newest N snapshots.")
+@click.option("--limit", type=Whole(1), default=None, help="Only the newest N snapshots.")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines instead of a table.")
 @_db_option
 @_config_option
@@ -195,8 +196,8 @@ def _render(s: PromptSnapshot, prefix_text: str | None, projection_text: str | N
 
 @snapshots.command("show")
 @click.argument("session_id")
-@click.argument("turn", type=int)
-@click.argument("call", type=int, required=False, default=0)
+@click.argument("turn", type=Whole())
+@click.argument("call", type=Whole(), required=False, default=0)
 @click.option("--json", "as_json", is_flag=True, help="The decoded row as JSON.")
 @_db_option
 @_traj_option

@@ -64,6 +64,11 @@ async def arelevant(
     return list(await _call(summaries, "relevant", query, limit, exclude_session=exclude_session))
 
 
+async def acount_summaries(summaries: Any) -> int:
+    """``summaries.count()`` off the loop."""
+    return int(await _call(summaries, "count"))
+
+
 async def arecord(injections: Any, row: InjectionRow) -> int:
     """``injections.record(row)`` off the loop; returns the row's id."""
     return int(await _call(injections, "record", row))

@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from contextplane.errors import ValidationError
-from contextplane.memory.model import validate_text
+from contextplane.memory.model import format_timestamp, utc_now, validate_text
 
 
 @attrs.frozen
@@ -26,6 +26,13 @@ class SessionSummary:
     kind: str
     topic: str
     summary: str
+
+
+def summary_stamp() -> str:
+    """The time a summary is stored at, to the microsecond and fixed-width (so text order is
+    time order). Why not to the second: a replay admits the summaries stored at or before its
+    turn's time, and a summary stored just after a turn, in the same second, was admitted."""
+    return format_timestamp(utc_now())
 
 
 def validate_summary(session_id: object, summary: object, topic: object, kind: object) -> None:

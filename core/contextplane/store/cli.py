@@ -33,6 +33,7 @@ from contextplane.cli_common import (
     db_option,
     load,
 )
+from contextplane.cli_params import STORE_INT_MAX, Whole
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.consolidation import WriteOutcome
 from contextplane.memory.history import HistoryEvent, lifecycle_state
@@ -61,6 +62,9 @@ log = logging.getLogger("contextplane.cli")
 PROGRESS_MIN_ROWS = 10_000
 
 _CONTENT_WIDTH = 60
+
+#: Days of an expiry: any whole number a store holds; the model says which are allowed.
+DAYS = Whole(-STORE_INT_MAX - 1)
 
 
 def _json_option(func: F) -> F:
@@ -176,7 +180,7 @@ _write_options: list[Callable[[F], F]] = [
     click.option("--subject", default=None),
     click.option("--epoch", default=None),
     click.option("--expires-at", default=None, help="ISO-8601 time with offset, e.g. 2027-01-31T00:00:00Z."),
-    click.option("--expires-in-days", type=int, default=None, help="1..3650 days from now."),
+    click.option("--expires-in-days", type=DAYS, default=None, help="1..3650 days from now."),
     click.option(
         "--occurred-at",
         default=None,
@@ -329,7 +333,7 @@ def add_command(
 @click.option("--namespace", "namespaces", multiple=True, help="Scope allow-list (repeatable).")
 @click.option("--deliverable", is_flag=True, help="Only rows the delivery layer may use.")
 @click.option(
-    "--limit", type=click.IntRange(min=0), default=50, show_default=True, help="At most this many; 0 = all."
+    "--limit", type=Whole(0), default=50, show_default=True, help="At most this many; 0 = all."
 )
 @_event_window_options
 @_store_options
@@ -395,7 +399,7 @@ def _emit_hits(hits: Sequence[SearchHit], as_json: bool) -> None:
 
 @memory.command("search")
 @click.argument("query")
-@click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("-k", "k", type=Whole(1), default=10, show_default=True)
 @click.option("--namespace", "namespaces", multiple=True, help="Scope allow-list (repeatable).")
 @click.option("--include-superseded", is_flag=True, help="Also return superseded rows (audit trail).")
 @click.option("--all", "include_all", is_flag=True, help="Ignore the deliverable filter.")
@@ -489,7 +493,7 @@ def supersede_command(
 @memory.command("expire")
 @click.argument("chunk_id")
 @click.option("--at", "at", default=None, help="ISO-8601 time with offset (default: now).")
-@click.option("--in-days", type=int, default=None, help="Expire this many days from now (1..3650).")
+@click.option("--in-days", type=DAYS, default=None, help="Expire this many days from now (1..3650).")
 @click.option("--clear", is_flag=True, help="Remove the expiry instead.")
 @_store_options
 @_json_option
@@ -545,7 +549,7 @@ def reindex_command(rebuild: bool, config_path: str | None, db: Path | None, as_
 @click.command("migrate", cls=Command)
 @click.option("--dry-run", is_flag=True, help="Print what the migration would do; change nothing.")
 @click.option(
-    "--batch-rows", type=click.IntRange(min=1), default=migrate.DEFAULT_BATCH_ROWS, show_default=True
+    "--batch-rows", type=Whole(1), default=migrate.DEFAULT_BATCH_ROWS, show_default=True
 )
 @_store_options
 @_json_option

@@ -134,7 +134,15 @@ BULK_INSERT_SQL: Final[str] = (
 UNSTAGE_SQL: Final[str] = "DELETE FROM temp.chunks_staging"
 
 
-_ID_TEXT: Final[re.Pattern[str]] = re.compile(r"-?[0-9]+")
+_ID_TEXT: Final[re.Pattern[str]] = re.compile(r"-?[0-9]{1,20}")
+#: SQLite's INTEGER is signed 64-bit: a whole number outside it names no row (and must not
+#: reach SQLite, which cannot bind it).
+ID_MIN: Final[int] = -(2**63)
+ID_MAX: Final[int] = 2**63 - 1
+#: The most hits a search asks its statements for: more than any store holds rows, and small
+#: enough that the candidate counts derived from it (k times a widening factor) stay inside
+#: SQLite's and PostgreSQL's 64-bit integers. A larger ``k`` returns the same hits.
+SEARCH_K_MAX: Final[int] = 2**32
 
 
 def as_id(chunk_id: object) -> int | None:
@@ -143,10 +151,12 @@ def as_id(chunk_id: object) -> int | None:
     if isinstance(chunk_id, bool):
         return None
     if isinstance(chunk_id, int):
-        return chunk_id
-    if isinstance(chunk_id, str) and _ID_TEXT.fullmatch(chunk_id.strip()):
-        return int(chunk_id.strip())
-    return None
+        value = chunk_id
+    elif isinstance(chunk_id, str) and _ID_TEXT.fullmatch(chunk_id.strip()):
+        value = int(chunk_id.strip())
+    else:
+        return None
+    return value if ID_MIN <= value <= ID_MAX else None
 
 
 #: The cells ``chunk_from_row`` reads, by name, picked out of a row in one call.

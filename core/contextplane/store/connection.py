@@ -9,7 +9,8 @@ Why the order of the checks: a file that must be refused (another application's 
 a store written by a newer contextplane) is refused before anything is written to it, not
 even its journal mode; a file that cannot be written (its permissions, its directory's, or
 ``read_only=True``) is opened read-only and left exactly as it is, so reading works and
-every write is refused with a clear message.
+every write is refused with a clear message. A store whose directory cannot be written at all
+(a read-only filesystem) is opened immutable: WAL's side files cannot be made there.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Final
+from urllib.parse import quote
 
 import apsw
 
@@ -42,6 +44,33 @@ def _check_header(path: Path) -> None:
 def writable(path: Path) -> bool:
     """Whether SQLite could write ``path``: the file and its directory (for the journal)."""
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
+
+
+def _frozen(path: Path) -> bool:
+    """Whether ``path`` must be read as an immutable file: its directory cannot be written (a
+    read-only filesystem, a read-only mount), so SQLite cannot create the ``-wal``/``-shm``
+    side files a WAL store is read through, and without them it refuses to open at all.
+    Immutable, it reads the main file alone, which is the whole store when no ``-wal`` file
+    holds writes not yet copied into it; when one does, reading the file alone would miss
+    them, so that case is refused by name."""
+    if os.access(path.parent, os.W_OK | os.X_OK):
+        return False
+    wal = path.with_name(path.name + "-wal")
+    shm = path.with_name(path.name + "-shm")
+    if shm.exists():
+        return False  # both side files there: SQLite reads them as they are
+    if wal.exists() and wal.stat().st_size > 0:
+        raise StoreError(
+            f"{path}: the store is on a read-only filesystem and {wal.name} beside it holds writes not "
+            "yet in the file (its writer did not close it), which cannot be read without writing; "
+            "copy the directory somewhere writable and open the copy"
+        )
+    return True
+
+
+def _immutable_uri(path: Path) -> str:
+    """``file:`` URI of ``path`` with ``immutable=1``: no locks, no side files, no journal."""
+    return f"file:{quote(str(path.resolve()))}?immutable=1"
 
 
 def is_read_only(conn: apsw.Connection) -> bool:
@@ -120,9 +149,12 @@ def connect(
         flags = apsw.SQLITE_OPEN_READONLY
     else:
         flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
+    name = target
+    if read_only and target != ":memory:" and _frozen(Path(target)):
+        name, flags = _immutable_uri(Path(target)), flags | apsw.SQLITE_OPEN_URI
     conn: apsw.Connection | None = None
     try:
-        conn = apsw.Connection(target, flags=flags)
+        conn = apsw.Connection(name, flags=flags)
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         check_openable(conn, target)  # before anything is written, the journal mode included

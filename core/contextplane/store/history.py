@@ -284,6 +284,24 @@ def _row_events(
     return found
 
 
+def check_histories(conn: apsw.Connection) -> tuple[int, list[str]]:
+    """How many rows (live and purged) were read, and one line per row whose history does not
+    parse (``store check``): a damaged row still reads and is delivered, so nothing else
+    notices it until its history or an as-of read is asked for."""
+    baseline = _Baseline.read(conn)
+    seen, problems = 0, []
+    for sql, what in ((_ROW_LIVE, "memory"), (_ROW_GONE, "purged memory")):
+        for row in conn.execute(sql):
+            seen += 1
+            try:
+                _row_events(row, baseline)
+            except StoreError as exc:
+                problems.append(f"history of {what} {row[0]}: {str(exc).removeprefix('history: ')}")
+            except (ValueError, TypeError, IndexError) as exc:
+                problems.append(f"history of {what} {row[0]}: unreadable ({type(exc).__name__}: {exc})")
+    return seen, problems
+
+
 def _rows(conn: apsw.Connection, ids: Sequence[int]) -> list[Sequence[Any]]:
     """The history rows of ``ids`` (live or purged), in id order."""
     if not ids:

@@ -358,11 +358,12 @@ def dry_run(conn: apsw.Connection, path: str = "") -> DryRunReport:
     changes = planned_normalisation(conn, path)
     cols = column_names(conn, "chunks")
     pending = (*pending_passes(conn), *pending_v3_passes(conn))
-    # The rows as the backfill will see them, whatever columns the version-1 table lacks.
+    # The rows as the backfill will see them, whatever columns the version-1 table lacks, and
+    # with the one rule for NULL cells (``normalise_chunks``) applied.
     source = (
         "(SELECT "
         + ", ".join(
-            f"{name if name in cols else default} AS {name}"
+            f"{f'coalesce({name}, {default})' if name in cols else default} AS {name}"
             for name, default in (
                 ("domain", "'general'"),
                 ("source_type", "''"),
@@ -898,23 +899,62 @@ def _rebuild_chunks(conn: apsw.Connection, path: str, shape: ChunksShape) -> Non
         conn.execute("DELETE FROM _kb_meta WHERE key = ?", (READ_INDEXES,))  # the rewrite lost them
 
 
+def _null_cells_sql(present: set[str]) -> str | None:
+    """The ``UPDATE`` that gives every NULL cell of a version-1 column its v1 default (the
+    one rule for NULL cells, see ``normalise_chunks``); None when no column can hold one."""
+    names = [n for n in V1_COLUMNS if n in present and n not in _UNWRITTEN]
+    if not names:
+        return None
+    sets = ", ".join(f"{n} = {_select_expression(n, present)}" for n in names)
+    where = " OR ".join(f"{n} IS NULL" for n in names)
+    return f"UPDATE chunks SET {sets} WHERE {where}"
+
+
 def normalise_chunks(conn: apsw.Connection, path: str) -> tuple[str, ...]:
     """Bring a ``chunks`` table of any version-1 shape to the v2 shape; return what was done
-    (empty when it already had it). Refusals (``inspect_chunks``) change nothing."""
+    (empty when it already had it). Refusals (``inspect_chunks``) change nothing.
+
+    One rule for NULL cells, whatever the shape: a NULL cell of a version-1 column reads as
+    that column's version-1 default (``domain`` 'general', the text columns '', a missing
+    ``created_at``/``updated_at`` from the other), before D4 and D7 are derived from it. A
+    rewritten table gets it in the rewrite; a table that needs none gets it here, once, while
+    it is still version 1 (it has no v2 column yet)."""
     shape = inspect_chunks(conn, path)
-    if shape is None or not (shape.rebuild or shape.missing):
+    if shape is None or not (shape.rebuild or shape.missing or _v1_nulls_due(conn, shape)):
         return ()
     with write_transaction(conn):
         shape = inspect_chunks(conn, path)  # another process may have done it meanwhile
-        if shape is None or not (shape.rebuild or shape.missing):
+        if shape is None or not (shape.rebuild or shape.missing or _v1_nulls_due(conn, shape)):
             return ()
         if shape.rebuild:
             _rebuild_chunks(conn, path, shape)
             reasons = "; ".join(shape.rebuild)
             return (f"rewrote the chunks table in the v2 shape, keeping every id: {reasons}",)
+        done = []
         for name in shape.missing:
             conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {V1_COLUMNS[name]}")
-        return (f"added the version-1 columns it lacked: {', '.join(shape.missing)}",)
+        if shape.missing:
+            done.append(f"added the version-1 columns it lacked: {', '.join(shape.missing)}")
+        fill = _null_cells_sql(column_names(conn, "chunks"))
+        if fill is not None:
+            conn.execute(fill)
+            if conn.changes():
+                done.append(f"gave {conn.changes()} rows' NULL cells their version-1 defaults")
+        return tuple(done)
+
+
+def _v1_nulls_due(conn: apsw.Connection, shape: ChunksShape) -> bool:
+    """A version-1 table (no v2 column yet) with a NULL cell the rule fills."""
+    present = {c.name for c in shape.columns}
+    if present & {n for n, _ in V2_COLUMNS}:
+        return False
+    nullable = [
+        c.name for c in shape.columns if c.name in V1_COLUMNS and c.name not in _UNWRITTEN and not c.notnull
+    ]
+    if not nullable:
+        return False
+    where = " OR ".join(f"{n} IS NULL" for n in nullable)
+    return conn.execute(f"SELECT 1 FROM chunks WHERE {where} LIMIT 1").fetchone() is not None
 
 
 def require_current(conn: apsw.Connection, path: str) -> None:
@@ -948,9 +988,12 @@ def planned_normalisation(conn: apsw.Connection, path: str) -> tuple[str, ...]:
         return ()
     if shape.rebuild:
         return ("rewrite the chunks table in the v2 shape, keeping every id: " + "; ".join(shape.rebuild),)
+    planned = []
     if shape.missing:
-        return (f"add the version-1 columns it lacks: {', '.join(shape.missing)}",)
-    return ()
+        planned.append(f"add the version-1 columns it lacks: {', '.join(shape.missing)}")
+    if _v1_nulls_due(conn, shape):
+        planned.append("give NULL cells of version-1 columns their version-1 defaults")
+    return tuple(planned)
 
 
 def repair_nonpositive_ids(conn: apsw.Connection) -> int:

@@ -190,6 +190,15 @@ class MemoryHistory(Protocol):
     def as_of(self, when: HistoryPosition | datetime) -> AbstractContextManager[Any]: ...
 
 
+@runtime_checkable
+class StoreCheck(Protocol):
+    """A store that can check itself (``contextplane store check``): one line per problem
+    found (its integrity, every row's history, its vector index), empty when all is well.
+    Optional: a backend whose store has no such method is reported as not checkable."""
+
+    def check(self) -> list[str]: ...
+
+
 @attrs.frozen
 class LegRank:
     """Where one row stood in one retrieval leg for one query (``SearchTrace``)."""

@@ -42,7 +42,7 @@ from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import MemoryChunk, to_utc, utc_now, validate_text
 from contextplane.store import fusion, legs, migrate, query_terms, ranks, sql, vector_index, vector_matrix
 from contextplane.store import history as store_history
-from contextplane.store.columns import SELECT_COLUMNS, as_id, chunk_from_row
+from contextplane.store.columns import SEARCH_K_MAX, SELECT_COLUMNS, as_id, chunk_from_row
 from contextplane.store.connection import SQLITE_HEADER as SQLITE_HEADER
 from contextplane.store.connection import connect as connect
 from contextplane.store.connection import is_read_only, store_error
@@ -399,6 +399,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         validate_text(query, "query", storable=False)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
+        k = min(k, SEARCH_K_MAX)
         n = legs.depth(k)
         params: dict[str, Any] = {}
         clauses: list[str] = []

@@ -55,7 +55,7 @@ from contextplane.memory.stamps import creation_stamps
 from contextplane.records.backend import register_backend
 from contextplane.records.injections import InjectionRow
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
-from contextplane.records.summaries import SessionSummary, validate_summary
+from contextplane.records.summaries import SessionSummary, summary_stamp, validate_summary
 from contextplane.records.turn_inputs import TurnInputs
 from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE, superseding_row
 from contextplane.store.protocol import LegRank, SearchHit, SearchTrace
@@ -633,7 +633,7 @@ class InMemorySessionSummaries:
             row = SessionSummary(
                 str(len(self._rows) + 1),
                 session_id,
-                at or utc_now().isoformat(timespec="seconds"),
+                at or summary_stamp(),
                 kind,
                 topic,
                 summary,

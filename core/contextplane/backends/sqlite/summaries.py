@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import datetime as dt
 import os
 import threading
 
 from contextplane.backends.sqlite.connection import connect, has_table, translated
-from contextplane.records.summaries import SessionSummary, validate_summary
+from contextplane.records.summaries import SessionSummary, summary_stamp, validate_summary
 from contextplane.store.fts_query import to_match_expression
 
 SCHEMA = """
@@ -38,9 +37,6 @@ END;
 _COLUMNS = "s.id, s.session_id, s.created_at, s.kind, s.topic, s.summary"
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
 
 class SQLiteSessionSummaries:
     """``SessionSummaries`` in one SQLite file (WAL, busy timeout)."""
@@ -66,7 +62,7 @@ class SQLiteSessionSummaries:
             self._conn.execute(
                 "INSERT INTO session_summaries(session_id, created_at, kind, topic, summary) "
                 "VALUES (?,?,?,?,?)",
-                (session_id, at or _now(), kind, topic, summary),
+                (session_id, at or summary_stamp(), kind, topic, summary),
             )
             return str(self._conn.last_insert_rowid())
 
