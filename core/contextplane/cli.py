@@ -33,12 +33,14 @@ import click
 from contextplane import __version__
 from contextplane.authority import build_stable_prefix, section_texts
 from contextplane.cli_common import (
+    USAGE_EXIT,
     command_backend,
     command_store_path,
     config_option,
     db_option,
     load,
     report_errors,
+    usage_line,
 )
 from contextplane.projection import compose_projected_context
 from contextplane.request import BuildContext
@@ -126,6 +128,17 @@ class _Group(click.Group):
     def main(self, args: Sequence[str] | None = None, *pos: Any, **kwargs: Any) -> Any:
         with _one_line_notices():
             return super().main(args, *pos, **kwargs)
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        # The root's own options are parsed before ``invoke``: a usage error there
+        # (``contextplane --verbose``) gets the same one line as any other.
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            click.echo(usage_line(exc), err=True)
+            raise click.exceptions.Exit(USAGE_EXIT) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         # Deliberate and usage errors: one ``error: ...`` line and exit 2 (cli_common).

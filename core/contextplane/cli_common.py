@@ -52,10 +52,14 @@ def report_errors(ctx: click.Context, call: Callable[[], Any]) -> Any:
         click.echo(f"error: {one_line(str(exc))}", err=True)
         ctx.exit(USAGE_EXIT)
     except click.UsageError as exc:
-        click.echo(f"error: {one_line(exc.format_message())}", err=True)
-        if exc.ctx is not None:
-            click.echo(f"Try '{exc.ctx.command_path} --help' for help.", err=True)
+        click.echo(usage_line(exc), err=True)
         ctx.exit(USAGE_EXIT)
+
+
+def usage_line(exc: click.UsageError) -> str:
+    """A usage error as one ``error: ...`` line naming the help to read (Click prints a block)."""
+    hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+    return f"error: {one_line(exc.format_message())}{hint}"
 
 
 class CommandGroup(click.Group):

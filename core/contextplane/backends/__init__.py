@@ -54,10 +54,12 @@ def open_backend(
             # Never fall back to a local file when the operator named a server backend: the
             # records would silently land on one machine.
             why = [f.error for f in host.failures[seen:] if f.stage == "backend"]
+            where = f"(in {host.config.source})"
             raise StoreError(
                 f"store.backend = {wanted!r}, but no plugin offered that backend"
                 + (f": {why[-1]}" if why else "; is the plugin that provides it installed?")
-                + f" (in {host.config.source})"
+                # the plugin's own message may name the configuration already: once is enough
+                + ("" if why and why[-1].endswith(where) else f" {where}")
             )
     from contextplane.backends.sqlite import SQLiteBackend
 

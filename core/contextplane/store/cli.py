@@ -213,8 +213,16 @@ def _raw_content(content: str | None, file: Path | None) -> str:
             "or --file PATH"
         )
     if content == "-":
-        return _decode(sys.stdin.buffer.read(), "standard input")
+        # ``echo text | contextplane memory add -`` means the text, not the text and echo's newline.
+        return _strip_one_newline(_decode(sys.stdin.buffer.read(), "standard input"))
     return content
+
+
+def _strip_one_newline(text: str) -> str:
+    for end in ("\r\n", "\n"):
+        if text.endswith(end):
+            return text[: -len(end)]
+    return text
 
 
 def _read_bytes(file: Path) -> bytes:
