@@ -39,9 +39,11 @@ from contextplane.cli_common import (
     config_option,
     db_option,
     load,
+    query_text,
     report_errors,
     usage_line,
 )
+from contextplane.delivery import deliver, plain_projection_message
 from contextplane.projection import compose_projected_context
 from contextplane.request import BuildContext
 from contextplane.textui import budget_table, one_line, table
@@ -191,6 +193,12 @@ def _project_id(project: str | None) -> str | None:
 )
 @click.option("--tool", "tools", multiple=True, help="A tool bound at build time (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option(
+    "--record",
+    is_flag=True,
+    help="Record the turn as a runtime would (injection log, turn inputs, prompt snapshot), as the "
+    "session's next turn, so explain, replay and snapshots can be tried on it. Creates the store if none.",
+)
 def preview_cmd(
     query: str,
     config_path: str | None,
@@ -203,22 +211,17 @@ def preview_cmd(
     context_window: int | None,
     tools: tuple[str, ...],
     as_json: bool,
+    record: bool,
 ) -> None:
     """Show the stable prefix (its sections and their text) and the projected context for QUERY,
-    with a budget table. Reads the store a runtime would, read-only: nothing is written."""
+    with a budget table. Reads the store a runtime would, read-only: nothing is written (the
+    store must exist), unless --record records the turn."""
+    query = query_text(query)
     config, host = load(config_path)
-    prefix = build_stable_prefix(host, BuildContext(config=config, tools=tools), notify=False)
     notes: list[str] = []
-    with contextlib.ExitStack() as stack:
-        backend: Any = None
-        target = command_store_path(config, db)
-        # A server backend named in the configuration is opened (or its failure reported) as a
-        # runtime would; only the embedded store may be absent.
-        server = db is None and config.store.backend != "sqlite"
-        if server or target.exists() or (db is None and host.backend() is not None):
-            _c, _h, backend = stack.enter_context(command_backend(config_path, db, write=False, host=host))
-        else:  # a preview never creates a store
-            notes.append(f"no store at {target}: the memory sections have nothing to read")
+    with command_backend(config_path, db, write=record, create=record, host=host) as (_c, _h, backend):
+        prefix = build_stable_prefix(host, BuildContext(config=config, tools=tools), notify=False)
+        turn_index = _next_turn(backend, session_id) if record else 0
         projection = compose_projected_context(
             query,
             backend,
@@ -229,10 +232,21 @@ def preview_cmd(
             budget_tokens=budget_tokens,
             context_window=context_window,
             session_id=session_id,
+            turn_index=turn_index,
             project=_project_id(project),
-            record=False,
+            record=record,
+            backend=backend,
             host=host,
         )
+        if record:
+            # The model call a runtime would make next: its prompt snapshot is recorded here.
+            history = [{"role": "user", "content": query}]
+            deliver(projection, history, prefix=prefix, call_index=0, wrap=plain_projection_message, host=host)
+            notes.append(
+                f"recorded as session {session_id!r} turn {turn_index}: try `contextplane replay "
+                f"--session {session_id} --turn {turn_index}` or `contextplane explain ID --session "
+                f"{session_id} --turn {turn_index}`"
+            )
     if as_json:
         click.echo(
             json.dumps(
@@ -268,6 +282,12 @@ def preview_cmd(
     for f in host.failures:
         if f.describe() not in prefix.errors:  # a plugin left out of the prefix is shown above
             click.echo(f"! {f.describe()}")
+
+
+def _next_turn(backend: Any, session_id: str) -> int:
+    """The turn after the session's last recorded one (1 for a new session)."""
+    rows = backend.injections.rows(session_id)
+    return max((r.turn_index for r in rows), default=0) + 1
 
 
 @main.command("injections")

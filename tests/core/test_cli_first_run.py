@@ -61,3 +61,85 @@ def test_a_server_that_is_not_there_is_asked_about_once() -> None:
     assert text.lower().count("server running") == 1, text
     quiet = str(explain(psycopg.OperationalError("connection failed: Connection refused"), "postgresql://u@h/x"))
     assert quiet.endswith("; is the server running and listening there?")
+
+
+# --- 6: read-only commands: the same text rule, no side files ---------------------------
+
+
+def test_a_query_that_is_not_utf8_is_refused_like_memory_add_refuses_it(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.sqlite3")
+    run("memory", "add", "Deploys need Priya", "--db", db)
+    bad = "\udcff deploy"  # what the shell's surrogateescape makes of the byte 0xff
+    expected = "holds U+DCFF at character 0, a lone surrogate that is not text"
+    assert expected in run("memory", "add", bad, "--db", db, ok=False).stderr
+    for args in (("memory", "search", bad), ("preview", bad), ("explain", "1", "--query", bad)):
+        res = run(*args, "--db", db, ok=False)
+        assert res.exit_code == 2 and res.stderr.startswith("error: ") and expected in res.stderr, (args, res.stderr)
+
+
+def test_read_only_commands_leave_the_directory_as_it_was(tmp_path: Path) -> None:
+    db = tmp_path / "m.sqlite3"
+    run("memory", "add", "Deploys need Priya", "--db", str(db))
+    run("preview", "who deploys?", "--db", str(db), "--record")  # records a turn: injections, snapshots
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert not [name for name in before if name.endswith(("-wal", "-shm"))], before
+    for args in (
+        ("memory", "list"),
+        ("memory", "search", "deploy"),
+        ("memory", "show", "1"),
+        ("preview", "who deploys?"),
+        ("injections",),
+        ("snapshots", "list"),
+        ("explain", "1", "--session", "preview", "--turn", "1"),
+        ("replay", "--session", "preview", "--turn", "1"),
+    ):
+        run(*args, "--db", str(db))
+        assert sorted(p.name for p in tmp_path.iterdir()) == before, args
+
+
+# --- 1: a path with no store -----------------------------------------------------------
+
+NO_STORE = "no store here (no such file), and nothing was created"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("preview", "who approves a deploy?"),
+        ("preview", "who approves a deploy?", "--json"),
+        ("mcp", "serve"),
+        ("mcp", "serve", "--incognito"),
+        ("memory", "confirm", "1"),
+        ("memory", "expire", "1"),
+        ("memory", "reindex"),
+        ("memory", "list"),
+    ],
+)
+def test_a_command_on_a_path_with_no_store_refuses_it_and_creates_nothing(tmp_path: Path, args) -> None:
+    typo = tmp_path / "tpyo.sqlite3"
+    res = run(*args, "--db", str(typo), ok=False)
+    assert res.exit_code == 2 and res.stderr.splitlines()[-1] == f"error: {typo}: {NO_STORE}; pass --db, or " + (
+        "set store.path or $CONTEXTPLANE_DB, to name an existing one (`contextplane memory add` creates a store)"
+    ), res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_console_refuses_a_configured_store_path_with_no_store(tmp_path: Path) -> None:
+    (tmp_path / "contextplane.toml").write_text('[store]\npath = "tpyo.sqlite3"\n')
+    res = run("console", "--config", str(tmp_path / "contextplane.toml"), "--port", "0", ok=False)
+    assert res.exit_code == 2 and NO_STORE in res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["contextplane.toml"]
+
+
+def test_the_commands_that_create_a_store_say_so_and_do(tmp_path: Path) -> None:
+    from contextplane import PluginHost
+    from contextplane.cli_common import command_backend
+
+    assert "--create" in run("mcp", "serve", "--help").stdout
+    made = tmp_path / "new.sqlite3"
+    with command_backend(None, made, write=True, create=True, host=PluginHost()) as (_c, _h, backend):
+        assert backend.memories.list_chunks() == []
+    assert made.exists()
+    run("memory", "add", "first", "--db", str(tmp_path / "added.sqlite3"))
+    out = run("preview", "q", "--db", str(tmp_path / "turn.sqlite3"), "--record").stdout
+    assert "recorded as session 'preview' turn 1" in out and (tmp_path / "turn.sqlite3").exists()

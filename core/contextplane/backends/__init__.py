@@ -39,10 +39,15 @@ def store_path(config: Config, path: str | os.PathLike[str] | None = None) -> Pa
 
 
 def open_backend(
-    host: PluginHost, path: str | os.PathLike[str] | None = None, *, read_only: bool = False
+    host: PluginHost,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    read_only: bool = False,
+    create: bool = True,
 ) -> Any:
     """The plugin-chosen backend, else the embedded SQLite one (``path`` forces SQLite there).
-    ``read_only`` opens the embedded one for inspection: it must exist and nothing changes.
+    ``read_only`` opens the embedded one for inspection: it must exist and nothing changes;
+    ``create=False`` opens it for writing but refuses a path with no store (a typo).
     When ``store.backend`` names another backend and no plugin offers it, raise instead."""
     if path is None:
         seen = len(host.failures)
@@ -65,6 +70,10 @@ def open_backend(
 
     cfg = host.config
     target = store_path(cfg, path)
+    if not create and not target.exists():
+        from contextplane.store.connection import no_store
+
+        raise no_store(target)
     memories = host.knowledge_store() if path is None else None
     if memories is not None:
         return SQLiteBackend(target, config=cfg, memories=memories, read_only=read_only)

@@ -32,6 +32,7 @@ from contextplane.cli_common import (
     config_option,
     db_option,
     load,
+    query_text,
 )
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.consolidation import WriteOutcome
@@ -69,9 +70,11 @@ def _store_options(func: F) -> F:
 
 
 @contextlib.contextmanager
-def _open(config_path: str | None, db: Path | None, *, write: bool) -> Iterator[Any]:
-    """The memory store of the backend a runtime with this configuration opens."""
-    with command_backend(config_path, db, write=write) as (_config, _host, backend):
+def _open(config_path: str | None, db: Path | None, *, write: bool, create: bool = False) -> Iterator[Any]:
+    """The memory store of the backend a runtime with this configuration opens; only a
+    command that adds memories (``create``) makes a new store, the others refuse a path with
+    none (a typo must not curate an empty store)."""
+    with command_backend(config_path, db, write=write, create=create) as (_config, _host, backend):
         yield backend.memories
 
 
@@ -276,7 +279,7 @@ def add_command(
     supersedes it, and similar rows are reported for review (see ``[store]`` settings)."""
     text = _content(content, file)
     values = _checked_source_type(_given(**attrs))
-    with _open(config_path, db, write=True) as store:
+    with _open(config_path, db, write=True, create=True) as store:
         added = store.add_chunk(text, **values)
         # A store without consolidation (a plugin's) returns a plain id: it was stored.
         outcome = added if isinstance(added, WriteOutcome) else WriteOutcome(str(added))
@@ -377,6 +380,7 @@ def search_command(
     as_json: bool,
 ) -> None:
     """Search memories (hybrid when an embedder is configured, else full-text)."""
+    query = query_text(query)
     with _open(config_path, db, write=False) as store:
         hits = store.search(
             query,
