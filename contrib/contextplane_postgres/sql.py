@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from contextplane.errors import ValidationError
+from contextplane.store.sql import check_whole
 from contextplane.memory.model import (
     SUPERSEDED_PREFIX,
     utc_now,
@@ -88,9 +89,11 @@ def list_sql(
     namespaces: Sequence[str] | None,
     limit: int | None,
     now: datetime | None,
+    offset: int = 0,
+    count: bool = False,
 ) -> tuple[str, dict[str, Any]]:
-    """``list_chunks``: rows matching every filter, oldest first (NULL policy is retrieved,
-    NULL review state is pending)."""
+    """``list_chunks``: rows matching every filter, oldest first, from the ``offset``-th (NULL
+    policy is retrieved, NULL review state is pending); ``count``: how many match."""
     params: dict[str, Any] = {}
     clauses: list[str] = []
     if memory_kind is not None:
@@ -116,15 +119,18 @@ def list_sql(
     scope_filter(namespaces, params, clauses)
     if deliverable:
         deliverable_filter(False, now, params, clauses)
-    sql = f"SELECT {SELECT_COLUMNS} FROM chunks AS c"
+    sql = f"SELECT {'count(*)' if count else SELECT_COLUMNS} FROM chunks AS c"
     if clauses:
         sql += " WHERE " + " AND ".join(clauses)
+    if count:
+        return sql, params
     sql += " ORDER BY c.id"
     if limit is not None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise ValidationError(f"limit: expected a non-negative whole number, got {limit!r}")
-        params["limit"] = limit
+        params["limit"] = check_whole(limit, "limit")
         sql += " LIMIT %(limit)s"
+    if check_whole(offset, "offset"):
+        params["offset"] = offset
+        sql += " OFFSET %(offset)s"
     return sql, params
 
 

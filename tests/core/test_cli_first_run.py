@@ -143,3 +143,22 @@ def test_the_commands_that_create_a_store_say_so_and_do(tmp_path: Path) -> None:
     run("memory", "add", "first", "--db", str(tmp_path / "added.sqlite3"))
     out = run("preview", "q", "--db", str(tmp_path / "turn.sqlite3"), "--record").stdout
     assert "recorded as session 'preview' turn 1" in out and (tmp_path / "turn.sqlite3").exists()
+
+
+# --- 13: a listing says which rows of how many ------------------------------------------
+
+
+def test_memory_list_says_which_rows_of_how_many_and_pages_on(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.sqlite3")
+    from contextplane.store import SQLiteKnowledgeStore
+
+    with SQLiteKnowledgeStore(db) as store:
+        store.add_chunks([{"content": f"note {i}"} for i in range(120)])
+    out = run("memory", "list", "--db", db).stdout
+    assert out.endswith("rows 1-50 of 120; next page: --offset 50, all: --limit 0\n")
+    out = run("memory", "list", "--db", db, "--offset", "100").stdout
+    assert out.endswith("rows 101-120 of 120\n") and "note 99 " not in out and "note 100" in out
+    rows = json.loads(run("memory", "list", "--db", db, "--offset", "110", "--json").stdout)
+    assert [r["content"] for r in rows] == [f"note {i}" for i in range(110, 120)]
+    out = run("memory", "list", "--db", db, "--limit", "0").stdout
+    assert "rows " not in out and "note 119" in out  # the whole store: nothing to say

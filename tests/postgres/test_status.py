@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -53,3 +54,11 @@ def test_status_of_an_empty_database_writes_nothing(pg_url: str, empty_database:
     assert res.exit_code == 0, res.output
     out = status(owner, "contextplane")
     assert out["schema_version"] == 5 and "note" not in out and out["chunks"] == 0
+
+
+def test_offset_and_count_on_postgres(pg_backend_factory: Any) -> None:
+    from tests.store.test_list_offset import check_offsets
+
+    store = pg_backend_factory().memories
+    store.add_chunks([{"content": f"row {i}", "memory_kind": ("fact", "note")[i % 2]} for i in range(30)])
+    check_offsets(store)

@@ -304,6 +304,9 @@ def add_command(
 @click.option(
     "--limit", type=click.IntRange(min=0), default=50, show_default=True, help="At most this many; 0 = all."
 )
+@click.option(
+    "--offset", type=click.IntRange(min=0), default=0, show_default=True, help="Skip this many rows first."
+)
 @_store_options
 @_json_option
 def list_command(
@@ -313,21 +316,33 @@ def list_command(
     namespaces: tuple[str, ...],
     deliverable: bool,
     limit: int,
+    offset: int,
     config_path: str | None,
     db: Path | None,
     as_json: bool,
 ) -> None:
-    """List memories, oldest first."""
+    """List memories, oldest first; a listing that is not the whole store says which rows of
+    how many it shows, and the --offset of the next page."""
+    filters: dict[str, Any] = {
+        "deliverable": deliverable,
+        "memory_kind": memory_kind,
+        "review_state": review_state,
+        "delivery_policy": delivery_policy,
+        "namespaces": list(namespaces) or None,
+    }
     with _open(config_path, db, write=False) as store:
-        chunks = store.list_chunks(
-            deliverable=deliverable,
-            memory_kind=memory_kind,
-            review_state=review_state,
-            delivery_policy=delivery_policy,
-            namespaces=list(namespaces) or None,
-            limit=limit or None,
-        )
+        chunks = store.list_chunks(**filters, limit=limit or None, **({"offset": offset} if offset else {}))
+        partial = offset > 0 or (limit > 0 and len(chunks) == limit)
+        count = getattr(store, "count_chunks", None)  # optional in the protocol
+        total = int(count(**filters)) if partial and callable(count) else None
     _emit_chunks(chunks, as_json)
+    if as_json or not partial:
+        return
+    shown = f"rows {offset + 1}-{offset + len(chunks)}" if chunks else f"no rows from offset {offset}"
+    of = f" of {total}" if total is not None else ""
+    more = total is None or offset + len(chunks) < total
+    nxt = f"; next page: --offset {offset + len(chunks)}, all: --limit 0" if more and chunks else ""
+    click.echo(f"{shown}{of}{nxt}")
 
 
 @memory.command("show")

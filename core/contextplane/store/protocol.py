@@ -89,7 +89,11 @@ class KnowledgeStore(Protocol):
         namespaces: Sequence[str] | None = None,
         limit: int | None = None,
         now: datetime | None = None,
-    ) -> list[MemoryChunk]: ...
+        offset: int = 0,
+    ) -> list[MemoryChunk]:
+        """Rows matching every filter, oldest first: at most ``limit`` from the ``offset``-th.
+        (``count_chunks``, with the same filters, is optional: a store may offer it.)"""
+        ...
 
     def search(
         self,

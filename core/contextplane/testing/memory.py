@@ -419,7 +419,10 @@ class InMemoryKnowledgeStore:
         namespaces: Sequence[str] | None = None,
         limit: int | None = None,
         now: datetime | None = None,
+        offset: int = 0,
     ) -> list[MemoryChunk]:
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValidationError(f"offset: expected a non-negative whole number, got {offset!r}")
         kind = validate_memory_kind(memory_kind) if memory_kind is not None else None
         review = validate_review_state(review_state) if review_state is not None else None
         policy = validate_delivery_policy(delivery_policy) if delivery_policy is not None else None
@@ -434,8 +437,12 @@ class InMemoryKnowledgeStore:
             and (namespace is None or c.namespace == namespace)
             and (namespaces is None or c.namespace in namespaces)
             and (not deliverable or self._deliverable(c, now))
-        ]
+        ][offset:]
         return out if limit is None else out[:limit]
+
+    def count_chunks(self, **filters: Any) -> int:
+        """How many rows ``list_chunks`` with these filters returns without a limit."""
+        return len(self.list_chunks(**filters))
 
     def search(
         self,
