@@ -22,6 +22,7 @@ import functools
 import importlib.metadata as md
 import json
 import logging
+import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -44,6 +45,7 @@ from contextplane.cli_common import (
     usage_line,
 )
 from contextplane.delivery import deliver, plain_projection_message
+from contextplane.errors import ContextPlaneError
 from contextplane.projection import compose_projected_context
 from contextplane.request import BuildContext
 from contextplane.textui import budget_table, one_line, table
@@ -100,6 +102,11 @@ def _plugged_commands() -> Mapping[str, click.Command]:
         dist = ep.dist.name if ep.dist is not None else "?"
         try:
             command = ep.load()
+        except ModuleNotFoundError as exc:
+            # A command whose extra is not installed (``console`` without jinja2, say): listed
+            # with how to install it, and an error only when it is run.
+            found.setdefault(ep.name, _not_installed(ep.name, ep.dist, exc))
+            continue
         except Exception as exc:
             log.warning(
                 "command %r (entry point %s of %s) could not be loaded, so it is not available: %s: %s",
@@ -121,6 +128,43 @@ def _plugged_commands() -> Mapping[str, click.Command]:
             continue
         found.setdefault(ep.name, command)
     return found
+
+
+def _extra_for(dist: md.Distribution | None, module: str) -> str | None:
+    """The extra of ``dist`` that requires the distribution named like ``module`` (jinja2,
+    mcp, starlette...), if any."""
+    want = module.split(".")[0].lower().replace("_", "-")
+    for requirement in (dist.requires or []) if dist is not None else []:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement)
+        extra = re.search(r"""extra\s*==\s*["']([^"']+)["']""", requirement)
+        if name and extra and extra[1] != "test" and name[0].lower().replace("_", "-") == want:
+            return extra[1]
+    return None
+
+
+def _not_installed(name: str, dist: md.Distribution | None, exc: ModuleNotFoundError) -> click.Command:
+    """A stand-in for a command whose dependencies are missing: ``--help`` lists it with the
+    install hint, and running it is that hint as one error line."""
+    missing = exc.name or str(exc)
+    extra = _extra_for(dist, missing)
+    project = dist.name if dist is not None else "contextplane"
+    hint = (
+        f"pip install '{project}[{extra}]'"
+        if extra
+        else f"install the module {missing!r} it needs (pip install {missing})"
+    )
+
+    def run() -> None:
+        raise ContextPlaneError(f"`contextplane {name}` is not installed: {hint} (no module named {missing!r})")
+
+    return click.Command(
+        name,
+        callback=run,
+        help=f"Not installed: {hint}.",
+        short_help=f"(not installed: {hint})",
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+        add_help_option=False,
+    )
 
 
 class _Group(click.Group):

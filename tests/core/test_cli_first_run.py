@@ -4,6 +4,8 @@ newline, commands that refuse a path with no store, bounded listings, the missin
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
@@ -162,3 +164,33 @@ def test_memory_list_says_which_rows_of_how_many_and_pages_on(tmp_path: Path) ->
     assert [r["content"] for r in rows] == [f"note {i}" for i in range(110, 120)]
     out = run("memory", "list", "--db", db, "--limit", "0").stdout
     assert "rows " not in out and "note 119" in out  # the whole store: nothing to say
+
+
+# --- 11: a command whose extra is missing ----------------------------------------------
+
+WITHOUT_EXTRAS = (
+    "import sys; sys.modules['jinja2'] = sys.modules['mcp'] = None\n"  # as if not installed
+    "from contextplane.cli import main; main()"
+)
+
+
+def without_extras(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_EXTRAS, *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_a_command_whose_extra_is_missing_is_listed_with_its_install_hint() -> None:
+    res = without_extras("--help")
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    lines = {line.split()[0]: line for line in res.stdout.splitlines() if line.startswith("  ")}
+    assert "(not installed: pip install 'contextplane[console]')" in lines["console"]
+    assert "(not installed: pip install 'contextplane[mcp]')" in lines["mcp"]
+    assert "demo" in lines and "not installed" not in lines["demo"]
+    res = without_extras("console", "--db", "x.sqlite3")
+    assert res.returncode == 2 and res.stderr == (
+        "error: `contextplane console` is not installed: pip install 'contextplane[console]' "
+        "(no module named 'jinja2')\n"
+    )
+    res = without_extras("mcp", "serve")
+    assert res.returncode == 2 and "pip install 'contextplane[mcp]'" in res.stderr and res.stdout == ""
