@@ -585,16 +585,21 @@ class PostgresKnowledgeStore:
                 + (f"supersede {current.superseded_by} instead" if current.superseded_by else "nothing to do")
             )
 
-    def purge(self, now: datetime | None = None) -> int:
+    def purge(self, now: datetime | None = None, *, ids: Sequence[str] | None = None) -> int:
         """Delete expired rows and rows invalidated for a reason other than supersession; never
-        a superseded row nor one that superseded another (the chain stays readable)."""
-        params = {"now": now or utc_now()}
+        a superseded row nor one that superseded another (the chain stays readable). ``ids``:
+        only those of them."""
+        params: dict[str, Any] = {"now": now or utc_now()}
+        where = _PURGEABLE
+        if ids is not None:
+            params["ids"] = [key for key in (as_id(i) for i in ids) if key is not None]
+            where = f"({_PURGEABLE}) AND c.id = ANY(%(ids)s)"
         with self.db.transaction() as conn:
             # Lock the rows first: a row another writer changes meanwhile must not be deleted
             # with a 'purged' event that copies its state from before that change.
-            conn.execute(f"SELECT c.id FROM chunks AS c WHERE {_PURGEABLE} FOR UPDATE", params).fetchall()
-            pg_history.record_purged(conn, _PURGEABLE, params, utc_now())
-            cur = conn.execute(f"DELETE FROM chunks AS c WHERE {_PURGEABLE}", params)
+            conn.execute(f"SELECT c.id FROM chunks AS c WHERE {where} FOR UPDATE", params).fetchall()
+            pg_history.record_purged(conn, where, params, utc_now())
+            cur = conn.execute(f"DELETE FROM chunks AS c WHERE {where}", params)
             return int(cur.rowcount)
 
     # ------------------------------------------------------------------ reads

@@ -386,12 +386,14 @@ class InMemoryKnowledgeStore:
             self.invalidate_chunk(old_id, superseded_by=chunk.id, by=chunk.source_type)
             return chunk.id
 
-    def purge(self, now: datetime | None = None) -> int:
+    def purge(self, now: datetime | None = None, *, ids: Sequence[str] | None = None) -> int:
         with self._lock:
             doomed = [
                 c.id
                 for c in self._rows.values()
-                if (c.is_expired(now) or c.invalidated_at is not None) and not c.is_superseded
+                if (c.is_expired(now) or c.invalidated_at is not None)
+                and not c.is_superseded
+                and (ids is None or c.id in ids)
             ]
             for chunk_id in doomed:
                 self._record(self._rows[chunk_id], "purged", "purge")
@@ -594,8 +596,8 @@ class _FrozenView(InMemoryKnowledgeStore):
     def supersede(self, old_id: str, content: str, **attrs_: Any) -> str:
         return self._origin.supersede(old_id, content, **attrs_)
 
-    def purge(self, now: datetime | None = None) -> int:
-        return self._origin.purge(now)
+    def purge(self, now: datetime | None = None, *, ids: Sequence[str] | None = None) -> int:
+        return self._origin.purge(now, ids=ids)
 
 
 class InMemorySessionSummaries:
