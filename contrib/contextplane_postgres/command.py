@@ -171,7 +171,10 @@ def status(url: str | None, schema: str) -> None:
                 row = conn.execute(f"SELECT value FROM {name}.meta WHERE key = 'schema_version'").fetchone()
                 out["schema_version"] = int(row[0]) if row else None
             for table in STATUS_TABLES:
-                found = conn.execute(f"SELECT count(*) FROM {name}.{table}").fetchone() if table in present else None
+                if table not in present:
+                    out[table] = 0
+                    continue
+                found = conn.execute(f"SELECT count(*) FROM {name}.{table}").fetchone()
                 out[table] = int(found[0]) if found else 0
     finally:
         conn.close()

@@ -91,7 +91,8 @@ def explain(exc: BaseException, url: str, *, doing: str = "connect to") -> Store
             hint = "" if "server running" in text.lower() else "is the server running and listening there?"
         else:
             hint = "check that the server is running and the URL is right"
-        return StoreError(f"cannot {doing} the PostgreSQL server at {shown}: {text}" + (f"; {hint}" if hint else ""))
+        said = f"cannot {doing} the PostgreSQL server at {shown}: {text}"
+        return StoreError(f"{said}; {hint}" if hint else said)
     return StoreError(f"{shown}: {type(exc).__name__}: {text}")
 
 

@@ -33,7 +33,6 @@ from datetime import datetime
 from typing import Any, Final
 
 from contextplane.errors import ValidationError
-from contextplane.store.sql import check_whole
 from contextplane.memory.model import (
     SUPERSEDED_PREFIX,
     utc_now,
@@ -42,6 +41,7 @@ from contextplane.memory.model import (
     validate_review_state,
     validate_text,
 )
+from contextplane.store.sql import check_whole
 from contextplane_postgres.codec import SELECT_COLUMNS, enc
 from contextplane_postgres.schema import TS_CONFIG
 from contextplane_postgres.terms import TermPlan, tsquery_term

@@ -36,7 +36,6 @@ from contextplane.authority import build_stable_prefix, section_texts
 from contextplane.cli_common import (
     USAGE_EXIT,
     command_backend,
-    command_store_path,
     config_option,
     db_option,
     load,
@@ -155,7 +154,9 @@ def _not_installed(name: str, dist: md.Distribution | None, exc: ModuleNotFoundE
     )
 
     def run() -> None:
-        raise ContextPlaneError(f"`contextplane {name}` is not installed: {hint} (no module named {missing!r})")
+        raise ContextPlaneError(
+            f"`contextplane {name}` is not installed: {hint} (no module named {missing!r})"
+        )
 
     return click.Command(
         name,
@@ -263,6 +264,7 @@ def preview_cmd(
     query = query_text(query)
     config, host = load(config_path)
     notes: list[str] = []
+    # The store first: a path with no store is one error line, before any prefix warning.
     with command_backend(config_path, db, write=record, create=record, host=host) as (_c, _h, backend):
         prefix = build_stable_prefix(host, BuildContext(config=config, tools=tools), notify=False)
         turn_index = _next_turn(backend, session_id) if record else 0
@@ -285,7 +287,8 @@ def preview_cmd(
         if record:
             # The model call a runtime would make next: its prompt snapshot is recorded here.
             history = [{"role": "user", "content": query}]
-            deliver(projection, history, prefix=prefix, call_index=0, wrap=plain_projection_message, host=host)
+            wrap = plain_projection_message
+            deliver(projection, history, prefix=prefix, call_index=0, wrap=wrap, host=host)
             notes.append(
                 f"recorded as session {session_id!r} turn {turn_index}: try `contextplane replay "
                 f"--session {session_id} --turn {turn_index}` or `contextplane explain ID --session "

@@ -197,7 +197,7 @@ def test_a_deep_page_is_read_at_its_place_when_the_store_counts(store: Any) -> N
     pending = store.count_chunks(review_state="pending")
     assert pending < 350  # so the pending rows are skipped by their count, never read
     reads = [r for r in counting.reads if r[-1] != "count"]
-    assert [r[0] for r in reads][0] == "confirmed" and reads[0][1] == 350 - pending, counting.reads
+    assert reads[0][0] == "confirmed" and reads[0][1] == 350 - pending, counting.reads
 
 
 def test_a_deep_page_reads_each_review_state_once_when_the_store_applies_every_filter(store: Any) -> None:

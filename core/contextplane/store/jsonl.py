@@ -103,7 +103,9 @@ def parse_lines(lines: Iterable[str], where: str = "the export") -> list[dict[st
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ValidationError(f"{where} line {number}: not JSON ({exc.msg}); nothing was imported") from None
+            raise ValidationError(
+                f"{where} line {number}: not JSON ({exc.msg}); nothing was imported"
+            ) from None
         if not isinstance(data, dict):
             raise ValidationError(f"{where} line {number}: expected a JSON object; nothing was imported")
         if "contextplane_export" in data:
