@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from contextplane.store import SQLiteKnowledgeStore
-
 from contextplane.testing import requirements_of
 from tests.conformance.conftest import OPEN_TICKETS
 from tests.conformance.helpers import run_pytest
