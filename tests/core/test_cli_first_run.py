@@ -194,3 +194,25 @@ def test_a_command_whose_extra_is_missing_is_listed_with_its_install_hint() -> N
     )
     res = without_extras("mcp", "serve")
     assert res.returncode == 2 and "pip install 'contextplane[mcp]'" in res.stderr and res.stdout == ""
+
+
+# --- 16: record a turn from the command line --------------------------------------------
+
+
+def test_preview_record_makes_a_turn_explain_replay_and_snapshots_can_read(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.sqlite3")
+    run("memory", "add", "Priya approves production deploys", "--db", db)
+    first = run("preview", "who approves deploys?", "--db", db, "--record", "--session", "mine").stdout
+    assert "! recorded as session 'mine' turn 1" in first
+    second = run("preview", "who approves deploys?", "--db", db, "--record", "--session", "mine").stdout
+    assert "! recorded as session 'mine' turn 2" in second  # the session's next turn
+    verdict = run("explain", "1", "--session", "mine", "--turn", "2", "--db", db).stdout
+    assert verdict.startswith("memory 1: delivered")
+    assert "byte-identical" in run("replay", "--session", "mine", "--turn", "1", "--db", db).stdout
+    snapshots = run("snapshots", "list", "--db", db).stdout
+    assert len([line for line in snapshots.splitlines() if line.startswith("mine ")]) == 2
+    injections = json.loads(run("injections", "--session", "mine", "--json", "--db", db).stdout)
+    assert [r["turn_index"] for r in injections] == [1, 2]
+    # Without --record nothing is written.
+    run("preview", "who approves deploys?", "--db", db, "--session", "mine")
+    assert len(json.loads(run("injections", "--session", "mine", "--json", "--db", db).stdout)) == 2
