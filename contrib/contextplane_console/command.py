@@ -68,7 +68,7 @@ def console(db: str | None, host: str, port: int, config_path: str | None, revie
     token = access_token(host)
     config = load_config(config_path)
     plugin_host = PluginHost.from_entry_points(config)
-    backend = open_backend(plugin_host, db)
+    backend = open_backend(plugin_host, db, create=False)  # a typo must not review an empty store
     sock = None
     try:
         # Bound first: the cookie is named after the port really listened on, so two consoles

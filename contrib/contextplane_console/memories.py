@@ -11,9 +11,10 @@ the D7 lifecycle calls. What that costs, and how it is kept cheap:
   which is ``deliverable`` for the non-rejected states) go to the store. **Filters it lacks**
   (trust tier, the other lifecycle states) are applied here, on batches that grow fourfold,
   so a rare value costs a scan but a common one costs a page.
-- **Pagination** is by offset; the protocol has no offset, so page ``n`` reads the ``n``
-  pages before it. Fine for a review queue read from the front; a deep page of a 100k-row
-  store is slow (measured in bench/console_bench.py).
+- **Pagination** is by offset. A store that counts (``count_chunks``) and applies every
+  filter reads a deep page at its place (``list_chunks(offset=...)``, each review state before
+  it skipped by its count); otherwise page ``n`` reads the ``n`` pages before it (measured in
+  bench/console_bench.py).
 - **Search** is the store's own full-text (and vector) search over every row, deliverable or
   not, best ``SEARCH_LIMIT`` matches, then filtered and ordered pending first (relevance
   within a state).
@@ -174,6 +175,10 @@ def list_page(
         rows = kept[:want]
         truncated = len(hits) >= SEARCH_LIMIT
     else:
+        deep = _page_from_store(store, flt, offset, limit + 1, now)
+        if deep is not None:
+            more = len(deep) > limit
+            return Page(tuple(deep[:limit]), offset, limit, offset + limit if more else None)
         rows = []
         for state in REVIEW_ORDER if flt.review_state is None else (flt.review_state,):
             need = want - len(rows)
@@ -184,6 +189,38 @@ def list_page(
     items = tuple(rows[offset : offset + limit])
     more = len(rows) > offset + limit
     return Page(items, offset, limit, offset + limit if more else None, truncated)
+
+
+def _page_from_store(
+    store: KnowledgeStore, flt: MemoryFilter, offset: int, n: int, now: datetime
+) -> list[MemoryChunk] | None:
+    """Up to ``n`` rows from the ``offset``-th, read at their place: when the store applies
+    every filter and counts (``count_chunks``), a review state before the page is skipped by
+    its count and the page read with ``list_chunks(offset=...)``, so a deep page costs a
+    page, not the rows before it. None when the store cannot (then the rows before are read)."""
+    count = getattr(store, "count_chunks", None)
+    if not callable(count) or flt.trust_tier is not None or flt.lifecycle is not None:
+        return None
+    rows: list[MemoryChunk] = []
+    skip = offset
+    for state in REVIEW_ORDER if flt.review_state is None else (flt.review_state,):
+        filters: dict[str, Any] = {
+            "memory_kind": flt.memory_kind,
+            "review_state": state,
+            "delivery_policy": flt.delivery_policy,
+            "namespace": flt.scope,
+            "now": now,
+        }
+        if skip:
+            held = int(count(**filters))
+            if skip >= held:
+                skip -= held
+                continue
+        rows.extend(store.list_chunks(**filters, limit=n - len(rows), offset=skip))
+        skip = 0
+        if len(rows) >= n:
+            break
+    return rows
 
 
 def _take(rows: Iterator[MemoryChunk], n: int) -> list[MemoryChunk]:

@@ -9,6 +9,7 @@ summaries, including the active session's own, which must never show as a prior 
 from __future__ import annotations
 
 import datetime as dt
+import tomllib
 from pathlib import Path
 
 import attrs
@@ -127,8 +128,10 @@ class Seeded:
 
 
 def write_fixture_files(root: Path) -> None:
-    """SOUL.md and one SKILL.md per topic under ``root``, plus one malformed SKILL.md (which
-    the skills section must skip with one warning naming it)."""
+    """The configuration (``contextplane.toml``), SOUL.md and one SKILL.md per topic under
+    ``root``, plus one malformed SKILL.md (which the skills section must skip with one warning
+    naming it)."""
+    (root / "contextplane.toml").write_text(DEMO_TOML, encoding="utf-8")
     (root / "SOUL.md").write_text(SOUL + "\n", encoding="utf-8")
     skills = root / "skills"
     for topic in SKILL_TOPICS:
@@ -140,7 +143,7 @@ def write_fixture_files(root: Path) -> None:
         )
         front = yaml.safe_dump({"name": topic, "description": desc}, sort_keys=False, width=1000)
         (d / "SKILL.md").write_text(f"---\n{front}---\n\n# {topic}\n", encoding="utf-8")
-    bad = skills / "half-written"
+    bad = skills / "half-written-on-purpose"
     bad.mkdir(parents=True, exist_ok=True)
     (bad / "SKILL.md").write_text("# no front matter here\n", encoding="utf-8")
 
@@ -273,20 +276,47 @@ def seed(store: KnowledgeStore, summaries: SessionSummaries) -> Seeded:
     )
 
 
+#: The first line of the ``contextplane.toml`` the demo writes: how a later run knows the
+#: directory is a demo's (and may start it over) and not someone's own store.
+CONFIG_MARKER = "# written by `contextplane demo`"
+
+#: The demo's configuration, written to ``<dir>/contextplane.toml`` and read back from there,
+#: so what the demo ran with is what a later command on its store runs with (``--config``).
+DEMO_TOML = f"""{CONFIG_MARKER}: the configuration its session ran with.
+# Commands on the demo's store: contextplane <command> --config <dir>/contextplane.toml
+
+[context]
+budget_pct = 8
+project = "{PROJECT}"
+prior_sessions = "newest"
+retrieved_max = 8
+
+[store]
+path = "memory.sqlite3"
+
+[prompt]
+soul_path = "SOUL.md"
+guidelines = "- Link the ticket in every status update."
+
+[skills]
+dir = "skills"
+
+[[subagents]]
+name = "researcher"
+description = "Reads docs and tickets; answers with sources."
+
+[[subagents]]
+name = "release-captain"
+description = "Runs canaries and deploys."
+
+[[subagents]]
+name = "billing-auditor"
+description = "Internal only."
+visible_to_lead = false
+"""
+
+
 def demo_config(root: Path) -> Config:
-    """The demo's configuration: the store in ``root``, 8% budget, the newest-first digest."""
-    return structure(
-        {
-            "context": {"budget_pct": 8, "project": PROJECT, "prior_sessions": "newest", "retrieved_max": 8},
-            "store": {"path": str(root / "memory.sqlite3")},
-            "prompt": {"soul_path": "SOUL.md", "guidelines": "- Link the ticket in every status update."},
-            "skills": {"dir": "skills"},
-            "subagents": [
-                {"name": "researcher", "description": "Reads docs and tickets; answers with sources."},
-                {"name": "release-captain", "description": "Runs canaries and deploys."},
-                {"name": "billing-auditor", "description": "Internal only.", "visible_to_lead": False},
-            ],
-        },
-        origin="demo",
-        base_dir=str(root),
-    )
+    """The demo's configuration (``DEMO_TOML``), its paths relative to ``root``: the store in
+    ``root``, 8% budget, the newest-first digest."""
+    return structure(tomllib.loads(DEMO_TOML), origin="demo", base_dir=str(root))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ import attrs
 
 from contextplane import (
     BuildContext,
+    ContextPlaneError,
     PluginHost,
     ProjectedContext,
     build_stable_prefix,
@@ -18,10 +21,12 @@ from contextplane import (
     deliver,
     open_backend,
 )
+from contextplane.config import load_config
 from contextplane.delivery import plain_projection_message
+from contextplane.notices import PluginWarning
 from contextplane.textui import budget_table
 from contextplane_demo.checks import Check, run_checks
-from contextplane_demo.fixtures import SESSION, demo_config, seed, write_fixture_files
+from contextplane_demo.fixtures import CONFIG_MARKER, SESSION, seed, write_fixture_files
 from contextplane_demo.script import TURNS, Turn
 
 TOOLS = ("search_memory", "deploy", "read_ticket")
@@ -61,12 +66,67 @@ def run_demo(directory: str | Path | None = None, echo: Callable[[str], None] = 
     return _run(Path(directory), echo)
 
 
+#: What a demo run writes besides its fixture files: removed before a run in a demo's
+#: directory starts over (so a second run does not seed duplicates on top of the first).
+RUN_FILES = ("memory.sqlite3", "memory.records.sqlite3")
+RUN_DIRS = ("trajectories",)
+
+
+def _start_over(root: Path, echo: Callable[[str], None]) -> None:
+    """A directory that holds a store is a previous demo's (its ``contextplane.toml`` says so):
+    its store and records are removed, so the session runs on a freshly seeded store. Any other
+    store is refused, never touched."""
+    if not (root / RUN_FILES[0]).exists():
+        return
+    config = root / "contextplane.toml"
+    try:
+        ours = config.read_text(encoding="utf-8").startswith(CONFIG_MARKER)
+    except OSError:
+        ours = False
+    if not ours:
+        raise ContextPlaneError(
+            f"{root} holds a store that no demo wrote (no {config.name} from `contextplane demo`); "
+            "pass --dir an empty or new directory"
+        )
+    for name in RUN_FILES:
+        for side in ("", "-wal", "-shm"):
+            (root / f"{name}{side}").unlink(missing_ok=True)
+    for name in RUN_DIRS:
+        shutil.rmtree(root / name, ignore_errors=True)
+    echo(f"{root} held an earlier demo run: its store and records are removed, starting over")
+
+
+def _rewarn(found: warnings.WarningMessage, root: Path, echo: Callable[[str], None]) -> None:
+    """The warning about the demo's deliberately malformed skill is part of the demo: said as
+    a line of its report, not a warning; any other warning is passed on as it was."""
+    text = str(found.message)
+    if str(root / "skills" / "half-written-on-purpose") in text:
+        echo(f"(part of the demo: a malformed skill is skipped with one warning) {text}")
+        return
+    warnings.warn_explicit(found.message, found.category, found.filename, found.lineno)
+
+
 def _run(directory: Path, echo: Callable[[str], None]) -> DemoResult:
     # Absolute, so the config's paths (relative to the directory) are not joined to it twice.
     root = directory.expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
+    _start_over(root, echo)
     write_fixture_files(root)
-    config = demo_config(root)
+    # Read back from the file it wrote: later commands with --config <dir>/contextplane.toml
+    # run with exactly the configuration the recorded turns ran with.
+    config = load_config(root / "contextplane.toml")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PluginWarning)
+        result = _session(root, config, echo)
+    for found in caught:
+        _rewarn(found, root, echo)
+    echo("\n== summary ==")
+    for name, ok, detail in result.checks:
+        echo(f"[{'ok' if ok else 'FAIL'}] {name}" + (f": {detail}" if detail and not ok else ""))
+    return result
+
+
+def _session(root: Path, config: Any, echo: Callable[[str], None]) -> DemoResult:
     host = PluginHost.from_entry_points(config)
     backend = open_backend(host)
     try:
@@ -108,8 +168,4 @@ def _run(directory: Path, echo: Callable[[str], None]) -> DemoResult:
         checks = run_checks(results, seeded, logged, sections)
     finally:
         backend.close()
-
-    echo("\n== summary ==")
-    for name, ok, detail in checks:
-        echo(f"[{'ok' if ok else 'FAIL'}] {name}" + (f": {detail}" if detail and not ok else ""))
     return DemoResult(tuple(results), checks, str(root))

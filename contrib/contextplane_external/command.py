@@ -38,15 +38,23 @@ def mcp() -> None:
     help="How the client talks to the server.",
 )
 @click.option("--namespace", "namespaces", multiple=True, help="Scopes recall may read (repeatable).")
+@click.option(
+    "--create",
+    is_flag=True,
+    help="Create the store if there is none (else a path with no store is refused: a typo in a "
+    "client's configuration must not serve a fresh, empty memory).",
+)
 def serve(
     config_path: str | None,
     db: Path | None,
     incognito: bool,
     transport: str,
     namespaces: tuple[str, ...],
+    create: bool,
 ) -> None:
-    """Run the MCP server until the client disconnects (stdio by default)."""
-    with command_backend(config_path, db, write=not incognito) as (_config, _host, backend):
+    """Run the MCP server until the client disconnects (stdio by default). The store must
+    exist unless --create."""
+    with command_backend(config_path, db, write=not incognito, create=create) as (_config, _host, backend):
         server: Any = build_mcp_server(
             backend.memories, incognito=incognito, namespaces=list(namespaces) or None
         )

@@ -112,30 +112,66 @@ def init(url: str | None, schema: str, vectors: bool) -> None:
     click.echo(f"{db.shown}: at schema version {SCHEMA_VERSION}")
 
 
+#: The tables ``store status`` counts, in the order it prints them.
+STATUS_TABLES = (
+    "chunks",
+    "chunk_history",
+    "session_summaries",
+    "injection_log",
+    "prompt_snapshots",
+    "turn_inputs",
+    "trajectory",
+)
+
+
 @click.command("status")
 @_URL
 @_SCHEMA
 def status(url: str | None, schema: str) -> None:
-    """Schema version and row counts at URL, as JSON."""
-    from contextplane_postgres.database import Database
-
-    db: Database = _database(_url(url), schema)
+    """Schema version and row counts at URL, as JSON. Only reads, in a read-only transaction:
+    an empty database (or a role that may not create anything) shows "no schema yet"."""
     try:
-        with db.connection("read from") as conn:
-            out: dict[str, Any] = {"destination": db.shown}
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            out["schema_version"] = int(row[0]) if row else None
-            for table in (
-                "chunks",
-                "chunk_history",
-                "session_summaries",
-                "injection_log",
-                "prompt_snapshots",
-                "turn_inputs",
-                "trajectory",
-            ):
-                found = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        import psycopg
+
+        from contextplane_postgres.connection import check_schema_name, connect_options, explain, translated
+        from contextplane_postgres.url import redact
+    except ImportError as exc:
+        raise StoreError(
+            f"the PostgreSQL backend needs the postgres extra ({exc}); pip install 'contextplane[postgres]'"
+        ) from None
+    target = _url(url)
+    name = check_schema_name(schema)
+    out: dict[str, Any] = {"destination": f"{redact(target)} (schema {name})"}
+    try:
+        conn = psycopg.connect(target, options=connect_options(name, 30_000, 10_000), connect_timeout=5)
+    except psycopg.Error as exc:
+        raise explain(exc, target) from None
+    try:
+        with translated(target, "read from"), conn.transaction():
+            conn.execute("SET TRANSACTION READ ONLY")
+            present = {
+                str(row[0])
+                for row in conn.execute(
+                    "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE n.nspname = %s AND c.relkind IN ('r', 'p')",
+                    (name,),
+                )
+            }
+            if "meta" not in present:
+                out["schema_version"] = None
+                out["note"] = (
+                    f"no schema yet: run `contextplane store init URL --schema {name}` as a role that may "
+                    "create it"
+                )
+            else:
+                row = conn.execute(f"SELECT value FROM {name}.meta WHERE key = 'schema_version'").fetchone()
+                out["schema_version"] = int(row[0]) if row else None
+            for table in STATUS_TABLES:
+                if table not in present:
+                    out[table] = 0
+                    continue
+                found = conn.execute(f"SELECT count(*) FROM {name}.{table}").fetchone()
                 out[table] = int(found[0]) if found else 0
     finally:
-        db.close()
+        conn.close()
     click.echo(json.dumps(out, indent=2))

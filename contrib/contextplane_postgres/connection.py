@@ -88,10 +88,12 @@ def explain(exc: BaseException, url: str, *, doing: str = "connect to") -> Store
         elif "password authentication failed" in text or "no password supplied" in text:
             hint = "check the password (in the URL, PGPASSWORD or ~/.pgpass)"
         elif "timeout" in text or "Connection refused" in text or "No such file" in text:
-            hint = "is the server running and listening there?"
+            # libpq often asks this itself ("Is the server running on that host ..."): once is enough
+            hint = "" if "server running" in text.lower() else "is the server running and listening there?"
         else:
             hint = "check that the server is running and the URL is right"
-        return StoreError(f"cannot {doing} the PostgreSQL server at {shown}: {text}; {hint}")
+        said = f"cannot {doing} the PostgreSQL server at {shown}: {text}"
+        return StoreError(f"{said}; {hint}" if hint else said)
     return StoreError(f"{shown}: {type(exc).__name__}: {text}")
 
 

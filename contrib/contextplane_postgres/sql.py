@@ -43,6 +43,7 @@ from contextplane.memory.model import (
     validate_text,
 )
 from contextplane.store.fusion import FUSION_C
+from contextplane.store.sql import check_whole
 from contextplane_postgres.codec import SELECT_COLUMNS, enc
 from contextplane_postgres.schema import TS_CONFIG
 from contextplane_postgres.terms import TermPlan, tsquery_term
@@ -108,9 +109,11 @@ def list_sql(
     now: datetime | None,
     occurred_after: datetime | str | None = None,
     occurred_before: datetime | str | None = None,
+    offset: int = 0,
+    count: bool = False,
 ) -> tuple[str, dict[str, Any]]:
-    """``list_chunks``: rows matching every filter, oldest first (NULL policy is retrieved,
-    NULL review state is pending)."""
+    """``list_chunks``: rows matching every filter, oldest first, from the ``offset``-th (NULL
+    policy is retrieved, NULL review state is pending); ``count``: how many match."""
     params: dict[str, Any] = {}
     clauses: list[str] = []
     if memory_kind is not None:
@@ -137,15 +140,18 @@ def list_sql(
     event_time_filter(occurred_after, occurred_before, params, clauses)
     if deliverable:
         deliverable_filter(False, now, params, clauses)
-    sql = f"SELECT {SELECT_COLUMNS} FROM chunks AS c"
+    sql = f"SELECT {'count(*)' if count else SELECT_COLUMNS} FROM chunks AS c"
     if clauses:
         sql += " WHERE " + " AND ".join(clauses)
+    if count:
+        return sql, params
     sql += " ORDER BY c.id"
     if limit is not None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise ValidationError(f"limit: expected a non-negative whole number, got {limit!r}")
-        params["limit"] = limit
+        params["limit"] = check_whole(limit, "limit")
         sql += " LIMIT %(limit)s"
+    if check_whole(offset, "offset"):
+        params["offset"] = offset
+        sql += " OFFSET %(offset)s"
     return sql, params
 
 

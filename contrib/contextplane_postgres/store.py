@@ -611,16 +611,21 @@ class PostgresKnowledgeStore:
                 + (f"supersede {current.superseded_by} instead" if current.superseded_by else "nothing to do")
             )
 
-    def purge(self, now: datetime | None = None) -> int:
+    def purge(self, now: datetime | None = None, *, ids: Sequence[str] | None = None) -> int:
         """Delete expired rows and rows invalidated for a reason other than supersession; never
-        a superseded row nor one that superseded another (the chain stays readable)."""
-        params = {"now": now or utc_now()}
+        a superseded row nor one that superseded another (the chain stays readable). ``ids``:
+        only those of them."""
+        params: dict[str, Any] = {"now": now or utc_now()}
+        where = _PURGEABLE
+        if ids is not None:
+            params["ids"] = [key for key in (as_id(i) for i in ids) if key is not None]
+            where = f"({_PURGEABLE}) AND c.id = ANY(%(ids)s)"
         with self.db.transaction() as conn:
             # Lock the rows first: a row another writer changes meanwhile must not be deleted
             # with a 'purged' event that copies its state from before that change.
-            conn.execute(f"SELECT c.id FROM chunks AS c WHERE {_PURGEABLE} FOR UPDATE", params).fetchall()
-            pg_history.record_purged(conn, _PURGEABLE, params, utc_now())
-            cur = conn.execute(f"DELETE FROM chunks AS c WHERE {_PURGEABLE}", params)
+            conn.execute(f"SELECT c.id FROM chunks AS c WHERE {where} FOR UPDATE", params).fetchall()
+            pg_history.record_purged(conn, where, params, utc_now())
+            cur = conn.execute(f"DELETE FROM chunks AS c WHERE {where}", params)
             return int(cur.rowcount)
 
     # ------------------------------------------------------------------ reads
@@ -649,6 +654,7 @@ class PostgresKnowledgeStore:
         now: datetime | None = None,
         occurred_after: datetime | str | None = None,
         occurred_before: datetime | str | None = None,
+        offset: int = 0,
         _on: PostgresStoreView | None = None,
     ) -> list[MemoryChunk]:
         """Rows matching every given filter, oldest first (an event-time window is half open)."""
@@ -663,9 +669,43 @@ class PostgresKnowledgeStore:
             now=now,
             occurred_after=occurred_after,
             occurred_before=occurred_before,
+            offset=offset,
         )
         with self._reading(_on) as conn:
             return [chunk_from_row(r) for r in conn.execute(statement, params)]
+
+    def count_chunks(
+        self,
+        *,
+        deliverable: bool = False,
+        memory_kind: str | None = None,
+        review_state: str | None = None,
+        delivery_policy: str | None = None,
+        namespace: str | None = None,
+        namespaces: Sequence[str] | None = None,
+        now: datetime | None = None,
+        occurred_after: datetime | str | None = None,
+        occurred_before: datetime | str | None = None,
+        _on: PostgresStoreView | None = None,
+    ) -> int:
+        """How many rows ``list_chunks`` with these filters returns without a limit (so a
+        listing can say "50 of N", and a deep page can skip whole review states)."""
+        statement, params = sql.list_sql(
+            deliverable=deliverable,
+            memory_kind=memory_kind,
+            review_state=review_state,
+            delivery_policy=delivery_policy,
+            namespace=namespace,
+            namespaces=namespaces,
+            limit=None,
+            now=now,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
+            count=True,
+        )
+        with self._reading(_on) as conn:
+            row = conn.execute(statement, params).fetchone()
+        return int(row[0]) if row else 0
 
     def search(
         self,

@@ -22,6 +22,7 @@ import functools
 import importlib.metadata as md
 import json
 import logging
+import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -33,14 +34,18 @@ import click
 from contextplane import __version__
 from contextplane.authority import build_stable_prefix, section_texts
 from contextplane.cli_common import (
+    USAGE_EXIT,
     command_backend,
-    command_store_path,
     config_option,
     db_option,
     load,
+    query_text,
     report_errors,
+    usage_line,
 )
 from contextplane.cli_params import Whole
+from contextplane.delivery import deliver, plain_projection_message
+from contextplane.errors import ContextPlaneError
 from contextplane.projection import compose_projected_context
 from contextplane.request import BuildContext
 from contextplane.textui import budget_table, one_line, table
@@ -97,6 +102,11 @@ def _plugged_commands() -> Mapping[str, click.Command]:
         dist = ep.dist.name if ep.dist is not None else "?"
         try:
             command = ep.load()
+        except ModuleNotFoundError as exc:
+            # A command whose extra is not installed (``console`` without jinja2, say): listed
+            # with how to install it, and an error only when it is run.
+            found.setdefault(ep.name, _not_installed(ep.name, ep.dist, exc))
+            continue
         except Exception as exc:
             log.warning(
                 "command %r (entry point %s of %s) could not be loaded, so it is not available: %s: %s",
@@ -120,6 +130,45 @@ def _plugged_commands() -> Mapping[str, click.Command]:
     return found
 
 
+def _extra_for(dist: md.Distribution | None, module: str) -> str | None:
+    """The extra of ``dist`` that requires the distribution named like ``module`` (jinja2,
+    mcp, starlette...), if any."""
+    want = module.split(".")[0].lower().replace("_", "-")
+    for requirement in (dist.requires or []) if dist is not None else []:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement)
+        extra = re.search(r"""extra\s*==\s*["']([^"']+)["']""", requirement)
+        if name and extra and extra[1] != "test" and name[0].lower().replace("_", "-") == want:
+            return extra[1]
+    return None
+
+
+def _not_installed(name: str, dist: md.Distribution | None, exc: ModuleNotFoundError) -> click.Command:
+    """A stand-in for a command whose dependencies are missing: ``--help`` lists it with the
+    install hint, and running it is that hint as one error line."""
+    missing = exc.name or str(exc)
+    extra = _extra_for(dist, missing)
+    project = dist.name if dist is not None else "contextplane"
+    hint = (
+        f"pip install '{project}[{extra}]'"
+        if extra
+        else f"install the module {missing!r} it needs (pip install {missing})"
+    )
+
+    def run() -> None:
+        raise ContextPlaneError(
+            f"`contextplane {name}` is not installed: {hint} (no module named {missing!r})"
+        )
+
+    return click.Command(
+        name,
+        callback=run,
+        help=f"Not installed: {hint}.",
+        short_help=f"(not installed: {hint})",
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+        add_help_option=False,
+    )
+
+
 class _Group(click.Group):
     """Turns our deliberate errors into one clean line and exit code 2, never a traceback; adds
     the commands other distributions plug in."""
@@ -127,6 +176,17 @@ class _Group(click.Group):
     def main(self, args: Sequence[str] | None = None, *pos: Any, **kwargs: Any) -> Any:
         with _one_line_notices():
             return super().main(args, *pos, **kwargs)
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        # The root's own options are parsed before ``invoke``: a usage error there
+        # (``contextplane --verbose``) gets the same one line as any other.
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            click.echo(usage_line(exc), err=True)
+            raise click.exceptions.Exit(USAGE_EXIT) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         # Deliberate and usage errors: one ``error: ...`` line and exit 2 (cli_common).
@@ -179,6 +239,12 @@ def _project_id(project: str | None) -> str | None:
 )
 @click.option("--tool", "tools", multiple=True, help="A tool bound at build time (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option(
+    "--record",
+    is_flag=True,
+    help="Record the turn as a runtime would (injection log, turn inputs, prompt snapshot), as the "
+    "session's next turn, so explain, replay and snapshots can be tried on it. Creates the store if none.",
+)
 def preview_cmd(
     query: str,
     config_path: str | None,
@@ -191,22 +257,18 @@ def preview_cmd(
     context_window: int | None,
     tools: tuple[str, ...],
     as_json: bool,
+    record: bool,
 ) -> None:
     """Show the stable prefix (its sections and their text) and the projected context for QUERY,
-    with a budget table. Reads the store a runtime would, read-only: nothing is written."""
+    with a budget table. Reads the store a runtime would, read-only: nothing is written (the
+    store must exist), unless --record records the turn."""
+    query = query_text(query)
     config, host = load(config_path)
-    prefix = build_stable_prefix(host, BuildContext(config=config, tools=tools), notify=False)
     notes: list[str] = []
-    with contextlib.ExitStack() as stack:
-        backend: Any = None
-        target = command_store_path(config, db)
-        # A server backend named in the configuration is opened (or its failure reported) as a
-        # runtime would; only the embedded store may be absent.
-        server = db is None and config.store.backend != "sqlite"
-        if server or target.exists() or (db is None and host.backend() is not None):
-            _c, _h, backend = stack.enter_context(command_backend(config_path, db, write=False, host=host))
-        else:  # a preview never creates a store
-            notes.append(f"no store at {target}: the memory sections have nothing to read")
+    # The store first: a path with no store is one error line, before any prefix warning.
+    with command_backend(config_path, db, write=record, create=record, host=host) as (_c, _h, backend):
+        prefix = build_stable_prefix(host, BuildContext(config=config, tools=tools), notify=False)
+        turn_index = _next_turn(backend, session_id) if record else 0
         projection = compose_projected_context(
             query,
             backend,
@@ -217,10 +279,22 @@ def preview_cmd(
             budget_tokens=budget_tokens,
             context_window=context_window,
             session_id=session_id,
+            turn_index=turn_index,
             project=_project_id(project),
-            record=False,
+            record=record,
+            backend=backend,
             host=host,
         )
+        if record:
+            # The model call a runtime would make next: its prompt snapshot is recorded here.
+            history = [{"role": "user", "content": query}]
+            wrap = plain_projection_message
+            deliver(projection, history, prefix=prefix, call_index=0, wrap=wrap, host=host)
+            notes.append(
+                f"recorded as session {session_id!r} turn {turn_index}: try `contextplane replay "
+                f"--session {session_id} --turn {turn_index}` or `contextplane explain ID --session "
+                f"{session_id} --turn {turn_index}`"
+            )
     if as_json:
         click.echo(
             json.dumps(
@@ -256,6 +330,12 @@ def preview_cmd(
     for f in host.failures:
         if f.describe() not in prefix.errors:  # a plugin left out of the prefix is shown above
             click.echo(f"! {f.describe()}")
+
+
+def _next_turn(backend: Any, session_id: str) -> int:
+    """The turn after the session's last recorded one (1 for a new session)."""
+    rows = backend.injections.rows(session_id)
+    return max((r.turn_index for r in rows), default=0) + 1
 
 
 @main.command("injections")

@@ -29,6 +29,7 @@ import click
 from contextplane.backends import open_backend, store_path
 from contextplane.config import Config, load_config
 from contextplane.errors import ContextPlaneError
+from contextplane.memory.model import validate_text
 from contextplane.plugins import PluginHost
 from contextplane.textui import one_line
 
@@ -52,10 +53,14 @@ def report_errors(ctx: click.Context, call: Callable[[], Any]) -> Any:
         click.echo(f"error: {one_line(str(exc))}", err=True)
         ctx.exit(USAGE_EXIT)
     except click.UsageError as exc:
-        click.echo(f"error: {one_line(exc.format_message())}", err=True)
-        if exc.ctx is not None:
-            click.echo(f"Try '{exc.ctx.command_path} --help' for help.", err=True)
+        click.echo(usage_line(exc), err=True)
         ctx.exit(USAGE_EXIT)
+
+
+def usage_line(exc: click.UsageError) -> str:
+    """A usage error as one ``error: ...`` line naming the help to read (Click prints a block)."""
+    hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+    return f"error: {one_line(exc.format_message())}{hint}"
 
 
 class CommandGroup(click.Group):
@@ -71,6 +76,13 @@ class Command(click.Command):
 
     def invoke(self, ctx: click.Context) -> Any:
         return report_errors(ctx, lambda: super(Command, self).invoke(ctx))
+
+
+def query_text(query: str, field: str = "query") -> str:
+    """A query from the command line, held to the rule ``memory add`` holds its text to: bytes
+    that are not UTF-8 (a lone surrogate after the shell's decoding) are refused by name
+    rather than silently matching nothing."""
+    return validate_text(query, field)
 
 
 def config_option(func: F) -> F:
@@ -106,16 +118,18 @@ def command_backend(
     db: str | os.PathLike[str] | None,
     *,
     write: bool,
+    create: bool = False,
     host: PluginHost | None = None,
 ) -> Iterator[tuple[Config, PluginHost, Any]]:
     """``(config, host, backend)`` for one command, closed afterwards: the backend a runtime
     with this configuration opens (``--db`` forces the embedded store at that file). Without
-    ``write`` the embedded store is opened read-only and must exist."""
+    ``write`` the embedded store is opened read-only; without ``create`` it must exist (only
+    the commands documented to create a store pass it: a typo must not make an empty one)."""
     if host is None:
         config, host = load(config_path)
     else:
         config = host.config
-    backend = open_backend(host, db, read_only=not write)
+    backend = open_backend(host, db, read_only=not write, create=create and write)
     try:
         yield config, host, backend
     finally:

@@ -37,7 +37,7 @@ import pluggy
 from contextplane import authority, hookspecs
 from contextplane.config import Config, load_config
 from contextplane.embedding import Embedder
-from contextplane.errors import PluginLoadError, SectionError
+from contextplane.errors import ConfigError, PluginLoadError, SectionError
 from contextplane.notices import PluginWarning, log_failure, log_once, warn_once
 from contextplane.observability import observer as records_observer
 from contextplane.records.backend import check_backend
@@ -204,7 +204,28 @@ class PluginHost:
                 self._fail(PluginFailure(ep.name, dist, "import", _describe_exc(exc)), exc)
                 continue
             self.register(obj, ep.name, distribution=dist, version=version)
-        self._warn_unknown_names({ep.name for ep in eps} | _BUILTIN_NAMES, allowed, disabled, environ)
+        known = {ep.name for ep in eps} | _BUILTIN_NAMES
+        self._warn_unknown_names(known, allowed, disabled, environ)
+        self._check_settings_tables(known)
+
+    def _check_settings_tables(self, known: set[str]) -> None:
+        """A ``[plugin.<name>]`` table that names no installed plugin is read by nobody. Close
+        to an installed plugin's name it is a typo and an error, like any unknown key; else it
+        may be for a plugin installed elsewhere, and warns once."""
+        for name in sorted(set(self.config.plugin) - known):
+            near = difflib.get_close_matches(name, sorted(known), n=1)
+            where = f"(in {self.config.source})"
+            if near:
+                raise ConfigError(
+                    f"[plugin.{name}] names no installed plugin, so nothing reads it; did you mean "
+                    f"[plugin.{near[0]}]? {where}"
+                )
+            warn_once(
+                ("unknown-plugin-table", name),
+                f"[plugin.{name}] names no installed plugin, so nothing reads it {where}; "
+                f"installed: {', '.join(sorted(known))}",
+                PluginWarning,
+            )
 
     def _warn_unknown_names(
         self,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from contextplane.store import SQLiteKnowledgeStore
 from contextplane.testing import requirements_of
 from tests.conformance.conftest import OPEN_TICKETS
 from tests.conformance.helpers import run_pytest
@@ -73,6 +74,7 @@ def workdir(tmp_path: Path) -> Path:
         'store = { path = "memory.sqlite3" }\n'
         '[plugin.open_tickets]\nfile = "tickets.json"\n'
     )
+    SQLiteKnowledgeStore(tmp_path / "memory.sqlite3").close()  # preview reads a store; it never makes one
     return tmp_path
 
 
@@ -217,6 +219,7 @@ def test_tickets_from_a_callable_and_a_bad_file_only_costs_the_section(site: Pat
         # the preview opens the default store: keep it here, not in the user's data directory
         "CONTEXTPLANE_DB": str(tmp_path / "memory.sqlite3"),
     }
+    SQLiteKnowledgeStore(tmp_path / "memory.sqlite3").close()
     out = run(site, preview, cwd=tmp_path, **env)
     assert out.returncode == 0, out.stderr
     assert "- CB-1 [P1] from a callable for infra\n" in out.stdout

@@ -168,6 +168,38 @@ class CountingStore:
         return self.store.list_chunks(**kw)
 
 
+class OffsetStore(CountingStore):
+    """A store that counts rows too (``count_chunks``), as the embedded and PostgreSQL ones do."""
+
+    def list_chunks(self, **kw: Any) -> Any:
+        self.reads.append((kw["review_state"], kw.get("offset", 0), kw["limit"]))
+        return self.store.list_chunks(**kw)
+
+    def count_chunks(self, **kw: Any) -> int:
+        self.reads.append((kw["review_state"], "count"))
+        return int(self.store.count_chunks(**kw))
+
+
+def test_a_deep_page_is_read_at_its_place_when_the_store_counts(store: Any) -> None:
+    """340 pending rows, then 30 confirmed (issue 23): offset 300 reads 40 pending rows from
+    offset 300 and 11 confirmed ones, not the 300 rows before; offset 350 skips the pending
+    rows by their count."""
+    for flt in (MemoryFilter(), MemoryFilter(memory_kind="fact"), MemoryFilter(review_state="pending")):
+        expected = brute(store, flt)
+        for offset in (0, 300, 350, len(expected) - 3, len(expected) + 5):
+            counting = OffsetStore(store)
+            page = list_page(counting, flt, offset, 50)  # type: ignore[arg-type]
+            assert [c.id for c in page.items] == expected[offset : offset + 50], (flt, offset)
+            assert page.next_offset == (offset + 50 if len(expected) > offset + 50 else None)
+            assert all(read[-1] == "count" or read[-1] <= 51 for read in counting.reads), counting.reads
+    counting = OffsetStore(store)
+    list_page(counting, MemoryFilter(), 350, 50)  # type: ignore[arg-type]
+    pending = store.count_chunks(review_state="pending")
+    assert pending < 350  # so the pending rows are skipped by their count, never read
+    reads = [r for r in counting.reads if r[-1] != "count"]
+    assert reads[0][0] == "confirmed" and reads[0][1] == 350 - pending, counting.reads
+
+
 def test_a_deep_page_reads_each_review_state_once_when_the_store_applies_every_filter(store: Any) -> None:
     """340 pending rows, then 30 confirmed: offset 300 reads the pending rows once (not 64,
     then 256, then 1,024 re-reading the ones before) and the confirmed rows once."""

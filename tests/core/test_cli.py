@@ -8,6 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from contextplane.cli import main
+from contextplane.store import SQLiteKnowledgeStore
 
 
 def config_in(tmp_path: Path) -> Path:
@@ -16,6 +17,7 @@ def config_in(tmp_path: Path) -> Path:
     cfg.write_text(
         '[prompt]\nsoul_path = "SOUL.md"\n[store]\npath = "m.sqlite3"\n[context]\ncontext_window = 100000\n'
     )
+    SQLiteKnowledgeStore(tmp_path / "m.sqlite3").close()  # preview reads a store; it never makes one
     return cfg
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from contextplane.store import SQLiteKnowledgeStore
+
 DISTS = Path(__file__).resolve().parent.parent / "dists"
 
 
@@ -150,7 +152,11 @@ def test_cli_plugins_prints_json(site: Path) -> None:
 
 def test_cli_preview_reports_a_missing_constraint_target_without_a_traceback(site: Path) -> None:
     out = run(
-        site, "from contextplane.cli import main; main(['preview', 'hello'])", CONTEXTPLANE_PLUGINS="good"
+        site,
+        # preview reads a store (issue 23: it never composes against a path with none)
+        "from contextplane.store import SQLiteKnowledgeStore; SQLiteKnowledgeStore('m.sqlite3').close()\n"
+        "from contextplane.cli import main; main(['preview', 'hello', '--db', 'm.sqlite3'])",
+        CONTEXTPLANE_PLUGINS="good",
     )
     # Outside strict mode the plugin's section is left out and preview says why, once.
     assert out.returncode == 0, out.stderr
@@ -162,7 +168,7 @@ def test_cli_preview_reports_a_missing_constraint_target_without_a_traceback(sit
     assert out.stdout.count("failed during prompt order") == 1
     strict = run(
         site,
-        "from contextplane.cli import main; main(['preview', 'hello'])",
+        "from contextplane.cli import main; main(['preview', 'hello', '--db', 'm.sqlite3'])",
         CONTEXTPLANE_PLUGINS="good",
         CONTEXTPLANE_PLUGINS__STRICT="true",
     )
@@ -181,6 +187,7 @@ def test_cli_preview_shows_the_installed_plugin_beside_the_standard_sections(
     (tmp_path / "contextplane.toml").write_text(
         'prompt = { soul_path = "SOUL.md" }\nstore = { path = "memory.sqlite3" }\n'
     )
+    SQLiteKnowledgeStore(tmp_path / "memory.sqlite3").close()  # preview reads a store; it never makes one
     code = "from contextplane.cli import main; main(['preview', 'hello', '--budget-tokens', '0', '--tool', 'deploy'])"
     out = run(site, code, CONTEXTPLANE_CONFIG=str(tmp_path / "contextplane.toml"))
     assert out.returncode == 0, out.stderr

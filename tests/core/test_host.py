@@ -184,3 +184,17 @@ def test_a_failing_observer_is_logged_once(caplog: pytest.LogCaptureFixture) -> 
         "plugin 'bad_observer' failed during observe_projection: OSError: disk full"
     ]
     assert logged[0].exc_info is not None
+
+
+def test_a_settings_table_one_typo_from_an_installed_plugin_is_refused_by_name() -> None:
+    from contextplane.config import structure
+    from contextplane.errors import ConfigError
+    from contextplane.notices import PluginWarning
+
+    with pytest.raises(ConfigError, match=r"\[plugin\.skils\] names no installed plugin.*did you mean \[plugin\.skills\]"):
+        PluginHost.from_entry_points(structure({"plugin": {"skils": {"floor": 1}}}))
+    reset_notices()
+    with pytest.warns(PluginWarning, match=r"\[plugin\.elsewhere_only\] names no installed plugin"):
+        host = PluginHost.from_entry_points(structure({"plugin": {"elsewhere_only": {"x": 1}}}))
+    assert host.config.plugin_settings("elsewhere_only") == {"x": 1}
+    PluginHost.from_entry_points(structure({"plugin": {"skills": {"floor": 1}}}))  # the right name is fine

@@ -158,3 +158,31 @@ def test_memories_not_delivered_and_purged_since_are_named_not_the_plugin(tmp_pa
             f"memories {', '.join(bystanders)} existed at the turn and were purged since (not delivered "
             "then; the text is gone), so the store the turn searched cannot be rebuilt exactly",
         )
+
+class SaysNothing:
+    """An unrelated plugin installed after the turn, whose section delivers 0 chars."""
+
+    plugin_name = "says_nothing"
+
+    @hookimpl
+    def register_context_sections(self, register: Callable[[ContextSection], None]) -> None:
+        register(ContextSection("quiet", 90, Shed.NEVER, lambda request: [], WORKING_STATE))
+
+
+def test_a_plugin_that_delivers_nothing_is_a_note_not_a_difference(tmp_path: Path) -> None:
+    cfg = config()
+    with backend_at(tmp_path / "m.sqlite3", cfg) as backend:
+        backend.memories.add_chunk("Priya approves every deploy", "fact", "operator", namespace=WEB)
+        turn(host_with(cfg), backend, "who approves a deploy?")
+        later = host_with(cfg, SaysNothing())
+        for now in (False, True):
+            report = replay(backend, "s1", 1, host=later, now=now)
+            assert report.identical, [(d.label, d.reasons) for d in report.changed]
+            assert "section 'quiet' (plugin 'says_nothing') is composed now, not then, and delivered nothing" in (
+                report.notes
+            )
+        # The other way round: the turn had the empty section, today's plugins do not.
+        turn(later, backend, "who approves a deploy?", index=2)
+        report = replay(backend, "s1", 2, host=host_with(cfg))
+        assert report.identical, [(d.label, d.reasons) for d in report.changed]
+        assert any("then, not now, and delivered nothing" in n for n in report.notes)

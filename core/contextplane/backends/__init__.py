@@ -43,10 +43,15 @@ _OPEN_FAILED = f"{StoreError.__name__}: "
 
 
 def open_backend(
-    host: PluginHost, path: str | os.PathLike[str] | None = None, *, read_only: bool = False
+    host: PluginHost,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    read_only: bool = False,
+    create: bool = True,
 ) -> Any:
     """The plugin-chosen backend, else the embedded SQLite one (``path`` forces SQLite there).
-    ``read_only`` opens the embedded one for inspection: it must exist and nothing changes.
+    ``read_only`` opens the embedded one for inspection: it must exist and nothing changes;
+    ``create=False`` opens it for writing but refuses a path with no store (a typo).
     When ``store.backend`` names another backend and no plugin offers it, raise instead."""
     if path is None:
         seen = len(host.failures)
@@ -64,15 +69,21 @@ def open_backend(
                 raise StoreError(
                     f"{why[-1][len(_OPEN_FAILED) :]} (store.backend = {wanted!r}, in {host.config.source})"
                 )
+            where = f"(in {host.config.source})"
             raise StoreError(
                 f"store.backend = {wanted!r}, but no plugin offered that backend"
                 + (f": {why[-1]}" if why else "; is the plugin that provides it installed?")
-                + f" (in {host.config.source})"
+                # the plugin's own message may name the configuration already: once is enough
+                + ("" if why and why[-1].endswith(where) else f" {where}")
             )
     from contextplane.backends.sqlite import SQLiteBackend
 
     cfg = host.config
     target = store_path(cfg, path)
+    if not create and not target.exists():
+        from contextplane.store.connection import no_store
+
+        raise no_store(target)
     memories = host.knowledge_store() if path is None else None
     if memories is not None:
         return SQLiteBackend(target, config=cfg, memories=memories, read_only=read_only)

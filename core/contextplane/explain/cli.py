@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from contextplane.cli_common import Command, command_backend, config_option, db_option
+from contextplane.cli_common import Command, command_backend, config_option, db_option, query_text
 from contextplane.cli_params import Whole
 from contextplane.explain.replay import ReplayReport, replay
 from contextplane.explain.verdict import Verdict, explain
@@ -89,6 +89,8 @@ def explain_command(
     store as it was then) or --query Q (a turn composed now)."""
     if (turn_index is None) == (query is None):
         raise click.UsageError("give either --session S --turn N (a recorded turn) or --query Q (a turn now)")
+    if query is not None:
+        query = query_text(query, "--query")
     if turn_index is not None and session_id is None:
         raise click.UsageError("--turn needs --session")
     with command_backend(config_path, db, write=False) as (_config, host, backend):

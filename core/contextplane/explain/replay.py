@@ -11,7 +11,9 @@ is gone, new or at another version; the configuration changed (``--now`` only: a
 uses the recorded one); a memory it delivered or now delivers changed lifecycle after the turn
 (``--now``), was purged since (its text is gone), or was written after it; and otherwise that
 the plugin produced different output from the same recorded inputs (it is not deterministic,
-or it reads something the turn inputs do not hold). ``now=True`` recomposes against today's
+or it reads something the turn inputs do not hold). A section only one side has that
+delivered nothing (a plugin installed since whose section is empty) is a note, not a
+difference: replay compares what was delivered. ``now=True`` recomposes against today's
 store and configuration instead: what would differ if the turn ran again now.
 """
 
@@ -175,6 +177,16 @@ def _recorded_text(backend: Any, inputs: TurnInputs) -> str | None:
     return text if isinstance(text, str) else None
 
 
+def _delivered_nothing(section: Mapping[str, Any] | None) -> bool:
+    """A section with no text, no ids and no error: the model saw nothing of it."""
+    return (
+        section is not None
+        and not section.get("chars")
+        and not section.get("ids")
+        and not section.get("error")
+    )
+
+
 def _compare(
     inputs: TurnInputs,
     projection: ProjectedContext,
@@ -184,6 +196,7 @@ def _compare(
     position: HistoryPosition | None,
     purged: Sequence[str],
     config_changes: Sequence[str],
+    notes: list[str],
     unordered: Mapping[str, str] | None = None,
 ) -> list[SectionDiff]:
     recorded = {s["label"]: s for s in inputs.section_manifest()}
@@ -209,6 +222,12 @@ def _compare(
         plugin = (after.plugin if after is not None else None) or (before or {}).get("plugin")
         if before is not None and after is not None and before.get("sha256") == after.sha256:
             out.append(SectionDiff(label, "same", plugin, before, now_view))
+            continue
+        if _delivered_nothing(before if after is None else now_view) and (before is None or after is None):
+            # A section only one side has, which delivered nothing: what the model saw is the
+            # same, so it is a note (a plugin installed or removed since), never a difference.
+            side = "now, not then" if before is None else "then, not now"
+            notes.append(f"section {label!r} (plugin {plugin!r}) is composed {side}, and delivered nothing")
             continue
         status: Status = (
             "changed"
@@ -284,6 +303,7 @@ def replay(
             position=position,
             purged=purged,
             config_changes=changes,
+            notes=notes,
         )
         mode = "now"
     else:
@@ -304,6 +324,7 @@ def replay(
             position=position,
             purged=purged,
             config_changes=(),
+            notes=notes,
             unordered=unordered,
         )
         mode = "as_of"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import getpass
+import inspect
 import json
 import logging
 import sys
@@ -23,6 +24,7 @@ from typing import Any, TypeVar
 
 import apsw
 import click
+from attrs import evolve as attrs_evolve
 
 from contextplane.cli_common import (
     Command,
@@ -32,6 +34,7 @@ from contextplane.cli_common import (
     config_option,
     db_option,
     load,
+    query_text,
 )
 from contextplane.cli_params import STORE_INT_MAX, Whole
 from contextplane.errors import StoreError, ValidationError
@@ -50,7 +53,8 @@ from contextplane.memory.model import (
 )
 from contextplane.memory.stamps import resolve_expiry
 from contextplane.memory.trust import SOURCE_TYPE_TIERS
-from contextplane.store import connection, migrate
+from contextplane.plugins import PluginHost
+from contextplane.store import connection, jsonl, migrate
 from contextplane.store.protocol import MemoryHistory, SearchHit
 from contextplane.textui import table
 
@@ -76,9 +80,11 @@ def _store_options(func: F) -> F:
 
 
 @contextlib.contextmanager
-def _open(config_path: str | None, db: Path | None, *, write: bool) -> Iterator[Any]:
-    """The memory store of the backend a runtime with this configuration opens."""
-    with command_backend(config_path, db, write=write) as (_config, _host, backend):
+def _open(config_path: str | None, db: Path | None, *, write: bool, create: bool = False) -> Iterator[Any]:
+    """The memory store of the backend a runtime with this configuration opens; only a
+    command that adds memories (``create``) makes a new store, the others refuse a path with
+    none (a typo must not curate an empty store)."""
+    with command_backend(config_path, db, write=write, create=create) as (_config, _host, backend):
         yield backend.memories
 
 
@@ -236,8 +242,16 @@ def _raw_content(content: str | None, file: Path | None) -> str:
             "or --file PATH"
         )
     if content == "-":
-        return _decode(sys.stdin.buffer.read(), "standard input")
+        # ``echo text | contextplane memory add -`` means the text, not the text and echo's newline.
+        return _strip_one_newline(_decode(sys.stdin.buffer.read(), "standard input"))
     return content
+
+
+def _strip_one_newline(text: str) -> str:
+    for end in ("\r\n", "\n"):
+        if text.endswith(end):
+            return text[: -len(end)]
+    return text
 
 
 def _read_bytes(file: Path) -> bytes:
@@ -310,7 +324,7 @@ def add_command(
     values = _checked_source_type(_given(**attrs))
     if "occurred_at" in values:  # checked before the store is opened, like the text
         values["occurred_at"] = parse_occurred_at(values["occurred_at"])
-    with _open(config_path, db, write=True) as store:
+    with _open(config_path, db, write=True, create=True) as store:
         added = store.add_chunk(text, **values)
         # A store without consolidation (a plugin's) returns a plain id: it was stored.
         outcome = added if isinstance(added, WriteOutcome) else WriteOutcome(str(added))
@@ -336,6 +350,7 @@ def add_command(
     "--limit", type=Whole(0), default=50, show_default=True, help="At most this many; 0 = all."
 )
 @_event_window_options
+@click.option("--offset", type=Whole(min=0), default=0, show_default=True, help="Skip this many rows first.")
 @_store_options
 @_json_option
 def list_command(
@@ -345,24 +360,35 @@ def list_command(
     namespaces: tuple[str, ...],
     deliverable: bool,
     limit: int,
+    offset: int,
     config_path: str | None,
     db: Path | None,
     as_json: bool,
     **window: Any,
 ) -> None:
-    """List memories, oldest first."""
-    filters = _event_window(window)
+    """List memories, oldest first; a listing that is not the whole store says which rows of
+    how many it shows, and the --offset of the next page."""
+    filters: dict[str, Any] = {
+        "deliverable": deliverable,
+        "memory_kind": memory_kind,
+        "review_state": review_state,
+        "delivery_policy": delivery_policy,
+        "namespaces": list(namespaces) or None,
+        **_event_window(window),
+    }
     with _open(config_path, db, write=False) as store:
-        chunks = store.list_chunks(
-            deliverable=deliverable,
-            memory_kind=memory_kind,
-            review_state=review_state,
-            delivery_policy=delivery_policy,
-            namespaces=list(namespaces) or None,
-            limit=limit or None,
-            **filters,
-        )
+        chunks = store.list_chunks(**filters, limit=limit or None, **({"offset": offset} if offset else {}))
+        partial = offset > 0 or (limit > 0 and len(chunks) == limit)
+        count = getattr(store, "count_chunks", None)  # optional in the protocol
+        total = int(count(**filters)) if partial and callable(count) else None
     _emit_chunks(chunks, as_json)
+    if as_json or not partial:
+        return
+    shown = f"rows {offset + 1}-{offset + len(chunks)}" if chunks else f"no rows from offset {offset}"
+    of = f" of {total}" if total is not None else ""
+    more = total is None or offset + len(chunks) < total
+    nxt = f"; next page: --offset {offset + len(chunks)}, all: --limit 0" if more and chunks else ""
+    click.echo(f"{shown}{of}{nxt}")
 
 
 @memory.command("show")
@@ -419,6 +445,7 @@ def search_command(
 ) -> None:
     """Search memories (hybrid when an embedder is configured, else full-text)."""
     filters = _event_window(window)
+    query = query_text(query)
     with _open(config_path, db, write=False) as store:
         hits = store.search(
             query,
@@ -521,6 +548,117 @@ def expire_command(
         _emit_one(chunk, as_json)
     else:
         click.echo(f"{chunk.id}: expires {chunk.expires_at.isoformat() if chunk.expires_at else 'never'}")
+
+
+@memory.command("purge")
+@click.argument("chunk_ids", metavar="ID...", nargs=-1, required=True)
+@click.option(
+    "--reason",
+    default="purged from the command line",
+    show_default=True,
+    help="Why, kept in the history (for a row not invalidated yet).",
+)
+@_store_options
+def purge_command(chunk_ids: tuple[str, ...], reason: str, config_path: str | None, db: Path | None) -> None:
+    """Delete memories and their text for good (the history keeps that they were, and when). A
+    row not yet invalidated is invalidated with --reason first; a superseded row, or one that
+    superseded another, stays (the chain is the audit trail): expire or reject it instead."""
+    wanted = list(dict.fromkeys(chunk_ids))
+    with _open(config_path, db, write=True) as store:
+        if "ids" not in inspect.signature(store.purge).parameters:
+            raise StoreError(
+                "this store's purge takes no ids (it deletes every purgeable row at once); invalidate "
+                "the rows and purge from the Python API; nothing was purged"
+            )
+        for chunk_id in wanted:
+            chunk = store.get(chunk_id)
+            if chunk is None:
+                raise StoreError(f"no memory with id {chunk_id!r}; nothing was purged")
+            if chunk.is_superseded:
+                raise StoreError(
+                    f"memory {chunk_id} is superseded by {chunk.superseded_by}: it stays for the audit "
+                    "trail; nothing was purged"
+                )
+            if _superseded_another(store, chunk_id):
+                raise StoreError(
+                    f"memory {chunk_id} superseded another row: it stays for the audit trail (the chain "
+                    "must stay readable); expire or reject it instead; nothing was purged"
+                )
+        for chunk_id in wanted:
+            chunk = store.get(chunk_id)
+            if chunk is not None and chunk.invalidated_at is None and not chunk.is_expired():
+                store.invalidate_chunk(chunk_id, reason=reason, by=curator())
+        store.purge(ids=wanted)
+        kept = [i for i in wanted if store.get(i) is not None]
+    gone = [i for i in wanted if i not in kept]
+    if kept:
+        raise StoreError(
+            f"memory {', '.join(kept)} superseded another row, so it stays (the chain is the audit trail); "
+            f"it is invalidated and no longer delivered; purged: {', '.join(gone) or 'none'}"
+        )
+    click.echo(f"purged {', '.join(gone)}")
+
+
+def _superseded_another(store: Any, chunk_id: str) -> bool:
+    """Whether the row's history says it replaced another (a store without history: False,
+    and its purge still keeps such a row)."""
+    if not isinstance(store, MemoryHistory):
+        return False
+    return any("supersedes" in e.detail or "superseded" in e.detail for e in store.history(chunk_id))
+
+
+@memory.command("export")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write to this file (default: standard output).",
+)
+@_store_options
+def export_command(output: Path | None, config_path: str | None, db: Path | None) -> None:
+    """Every memory as JSON Lines: a header line saying what an import assigns anew (ids,
+    timestamps) and that history starts at the import, then one row per line with every
+    attribute. `contextplane memory import` reads it into any store."""
+    with _open(config_path, db, write=False) as store:
+        lines = list(jsonl.export_lines(store))
+    text = "".join(line + "\n" for line in lines)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ValidationError(f"--output {output}: cannot write it ({exc.strerror})") from None
+    click.echo(f"exported {len(lines) - 1} memories to {output}", err=True)
+
+
+@memory.command("import")
+@click.argument("source", metavar="FILE")
+@_store_options
+@_json_option
+def import_command(source: str, config_path: str | None, db: Path | None, as_json: bool) -> None:
+    """Write the memories of an export (FILE, or '-' for standard input) into the store, each
+    line one row (consolidation off: duplicates and superseded rows are kept as exported).
+    Every line is checked first; new ids are assigned and printed old -> new. Creates the store
+    if there is none."""
+    if source == "-":
+        raw, where = sys.stdin.buffer.read(), "standard input"
+    else:
+        raw, where = _read_bytes(Path(source)), source
+    rows = jsonl.parse_lines(_decode(raw, where).splitlines(), where)  # all checked before a write
+    config, _host = load(config_path)
+    # One row per line: consolidation would merge what the export kept apart on purpose.
+    verbatim = attrs_evolve(config, store=attrs_evolve(config.store, deduplicate=False, auto_supersede=False))
+    host = PluginHost.from_entry_points(verbatim)
+    with command_backend(config_path, db, write=True, create=True, host=host) as (_c, _h, backend):
+        result = jsonl.import_rows(backend.memories, rows, by=curator())
+    if as_json:
+        click.echo(json.dumps({"imported": len(result.ids), "ids": dict(result.ids)}, indent=2))
+        return
+    click.echo(f"imported {len(result.ids)} memories (history starts at the import)")
+    for old, new in result.ids.items():
+        click.echo(f"  {old} -> {new}")
 
 
 @memory.command("reindex")

@@ -15,7 +15,9 @@ every write is refused with a clear message. A store whose directory cannot be w
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 from urllib.parse import quote
@@ -75,7 +77,10 @@ def _immutable_uri(path: Path) -> str:
 
 def is_read_only(conn: apsw.Connection) -> bool:
     """Whether ``conn`` was opened read-only (see ``connect``)."""
-    return bool(conn.readonly("main"))
+    if conn.readonly("main"):
+        return True
+    row = conn.execute("PRAGMA query_only").fetchone()
+    return bool(row and row[0])
 
 
 def store_error(path: str, exc: apsw.Error, doing: str) -> StoreError:
@@ -113,6 +118,30 @@ def store_error(path: str, exc: apsw.Error, doing: str) -> StoreError:
     )
 
 
+@contextlib.contextmanager
+def temp_objects(conn: apsw.Connection) -> Iterator[None]:
+    """Lift ``query_only`` (an inspecting connection's, see ``connect``) while ``conn`` builds or
+    drops TEMP objects, which it refuses too; the store file itself is never written here."""
+    row = conn.execute("PRAGMA query_only").fetchone()
+    if not (row and row[0]):
+        yield
+        return
+    conn.execute("PRAGMA query_only = 0")
+    try:
+        yield
+    finally:
+        conn.execute("PRAGMA query_only = 1")
+
+
+def no_store(file: str | os.PathLike[str]) -> StoreError:
+    """The one wording of "there is no store at this path" (a typo must not make a fresh one)."""
+    return StoreError(
+        f"{file}: no store here (no such file), and nothing was created; pass --db, or set "
+        "store.path or $CONTEXTPLANE_DB, to name an existing one (`contextplane memory add` "
+        "creates a store)"
+    )
+
+
 def connect(
     path: str | os.PathLike[str],
     *,
@@ -125,19 +154,20 @@ def connect(
     ``read_only`` (or a file that cannot be written) opens the file read-only and changes
     nothing in it; ``create=False`` refuses a path with no file instead of creating one."""
     target = str(path)
+    query_only = False
     if target != ":memory:":
         file = Path(target)
         if file.exists():
             if file.is_dir():
                 raise StoreError(f"{file}: is a directory; the store path must name a file")
             _check_header(file)
-            read_only = read_only or not writable(file)
+            # Reading a writable file: opened read-write but query-only, because SQLite's
+            # read-only connection leaves the -wal/-shm side files of a WAL store behind,
+            # while the last read-write connection to close removes them (nothing is written).
+            query_only = read_only and writable(file)
+            read_only = (read_only and not query_only) or not writable(file)
         elif not create or read_only:
-            raise StoreError(
-                f"{file}: no store here (no such file), and nothing was created; pass --db, or set "
-                "store.path or $CONTEXTPLANE_DB, to name an existing one (`contextplane memory add` "
-                "creates a store)"
-            )
+            raise no_store(file)
         else:
             try:
                 file.parent.mkdir(parents=True, exist_ok=True)
@@ -155,11 +185,13 @@ def connect(
     conn: apsw.Connection | None = None
     try:
         conn = apsw.Connection(name, flags=flags)
+        if query_only:
+            conn.execute("PRAGMA query_only = 1")
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         check_openable(conn, target)  # before anything is written, the journal mode included
         mode = conn.execute("PRAGMA journal_mode").fetchone()
-        if not read_only and (mode is None or str(mode[0]).lower() != "wal"):
+        if not read_only and not query_only and (mode is None or str(mode[0]).lower() != "wal"):
             conn.execute("PRAGMA journal_mode = WAL").fetchone()
         conn.execute("PRAGMA synchronous = NORMAL")
         # Map the whole file (address space only; pages still come from the OS cache): past

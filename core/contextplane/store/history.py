@@ -66,6 +66,7 @@ from contextplane.memory.history import (
 from contextplane.memory.model import format_timestamp, read_timestamp
 from contextplane.store import migrate
 from contextplane.store.columns import SELECT_NAMES
+from contextplane.store.connection import temp_objects
 
 #: The lifecycle columns an event carries, in table order; the overlay replaces exactly these.
 STATE_COLUMNS: Final[tuple[str, ...]] = (
@@ -533,25 +534,28 @@ def overlay(conn: apsw.Connection, position: HistoryPosition, *, exact_ranking: 
         if cells is None:  # the next event's entry holds the cells before it: the state then
             cells = next(tuple(e[5:10]) for e in entries if e[2] != "created" and e[0] == found[index].seq)
         rows.append((int(row[0]), int(state.event != "purged"), *cells))
-    conn.execute(
-        "CREATE TEMP TABLE asof_state (id INTEGER PRIMARY KEY, present INTEGER NOT NULL, "
-        + ", ".join(f"{c} TEXT" for c in STATE_COLUMNS)
-        + ")"
-    )
-    conn.executemany("INSERT INTO temp.asof_state VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-    conn.execute(_view_sql(_high_at(conn, position.seq)))
+    high = _high_at(conn, position.seq)
     corpus_changed = bool(written or purged)
-    if exact_ranking and corpus_changed:
-        tokenize = fts_tokenizer(conn)
-        # Over the view of the past (``temp.chunks``), built by one 'rebuild': unlike inserted
-        # rows, which FTS5 holds in memory until a commit this read never makes, a rebuild
-        # writes the index's row count and averages, which the query plan's term weights read
-        # (``query_terms.indexed_rows``); without them every hit's relevance was 1.0.
+    tokenize = fts_tokenizer(conn) if exact_ranking and corpus_changed else None
+    with temp_objects(conn):
         conn.execute(
-            "CREATE VIRTUAL TABLE temp.chunks_fts USING fts5(content, heading, content='chunks', "
-            f"content_rowid='id', tokenize={tokenize})"
+            "CREATE TEMP TABLE asof_state (id INTEGER PRIMARY KEY, present INTEGER NOT NULL, "
+            + ", ".join(f"{c} TEXT" for c in STATE_COLUMNS)
+            + ")"
         )
-        conn.execute("INSERT INTO temp.chunks_fts(chunks_fts) VALUES ('rebuild')")
+        conn.executemany("INSERT INTO temp.asof_state VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        conn.execute(_view_sql(high))
+        if tokenize is not None:
+            # Over the view of the past (``temp.chunks``), built by one 'rebuild': unlike
+            # inserted rows, which FTS5 holds in memory until a commit this read never makes, a
+            # rebuild writes the index's row count and averages, which the query plan's term
+            # weights read (``query_terms.indexed_rows``); without them every hit's relevance
+            # was 1.0.
+            conn.execute(
+                "CREATE VIRTUAL TABLE temp.chunks_fts USING fts5(content, heading, content='chunks', "
+                f"content_rowid='id', tokenize={tokenize})"
+            )
+            conn.execute("INSERT INTO temp.chunks_fts(chunks_fts) VALUES ('rebuild')")
     return AsOfOverlay(
         position,
         changed=tuple(str(i) for i in sorted(touched | new)),
@@ -563,12 +567,13 @@ def overlay(conn: apsw.Connection, position: HistoryPosition, *, exact_ranking: 
 
 def drop_overlay(conn: apsw.Connection) -> None:
     """Remove an overlay's temporary objects, so the connection reads the present again."""
-    for statement in (
-        "DROP VIEW IF EXISTS temp.chunks",
-        "DROP TABLE IF EXISTS temp.chunks_fts",
-        "DROP TABLE IF EXISTS temp.asof_state",
-    ):
-        conn.execute(statement)
+    with temp_objects(conn):
+        for statement in (
+            "DROP VIEW IF EXISTS temp.chunks",
+            "DROP TABLE IF EXISTS temp.chunks_fts",
+            "DROP TABLE IF EXISTS temp.asof_state",
+        ):
+            conn.execute(statement)
 
 
 def chunk_ids(values: Iterable[str]) -> list[int]:

@@ -9,7 +9,7 @@ its history event (``store.history``) in the change's own transaction; ``by`` na
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -157,10 +157,10 @@ class StoreLifecycle(StoreWrites):
         self._maybe_train()
         return new_id
 
-    def purge(self, now: datetime | None = None) -> int:
+    def purge(self, now: datetime | None = None, *, ids: Sequence[str] | None = None) -> int:
         """Delete expired rows and rows invalidated for a reason other than supersession; return
         how many. Never deletes a superseded row, nor a row that superseded another (the chain
-        stays readable)."""
+        stays readable). ``ids``: only those of them (``contextplane memory purge ID``)."""
         now_text = format_timestamp(now or utc_now())
         where = f"""((expires_at IS NOT NULL AND expires_at <= :now)
                      OR (invalidated_at IS NOT NULL
@@ -170,6 +170,9 @@ class StoreLifecycle(StoreWrites):
                     AND CAST(id AS TEXT) NOT IN (
                         SELECT substr(invalidation_reason, 15) FROM chunks
                         WHERE substr(invalidation_reason, 1, 14) = '{SUPERSEDED_PREFIX}')"""
+        if ids is not None:
+            keys = [key for key in (as_id(i) for i in ids) if key is not None]
+            where = f"({where}) AND id IN ({', '.join(str(int(k)) for k in keys) or 'NULL'})"
         with self._writing() as conn:
             self._record_purged(conn, where, {"now": now_text}, format_timestamp(utc_now()))
             conn.execute(f"DELETE FROM chunks WHERE {where}", {"now": now_text})

@@ -95,7 +95,11 @@ class KnowledgeStore(Protocol):
         now: datetime | None = None,
         occurred_after: datetime | str | None = None,
         occurred_before: datetime | str | None = None,
-    ) -> list[MemoryChunk]: ...
+        offset: int = 0,
+    ) -> list[MemoryChunk]:
+        """Rows matching every filter, oldest first: at most ``limit`` from the ``offset``-th.
+        (``count_chunks``, with the same filters, is optional: a store may offer it.)"""
+        ...
 
     def search(
         self,

@@ -96,10 +96,13 @@ def list_sql(
     now: datetime | None,
     occurred_after: datetime | str | None = None,
     occurred_before: datetime | str | None = None,
+    offset: int = 0,
+    count: bool = False,
 ) -> tuple[str, dict[str, Any]]:
     """The statement and parameters of ``list_chunks``: rows matching every given filter,
-    oldest first. ``delivery_policy="retrieved"`` also matches NULL; ``review_state="pending"``
-    also matches NULL (legacy rows)."""
+    oldest first, from the ``offset``-th (``count``: how many match, for ``count_chunks``).
+    ``delivery_policy="retrieved"`` also matches NULL; ``review_state="pending"`` also matches
+    NULL (legacy rows)."""
     params: dict[str, Any] = {}
     clauses: list[str] = []
     if memory_kind is not None:
@@ -129,15 +132,24 @@ def list_sql(
     event_time_filter(occurred_after, occurred_before, params, clauses)
     if deliverable:
         deliverable_filter(False, now, params, clauses)
-    sql = f"SELECT {SELECT_COLUMNS} FROM chunks AS c"
+    sql = f"SELECT {'count(*)' if count else SELECT_COLUMNS} FROM chunks AS c"
     if clauses:
         sql += " WHERE " + " AND ".join(clauses)
+    if count:
+        return sql, params
     sql += " ORDER BY c.id"
     if limit is not None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise ValidationError(f"limit: expected a non-negative whole number, got {limit!r}")
-        sql += f" LIMIT {limit}"
+        sql += f" LIMIT {check_whole(limit, 'limit')}"
+    if check_whole(offset, "offset"):
+        sql += f"{'' if limit is not None else ' LIMIT -1'} OFFSET {offset}"
     return sql, params
+
+
+def check_whole(value: object, name: str) -> int:
+    """``limit`` and ``offset``: a non-negative whole number (put into the statement)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValidationError(f"{name}: expected a non-negative whole number, got {value!r}")
+    return value
 
 
 def fts_leg(where: str, *, exact: bool, limit: str) -> str:

@@ -354,6 +354,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         now: datetime | None = None,
         occurred_after: datetime | str | None = None,
         occurred_before: datetime | str | None = None,
+        offset: int = 0,
         _on: StoreView | None = None,
     ) -> list[MemoryChunk]:
         """Rows matching every given filter, oldest first. ``delivery_policy="retrieved"`` also
@@ -371,9 +372,43 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             now=now,
             occurred_after=occurred_after,
             occurred_before=occurred_before,
+            offset=offset,
         )
         with self._reading(_on) as conn:
             return [chunk_from_row(r) for r in conn.execute(statement, params)]
+
+    def count_chunks(
+        self,
+        *,
+        deliverable: bool = False,
+        memory_kind: str | None = None,
+        review_state: str | None = None,
+        delivery_policy: str | None = None,
+        namespace: str | None = None,
+        namespaces: Sequence[str] | None = None,
+        now: datetime | None = None,
+        occurred_after: datetime | str | None = None,
+        occurred_before: datetime | str | None = None,
+        _on: StoreView | None = None,
+    ) -> int:
+        """How many rows ``list_chunks`` with these filters returns without a limit (so a
+        listing can say "50 of N", and a deep page can skip whole review states)."""
+        statement, params = sql.list_sql(
+            deliverable=deliverable,
+            memory_kind=memory_kind,
+            review_state=review_state,
+            delivery_policy=delivery_policy,
+            namespace=namespace,
+            namespaces=namespaces,
+            limit=None,
+            now=now,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
+            count=True,
+        )
+        with self._reading(_on) as conn:
+            row = conn.execute(statement, params).fetchone()
+        return int(row[0]) if row else 0
 
     def search(
         self,

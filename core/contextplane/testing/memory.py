@@ -405,12 +405,14 @@ class InMemoryKnowledgeStore:
             self.invalidate_chunk(old_id, superseded_by=chunk.id, by=chunk.source_type)
             return chunk.id
 
-    def purge(self, now: datetime | None = None) -> int:
+    def purge(self, now: datetime | None = None, *, ids: Sequence[str] | None = None) -> int:
         with self._lock:
             doomed = [
                 c.id
                 for c in self._rows.values()
-                if (c.is_expired(now) or c.invalidated_at is not None) and not c.is_superseded
+                if (c.is_expired(now) or c.invalidated_at is not None)
+                and not c.is_superseded
+                and (ids is None or c.id in ids)
             ]
             for chunk_id in doomed:
                 self._record(self._rows[chunk_id], "purged", "purge")
@@ -440,7 +442,10 @@ class InMemoryKnowledgeStore:
         now: datetime | None = None,
         occurred_after: datetime | str | None = None,
         occurred_before: datetime | str | None = None,
+        offset: int = 0,
     ) -> list[MemoryChunk]:
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValidationError(f"offset: expected a non-negative whole number, got {offset!r}")
         kind = validate_memory_kind(memory_kind) if memory_kind is not None else None
         in_window = _window(occurred_after, occurred_before)
         review = validate_review_state(review_state) if review_state is not None else None
@@ -457,8 +462,12 @@ class InMemoryKnowledgeStore:
             and (namespaces is None or c.namespace in namespaces)
             and in_window(c)
             and (not deliverable or self._deliverable(c, now))
-        ]
+        ][offset:]
         return out if limit is None else out[:limit]
+
+    def count_chunks(self, **filters: Any) -> int:
+        """How many rows ``list_chunks`` with these filters returns without a limit."""
+        return len(self.list_chunks(**filters))
 
     def search(
         self,
@@ -614,8 +623,8 @@ class _FrozenView(InMemoryKnowledgeStore):
     def supersede(self, old_id: str, content: str, **attrs_: Any) -> str:
         return self._origin.supersede(old_id, content, **attrs_)
 
-    def purge(self, now: datetime | None = None) -> int:
-        return self._origin.purge(now)
+    def purge(self, now: datetime | None = None, *, ids: Sequence[str] | None = None) -> int:
+        return self._origin.purge(now, ids=ids)
 
 
 class InMemorySessionSummaries:
