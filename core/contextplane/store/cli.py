@@ -350,7 +350,7 @@ def add_command(
     "--limit", type=Whole(0), default=50, show_default=True, help="At most this many; 0 = all."
 )
 @_event_window_options
-@click.option("--offset", type=Whole(min=0), default=0, show_default=True, help="Skip this many rows first.")
+@click.option("--offset", type=Whole(0), default=0, show_default=True, help="Skip this many rows first.")
 @_store_options
 @_json_option
 def list_command(
