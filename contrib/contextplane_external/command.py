@@ -19,6 +19,7 @@ import click
 
 from contextplane.cli_common import CommandGroup, command_backend, config_option, db_option
 from contextplane_external.mcp_server import build_mcp_server
+from contextplane_external.tools import ToolLimits, check_scopes
 
 
 @click.group("mcp", cls=CommandGroup)
@@ -45,9 +46,12 @@ def serve(
     transport: str,
     namespaces: tuple[str, ...],
 ) -> None:
-    """Run the MCP server until the client disconnects (stdio by default)."""
-    with command_backend(config_path, db, write=not incognito) as (_config, _host, backend):
+    """Run the MCP server until the client disconnects (stdio by default). Every --namespace
+    must be a scope ('', 'project:<id>', 'session:<id>'): one that is not is refused here, not
+    served as a scope no row is in."""
+    scopes = check_scopes(list(namespaces) or None)
+    with command_backend(config_path, db, write=not incognito) as (config, _host, backend):
         server: Any = build_mcp_server(
-            backend.memories, incognito=incognito, namespaces=list(namespaces) or None
+            backend.memories, incognito=incognito, namespaces=scopes, limits=ToolLimits.from_config(config)
         )
         server.run(transport)
