@@ -76,6 +76,8 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
         "STORE-HISTORY-APPEND",
         "STORE-ASOF-LIFECYCLE",
         "STORE-ASOF-REPLAY",
+        # With the superseded row gone, its text written again is a second, contradicting head.
+        "STORE-CONSOLIDATE-OUTDATED",
     }
     # The failure names the id and the contract sentence, then what the kit saw.
     message = expiry["STORE-DELIVERABLE-EXPIRED"].message
@@ -106,6 +108,7 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
     assert set(unconsolidated) == every
     assert run.failing("TestStoresEveryWrite") == {
         "STORE-CONSOLIDATE-DUPLICATE",
+        "STORE-CONSOLIDATE-OUTDATED",
         "STORE-CONSOLIDATE-SUBJECT",
         "STORE-CONSOLIDATE-NEAR",
         "STORE-CONSOLIDATE-HISTORY",

@@ -334,6 +334,15 @@ _ALL: tuple[Requirement, ...] = (
         "is no longer deliverable is stored as a new row.",
     ),
     Requirement(
+        "STORE-CONSOLIDATE-OUTDATED",
+        "store",
+        "Writing again the text of a superseded row (same scope and source_type) while the row that "
+        "superseded it, followed to the end of the chain, is deliverable stores nothing: the write "
+        "returns that head's id with outcome 'outdated' and duplicate_of naming the superseded row, "
+        "and the head stays the one deliverable row; once the head is no longer deliverable the same "
+        "write is stored.",
+    ),
+    Requirement(
         "STORE-CONSOLIDATE-SUBJECT",
         "store",
         "A write naming a subject held by a deliverable row of the same scope and kind supersedes it: "
