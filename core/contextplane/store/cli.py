@@ -307,7 +307,7 @@ def add_command(
             _emit_one(chunk, as_json, write=outcome)
         elif outcome.outcome == "stored":
             click.echo(f"added {outcome}")
-        elif outcome.outcome == "duplicate":
+        elif not outcome.stored:  # a duplicate, or the text of a superseded row
             click.echo(f"not added: {outcome.message}")
         else:
             click.echo(f"added {outcome}: {outcome.message.split('; ', 1)[1]}")
