@@ -134,7 +134,7 @@ def build_mcp_server(
             # An anticipated refusal (incognito, a malformed value, too long): the model reads why.
             raise ToolError(str(exc)) from exc
 
-    async def memory_get(id: str, offset: int = 0) -> dict[str, Any]:  # noqa: A002  (the tool's argument)
+    async def memory_get(id: str, offset: int = 0) -> dict[str, Any]:
         try:
             return await get(id, offset)
         except ContextPlaneError as exc:

@@ -20,8 +20,8 @@ from contextplane.memory.consolidation import WriteOutcome
 from contextplane.memory.model import MemoryChunk, validate_namespace
 from contextplane.store.aio import aget
 from contextplane.store.api import amemory_ingest as _store_aingest
-from contextplane.store.api import check_write_size
 from contextplane.store.api import amemory_recall as _store_arecall
+from contextplane.store.api import check_write_size
 from contextplane.store.api import memory_ingest as _store_ingest
 from contextplane.store.api import memory_recall as _store_recall
 from contextplane.store.protocol import KnowledgeStore, SearchHit
@@ -316,7 +316,7 @@ def bind_async_memory_get(
     bounds = limits or ToolLimits()
     scopes = check_scopes(namespaces)
 
-    async def get(id: str, offset: int = 0) -> dict[str, Any]:  # noqa: A002  (the tool's argument name)
+    async def get(id: str, offset: int = 0) -> dict[str, Any]:
         """Read one memory by id from offset on (a recall cuts a long memory and says where to
         read on); the answer is bounded too and says the next offset, or null at the end."""
         return _got(id, await aget(store, id), offset, scopes, bounds)

@@ -197,7 +197,8 @@ def _outdated(
             return None
         invalidated, reason, deliverable = row
         reason = str(reason or "")
-        following = reason[len(SUPERSEDED_PREFIX) :] if invalidated and reason.startswith(SUPERSEDED_PREFIX) else ""
+        superseded = invalidated is not None and reason.startswith(SUPERSEDED_PREFIX)
+        following = reason[len(SUPERSEDED_PREFIX) :] if superseded else ""
         return following or None, bool(deliverable)
 
     found: dict[tuple[Any, ...], tuple[str, str]] = {}

@@ -118,3 +118,6 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
     assert expiry["STORE-BACKFILL-TABLE"].outcome == "skipped"
     assert "capability 'migration' not declared" in expiry["STORE-BACKFILL-TABLE"].message
     assert "requirement STORE-DELIVERABLE-EXPIRED: A row whose expires_at" in run.stdout  # plugin section
+    # ... and where it is explained: a file the reader has (here the checkout's docs/).
+    reference = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
+    assert f"reference: {reference}#store-deliverable-expired" in run.stdout

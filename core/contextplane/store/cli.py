@@ -34,8 +34,6 @@ from contextplane.cli_common import (
     load,
 )
 from contextplane.errors import StoreError, ValidationError
-from contextplane.plugins import PluginHost
-from contextplane.store.api import check_write_size
 from contextplane.memory.consolidation import WriteOutcome
 from contextplane.memory.history import HistoryEvent, lifecycle_state
 from contextplane.memory.model import (
@@ -48,7 +46,9 @@ from contextplane.memory.model import (
 )
 from contextplane.memory.stamps import resolve_expiry
 from contextplane.memory.trust import SOURCE_TYPE_TIERS
+from contextplane.plugins import PluginHost
 from contextplane.store import connection, migrate
+from contextplane.store.api import check_write_size
 from contextplane.store.protocol import MemoryHistory, SearchHit
 from contextplane.textui import table
 
@@ -355,7 +355,9 @@ SHOW_MARKER = "[… cut: {n:,} more chars; --all prints the whole memory]"
 
 @memory.command("show")
 @click.argument("chunk_id")
-@click.option("--all", "whole", is_flag=True, help=f"Print the whole content (else the first {SHOW_CHARS:,} chars).")
+@click.option(
+    "--all", "whole", is_flag=True, help=f"Print the whole content (else the first {SHOW_CHARS:,} chars)."
+)
 @_store_options
 @_json_option
 def show_command(chunk_id: str, whole: bool, config_path: str | None, db: Path | None, as_json: bool) -> None:

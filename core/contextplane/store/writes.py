@@ -309,9 +309,9 @@ class StoreWrites(VectorUpkeep):
             if row is None:
                 return None
             invalidated, reason, deliverable = row
-            following = str(reason)[len(SUPERSEDED_PREFIX) :] if invalidated and str(reason or "").startswith(
-                SUPERSEDED_PREFIX) else None
-            return following or None, bool(deliverable)
+            reason = str(reason or "")
+            superseded = invalidated is not None and reason.startswith(SUPERSEDED_PREFIX)
+            return (reason[len(SUPERSEDED_PREFIX) :] or None) if superseded else None, bool(deliverable)
 
         for chunk_id, content, namespace, source_type, key, reason in conn.execute(
             "SELECT c.id, c.content, c.namespace, c.source_type, c.content_hash, c.invalidation_reason "
@@ -326,7 +326,8 @@ class StoreWrites(VectorUpkeep):
                 continue
             head = current_head(successor, step)
             if head is not None:
-                found.setdefault((key, namespace, source_type), []).append((str(content), (head, str(chunk_id))))
+                pair = (head, str(chunk_id))
+                found.setdefault((key, namespace, source_type), []).append((str(content), pair))
         return found
 
     def _duplicates(

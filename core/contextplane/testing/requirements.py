@@ -9,6 +9,7 @@ new id. The sentence is the contract as the ADR states it, not a description of 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import Final, Literal, NoReturn
 
@@ -48,8 +49,26 @@ class Requirement:
         if not condition:
             self.fail(detail)
 
+    @property
+    def reference(self) -> str:
+        """Where the requirement is explained: the reference's section, in the copy of
+        docs/conformance.md installed with the kit (``conformance_doc``), so a failure points to
+        text the reader has, not to a source tree they may not."""
+        return f"{conformance_doc()}#{self.id.lower()}"
+
     def __str__(self) -> str:
         return self.id
+
+
+def conformance_doc() -> Path:
+    """The kit's reference, docs/conformance.md: the copy a wheel ships beside this module
+    (``contextplane/testing/conformance.md``, by the wheel's ``force-include``), else the
+    source tree's (an editable install, a checkout)."""
+    here = Path(__file__).resolve().parent
+    shipped = here / "conformance.md"
+    if shipped.is_file():
+        return shipped
+    return here.parents[2] / "docs" / "conformance.md"
 
 
 _ALL: tuple[Requirement, ...] = (

@@ -1196,7 +1196,8 @@ class StoreConsolidationChecks(_StoreBase):
         live = [c.id for c in store.list_chunks(deliverable=True, namespace="project:a")]
         requirement.check(
             live == [str(head)],
-            f"after the write the deliverable rows of the scope are {live}; expected only the head {str(head)!r}",
+            f"after the write the deliverable rows of the scope are {live}; "
+            f"expected only the head {str(head)!r}",
         )
         elsewhere = store.add_chunk("kiwi window is Tuesday", "fact", "operator", namespace="project:b")
         requirement.check(
@@ -1206,7 +1207,8 @@ class StoreConsolidationChecks(_StoreBase):
         store.set_review_state(str(head), "rejected")
         revived = store.add_chunk("kiwi window is Tuesday", "fact", "operator", namespace="project:a")
         requirement.check(
-            str(revived) not in (old, str(middle), str(head)) and _outcome(revived)[1] not in ("outdated", "duplicate"),
+            str(revived) not in (old, str(middle), str(head))
+            and _outcome(revived)[1] not in ("outdated", "duplicate"),
             f"with the head {str(head)!r} rejected, writing {old!r}'s text returned {_outcome(revived)[:3]}; "
             "nothing contradicts it any more, so it is stored",
         )
