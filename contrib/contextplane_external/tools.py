@@ -127,9 +127,9 @@ class ToolLimits:
     every later recall returns. From the configuration: ``tools.max_row_chars``,
     ``tools.max_result_chars``, ``store.max_write_chars``."""
 
-    max_row_chars: int = 4_000
-    max_result_chars: int = 40_000
-    max_write_chars: int = 100_000
+    max_row_chars: int = attrs.field(default=4_000, validator=attrs.validators.ge(0))
+    max_result_chars: int = attrs.field(default=40_000, validator=attrs.validators.ge(0))
+    max_write_chars: int = attrs.field(default=100_000, validator=attrs.validators.ge(0))
 
     @classmethod
     def from_config(cls, config: Config) -> ToolLimits:
@@ -208,22 +208,35 @@ def _visible(chunk: MemoryChunk | None, namespaces: Sequence[str] | None) -> boo
     expired (a superseded row is the audit trail recall shows on request)."""
     if chunk is None or (namespaces is not None and chunk.namespace not in namespaces):
         return False
-    return chunk.review_state != "rejected" and not chunk.is_expired()
+    return chunk.is_deliverable() or (
+        chunk.superseded_by is not None and chunk.review_state != "rejected" and not chunk.is_expired()
+    )
 
 
-def _got(chunk_id: str, chunk: MemoryChunk | None, offset: int, namespaces: Sequence[str] | None,
-         limits: ToolLimits) -> dict[str, Any]:
-    if not _visible(chunk, namespaces):
+def _got(
+    chunk_id: str,
+    chunk: MemoryChunk | None,
+    offset: int,
+    namespaces: Sequence[str] | None,
+    limits: ToolLimits,
+) -> dict[str, Any]:
+    """``memory_get``'s answer: a window of the content from ``offset``, as long as a recall's
+    row may be (the smaller bound), with the offset to read on from (None at the end)."""
+    if chunk is None or not _visible(chunk, namespaces):
         raise ValidationError(f"id: no memory {chunk_id!r} this server can read")
-    assert chunk is not None
     if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
         raise ValidationError(f"offset: expected a whole number >= 0, got {offset!r}")
     content = chunk.content
-    room = min(x for x in (limits.max_row_chars, limits.max_result_chars) if x) if (
-        limits.max_row_chars or limits.max_result_chars) else 0
+    room = min((b for b in (limits.max_row_chars, limits.max_result_chars) if b), default=0)
     text, next_offset = _window(content, chunk.id, min(offset, len(content)), room)
-    return {"id": chunk.id, "content": text, "offset": offset, "content_chars": len(content),
-            "next_offset": next_offset, "superseded_by": chunk.superseded_by}
+    return {
+        "id": chunk.id,
+        "content": text,
+        "offset": offset,
+        "content_chars": len(content),
+        "next_offset": next_offset,
+        "superseded_by": chunk.superseded_by,
+    }
 
 
 def bind_memory_tools(
