@@ -114,6 +114,11 @@ def test_recall_is_bounded_per_row_and_in_total_and_get_reads_on(store) -> None:
     assert huge.startswith(read)
     (missing,) = call(server, ("memory_get", {"id": "nope"}))
     assert missing.is_error and missing.content[0].text == "id: no memory 'nope' this server can read"
+    store.set_review_state(huge_id, "rejected")  # a row no recall returns is no row to read on in
+    (rejected,) = call(server, ("memory_get", {"id": huge_id}))
+    assert rejected.is_error and rejected.content[0].text == f"id: no memory {huge_id!r} this server can read"
+    (scoped,) = call(build_mcp_server(store, namespaces=["project:a"]), ("memory_get", {"id": "2"}))
+    assert scoped.is_error  # row 2 is global: outside the server's scopes
 
 
 def test_a_write_over_the_limit_is_refused_with_its_size(store) -> None:
