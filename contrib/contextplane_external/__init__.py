@@ -2,8 +2,10 @@
 
 from contextplane_external.assembler import Assembly, ContextAssembler, Source
 from contextplane_external.tools import (
+    ToolLimits,
     amemory_ingest,
     amemory_recall,
+    bind_async_memory_get,
     bind_async_memory_tools,
     bind_memory_tools,
     hit_to_dict,
@@ -15,8 +17,10 @@ __all__ = [
     "Assembly",
     "ContextAssembler",
     "Source",
+    "ToolLimits",
     "amemory_ingest",
     "amemory_recall",
+    "bind_async_memory_get",
     "bind_async_memory_tools",
     "bind_memory_tools",
     "hit_to_dict",

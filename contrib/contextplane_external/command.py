@@ -19,6 +19,7 @@ import click
 
 from contextplane.cli_common import CommandGroup, command_backend, config_option, db_option
 from contextplane_external.mcp_server import build_mcp_server
+from contextplane_external.tools import ToolLimits, check_scopes
 
 
 @click.group("mcp", cls=CommandGroup)
@@ -53,9 +54,11 @@ def serve(
     create: bool,
 ) -> None:
     """Run the MCP server until the client disconnects (stdio by default). The store must
-    exist unless --create."""
-    with command_backend(config_path, db, write=not incognito, create=create) as (_config, _host, backend):
+    exist unless --create. Every --namespace must be a scope ('', 'project:<id>',
+    'session:<id>'): one that is not is refused here, not served as a scope no row is in."""
+    scopes = check_scopes(list(namespaces) or None)
+    with command_backend(config_path, db, write=not incognito, create=create) as (config, _host, backend):
         server: Any = build_mcp_server(
-            backend.memories, incognito=incognito, namespaces=list(namespaces) or None
+            backend.memories, incognito=incognito, namespaces=scopes, limits=ToolLimits.from_config(config)
         )
         server.run(transport)

@@ -12,10 +12,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from contextplane.errors import IncognitoWriteError
+import attrs
+
+from contextplane.config import Config
+from contextplane.errors import IncognitoWriteError, ValidationError
 from contextplane.memory.consolidation import WriteOutcome
+from contextplane.memory.model import MemoryChunk, validate_namespace
+from contextplane.store.aio import aget
 from contextplane.store.api import amemory_ingest as _store_aingest
 from contextplane.store.api import amemory_recall as _store_arecall
+from contextplane.store.api import check_write_size
 from contextplane.store.api import memory_ingest as _store_ingest
 from contextplane.store.api import memory_recall as _store_recall
 from contextplane.store.protocol import KnowledgeStore, SearchHit
@@ -117,6 +123,86 @@ async def amemory_ingest(
     return outcome_to_dict(chunk_id)
 
 
+@attrs.frozen
+class ToolLimits:
+    """How much the memory tools hand back and take in (0 = no bound): one 14 MB memory or a
+    ``k`` of 200 must not flood a model's context, and a runaway write must not become a row
+    every later recall returns. From the configuration: ``tools.max_row_chars``,
+    ``tools.max_result_chars``, ``store.max_write_chars``."""
+
+    max_row_chars: int = attrs.field(default=4_000, validator=attrs.validators.ge(0))
+    max_result_chars: int = attrs.field(default=40_000, validator=attrs.validators.ge(0))
+    max_write_chars: int = attrs.field(default=100_000, validator=attrs.validators.ge(0))
+
+    @classmethod
+    def from_config(cls, config: Config) -> ToolLimits:
+        return cls(config.tools.max_row_chars, config.tools.max_result_chars, config.store.max_write_chars)
+
+
+#: The line that ends a cut row's content: how much is left and how to read it.
+CUT_MARKER = "[… cut: {n:,} more chars; memory_get with id={id!r} and offset={offset} reads on]"
+
+
+def _window(content: str, chunk_id: str, offset: int, room: int) -> tuple[str, int | None]:
+    """``content[offset:]`` cut to ``room`` chars (0: whole) with the marker, and the offset to
+    read on from (None when nothing is left)."""
+    rest = content[offset:]
+    if not room or len(rest) <= room:
+        return rest, None
+    end = offset + room
+    return rest[:room] + "\n" + CUT_MARKER.format(n=len(content) - end, id=chunk_id, offset=end), end
+
+
+def bound_results(rows: list[dict[str, Any]], limits: ToolLimits) -> dict[str, Any]:
+    """``{"results": rows}`` within the limits: each row's content cut to ``max_row_chars``
+    (with ``content_chars`` and ``next_offset`` for ``memory_get``), and rows past
+    ``max_result_chars`` of content in all left out, counted in ``omitted`` with a note. The
+    first row is always returned (cut to what the total allows)."""
+    out: list[dict[str, Any]] = []
+    used = 0
+    for row in rows:
+        content = row["content"]
+        room = limits.max_row_chars
+        if limits.max_result_chars:
+            left = limits.max_result_chars - used
+            if out and left < min(len(content), room or len(content)):
+                break
+            room = min(room, left) if room else left
+        text, next_offset = _window(content, row["id"], 0, room)
+        if next_offset is not None:
+            row = {**row, "content": text, "content_chars": len(content), "next_offset": next_offset}
+        used += len(text)
+        out.append(row)
+    result: dict[str, Any] = {"results": out}
+    if len(out) < len(rows):
+        result["omitted"] = len(rows) - len(out)
+        result["note"] = (
+            f"{len(rows) - len(out)} more results left out: the result holds at most "
+            f"{limits.max_result_chars:,} chars of content (tools.max_result_chars); ask for fewer "
+            "(a smaller k) or a narrower query"
+        )
+    return result
+
+
+def _scope(namespace: str, allowed: Sequence[str] | None) -> str:
+    """The scope a tool write goes to: a valid one, and one the server may read back."""
+    scope = validate_namespace(namespace)
+    if allowed is not None and scope and scope not in allowed:
+        raise ValidationError(
+            f"namespace: {scope!r} is not a scope this server serves; use '' (global) or one of "
+            + ", ".join(map(repr, allowed))
+        )
+    return scope
+
+
+def check_scopes(namespaces: Sequence[str] | None) -> list[str] | None:
+    """The scopes a server is confined to, each checked (a typo would make every recall come
+    back empty without a word)."""
+    if namespaces is None:
+        return None
+    return [validate_namespace(n, "--namespace") for n in namespaces]
+
+
 _INCOGNITO_SESSION = "memory_ingest: this session is incognito, so nothing may be written to the memory store"
 
 
@@ -126,37 +212,86 @@ def _event_time(occurred_at: str | None) -> dict[str, Any]:
     return {} if occurred_at is None else {"occurred_at": occurred_at}
 
 
+def _visible(chunk: MemoryChunk | None, namespaces: Sequence[str] | None) -> bool:
+    """A row ``memory_recall`` could have returned: in the server's scopes, not rejected or
+    expired (a superseded row is the audit trail recall shows on request)."""
+    if chunk is None or (namespaces is not None and chunk.namespace not in namespaces):
+        return False
+    return chunk.is_deliverable() or (
+        chunk.superseded_by is not None and chunk.review_state != "rejected" and not chunk.is_expired()
+    )
+
+
+def _got(
+    chunk_id: str,
+    chunk: MemoryChunk | None,
+    offset: int,
+    namespaces: Sequence[str] | None,
+    limits: ToolLimits,
+) -> dict[str, Any]:
+    """``memory_get``'s answer: a window of the content from ``offset``, as long as a recall's
+    row may be (the smaller bound), with the offset to read on from (None at the end)."""
+    if chunk is None or not _visible(chunk, namespaces):
+        raise ValidationError(f"id: no memory {chunk_id!r} this server can read")
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise ValidationError(f"offset: expected a whole number >= 0, got {offset!r}")
+    content = chunk.content
+    room = min((b for b in (limits.max_row_chars, limits.max_result_chars) if b), default=0)
+    text, next_offset = _window(content, chunk.id, min(offset, len(content)), room)
+    return {
+        "id": chunk.id,
+        "content": text,
+        "offset": offset,
+        "content_chars": len(content),
+        "next_offset": next_offset,
+        "superseded_by": chunk.superseded_by,
+    }
+
+
 def bind_memory_tools(
     store: KnowledgeStore,
     *,
     incognito: bool = False,
     namespaces: Sequence[str] | None = None,
     source_type: str = "external",
-) -> tuple[Callable[..., list[dict[str, Any]]], Callable[..., dict[str, Any]]]:
+    limits: ToolLimits | None = None,
+) -> tuple[Callable[..., dict[str, Any]], Callable[..., dict[str, Any]]]:
     """``(memory_recall, memory_ingest)`` bound to one store and one session's rules, ready
-    to register as tools (each has a docstring and simple typed parameters)."""
+    to register as tools (each has a docstring and simple typed parameters). What they return
+    and accept is bounded by ``limits`` (``ToolLimits``; its defaults when None)."""
+    bounds = limits or ToolLimits()
+    scopes = check_scopes(namespaces)
 
-    def recall(query: str, k: int = 5, include_superseded: bool = False) -> list[dict[str, Any]]:
-        """Search long-term memory (at most 50 results). Set include_superseded to see replaced
-        (older) memories."""
-        return memory_recall(
-            store, query, _capped(k), include_superseded=include_superseded, namespaces=namespaces
+    def recall(query: str, k: int = 5, include_superseded: bool = False) -> dict[str, Any]:
+        """Search long-term memory (at most 50 results; a long memory is cut, with the id and
+        offset that memory_get reads on from). Set include_superseded to see replaced (older)
+        memories."""
+        rows = memory_recall(
+            store, query, _capped(k), include_superseded=include_superseded, namespaces=scopes
         )
+        return bound_results(rows, bounds)
 
     def ingest(
-        content: str, expires_in_days: int | None = None, subject: str = "", occurred_at: str | None = None
+        content: str,
+        expires_in_days: int | None = None,
+        subject: str = "",
+        namespace: str = "",
+        occurred_at: str | None = None,
     ) -> dict[str, Any]:
         """Save one memory. Set expires_in_days for something that stops being true; set subject
         (a short topic key) so a newer memory on the same topic replaces the older one; set
-        occurred_at (ISO-8601 with offset, e.g. 2023-05-08T13:56:00Z) to when it happened."""
+        namespace to a scope ('project:<id>' or 'session:<id>'; default global); set occurred_at
+        (ISO-8601 with offset, e.g. 2023-05-08T13:56:00Z) to when it happened."""
         if incognito:
             raise IncognitoWriteError(_INCOGNITO_SESSION)
+        check_write_size(content, bounds.max_write_chars)
         return memory_ingest(
             store,
             content,
             expires_in_days=expires_in_days,
             source_type=source_type,
             subject=subject,
+            namespace=_scope(namespace, scopes),
             **_event_time(occurred_at),
         )
 
@@ -171,33 +306,62 @@ def bind_async_memory_tools(
     incognito: bool = False,
     namespaces: Sequence[str] | None = None,
     source_type: str = "external",
-) -> tuple[Callable[..., Awaitable[list[dict[str, Any]]]], Callable[..., Awaitable[dict[str, Any]]]]:
+    limits: ToolLimits | None = None,
+) -> tuple[Callable[..., Awaitable[dict[str, Any]]], Callable[..., Awaitable[dict[str, Any]]]]:
     """``bind_memory_tools`` as coroutine functions, for async tool runners (the MCP server)."""
+    bounds = limits or ToolLimits()
+    scopes = check_scopes(namespaces)
 
-    async def recall(query: str, k: int = 5, include_superseded: bool = False) -> list[dict[str, Any]]:
-        """Search long-term memory (at most 50 results). Set include_superseded to see replaced
-        (older) memories."""
-        return await amemory_recall(
-            store, query, _capped(k), include_superseded=include_superseded, namespaces=namespaces
+    async def recall(query: str, k: int = 5, include_superseded: bool = False) -> dict[str, Any]:
+        """Search long-term memory (at most 50 results; a long memory is cut, with the id and
+        offset that memory_get reads on from). Set include_superseded to see replaced (older)
+        memories."""
+        rows = await amemory_recall(
+            store, query, _capped(k), include_superseded=include_superseded, namespaces=scopes
         )
+        return bound_results(rows, bounds)
 
     async def ingest(
-        content: str, expires_in_days: int | None = None, subject: str = "", occurred_at: str | None = None
+        content: str,
+        expires_in_days: int | None = None,
+        subject: str = "",
+        namespace: str = "",
+        occurred_at: str | None = None,
     ) -> dict[str, Any]:
         """Save one memory. Set expires_in_days for something that stops being true; set subject
         (a short topic key) so a newer memory on the same topic replaces the older one; set
-        occurred_at (ISO-8601 with offset, e.g. 2023-05-08T13:56:00Z) to when it happened."""
+        namespace to a scope ('project:<id>' or 'session:<id>'; default global); set occurred_at
+        (ISO-8601 with offset, e.g. 2023-05-08T13:56:00Z) to when it happened."""
         if incognito:
             raise IncognitoWriteError(_INCOGNITO_SESSION)
+        check_write_size(content, bounds.max_write_chars)
         return await amemory_ingest(
             store,
             content,
             expires_in_days=expires_in_days,
             source_type=source_type,
             subject=subject,
+            namespace=_scope(namespace, scopes),
             **_event_time(occurred_at),
         )
 
     recall.__name__ = "memory_recall"
     ingest.__name__ = "memory_ingest"
     return recall, ingest
+
+
+def bind_async_memory_get(
+    store: KnowledgeStore, *, namespaces: Sequence[str] | None = None, limits: ToolLimits | None = None
+) -> Callable[..., Awaitable[dict[str, Any]]]:
+    """``memory_get``: read on in a memory a recall cut, from an offset, bounded like a recall;
+    only rows a recall in these scopes could return (not rejected, not expired)."""
+    bounds = limits or ToolLimits()
+    scopes = check_scopes(namespaces)
+
+    async def get(id: str, offset: int = 0) -> dict[str, Any]:
+        """Read one memory by id from offset on (a recall cuts a long memory and says where to
+        read on); the answer is bounded too and says the next offset, or null at the end."""
+        return _got(id, await aget(store, id), offset, scopes, bounds)
+
+    get.__name__ = "memory_get"
+    return get

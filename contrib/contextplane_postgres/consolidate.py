@@ -31,8 +31,10 @@ from contextplane.memory.consolidation import (
     Outcome,
     WriteOutcome,
     candidate_terms,
+    current_head,
     near_duplicates,
     normalise_content,
+    outdated_message,
 )
 from contextplane.memory.model import SUPERSEDED_PREFIX
 from contextplane_postgres import history
@@ -106,15 +108,19 @@ def consolidate(
     if policy.deduplicate or policy.auto_supersede:
         lock_scopes(conn, (row[at["namespace"]] for row in prepared))
     existing = _duplicates(conn, prepared, at, now) if policy.deduplicate else {}
+    outdated = _outdated(conn, prepared, at, now) if policy.deduplicate else {}
     first_of: dict[tuple[Any, ...], int] = {}  # a duplicate within the batch: its first row
     keep: list[int] = []
     duplicate_of: dict[int, str | int] = {}
+    outdated_of: dict[int, tuple[str, str]] = {}  # the text of a superseded row: (head, that row)
     for index, row in enumerate(prepared):
         key = _dedupe_key(row, at)
         if key in existing:
             duplicate_of[index] = existing[key]
         elif key in first_of:
             duplicate_of[index] = first_of[key]
+        elif key in outdated:
+            outdated_of[index] = outdated[key]
         else:
             if policy.deduplicate and _deliverable_when_written(row, at, now):
                 first_of[key] = index  # only a deliverable row absorbs copies
@@ -140,6 +146,10 @@ def consolidate(
             target = duplicate_of[index]
             found = str(new_ids[target]) if isinstance(target, int) else target
             outcomes.append(WriteOutcome(found, "duplicate", duplicate_of=found))
+            continue
+        if index in outdated_of:
+            head, old = outdated_of[index]
+            outcomes.append(WriteOutcome(head, "outdated", duplicate_of=old))
             continue
         olds = superseded.get(index, [])
         close = tuple(p for p in near.get(index, ()) if p[0] not in olds)
@@ -168,7 +178,57 @@ def consolidate(
             at=now,
             detail={"outcome": "duplicate", "message": "an exact duplicate write returned this row"},
         )
+    for index, (head, old) in sorted(outdated_of.items()):
+        history.record_change(
+            conn,
+            int(head),
+            "consolidated",
+            dec(str(prepared[index][at["source_type"]])),
+            at=now,
+            detail={"outcome": "outdated", "message": outdated_message(old)},
+        )
     return outcomes
+
+
+def _outdated(
+    conn: psycopg.Connection[Any], prepared: Sequence[Sequence[Any]], at: dict[str, int], now: datetime
+) -> dict[tuple[Any, ...], tuple[str, str]]:
+    """Superseded rows (not rejected) with the content key of a prepared row whose chain ends
+    in a deliverable head: dedupe key -> (head id, row id), the newest row of a key winning
+    (``memory.consolidation``: the text of a superseded row)."""
+    texts = sorted({str(row[at["content"]]) for row in prepared})
+
+    def step(chunk_id: str) -> tuple[str | None, bool] | None:
+        row = conn.execute(
+            f"SELECT c.invalidated_at, c.invalidation_reason, ({DELIVERABLE}) FROM chunks AS c "
+            "WHERE c.id = %(id)s",
+            {"id": int(chunk_id), "now": now},
+        ).fetchone()
+        if row is None:
+            return None
+        invalidated, reason, deliverable = row
+        reason = str(reason or "")
+        superseded = invalidated is not None and reason.startswith(SUPERSEDED_PREFIX)
+        following = reason[len(SUPERSEDED_PREFIX) :] if superseded else ""
+        return following or None, bool(deliverable)
+
+    found: dict[tuple[Any, ...], tuple[str, str]] = {}
+    for chunk_id, content, namespace, source_type, reason in conn.execute(
+        "SELECT c.id, c.content, c.namespace, c.source_type, c.invalidation_reason FROM chunks AS c "
+        f"WHERE {content_key('c.content')} = ANY(ARRAY(SELECT {content_key('x')} "
+        "FROM unnest(%(texts)s::text[]) AS x)) AND c.invalidated_at IS NOT NULL "
+        "AND starts_with(c.invalidation_reason, %(prefix)s) "
+        "AND (c.review_state IS NULL OR c.review_state <> 'rejected') ORDER BY c.id DESC",
+        {"texts": texts, "prefix": SUPERSEDED_PREFIX},
+    ):
+        key = (namespace, source_type, normalise_content(dec(content)))
+        successor = str(reason)[len(SUPERSEDED_PREFIX) :]
+        if key in found or not successor.isdigit():
+            continue
+        head = current_head(successor, step)
+        if head is not None:
+            found[key] = (head, str(chunk_id))
+    return found
 
 
 def _duplicates(

@@ -189,6 +189,27 @@ class StoreConfig:
     near_duplicate_threshold: float = attrs.field(
         default=0.8, validator=_unit, metadata=_expect("a number above 0 and at most 1")
     )
+    #: The longest text one write from the command line or a memory tool accepts (``memory add``
+    #: and ``supersede``, their ``--file`` and standard input, MCP ``memory_ingest``); a longer
+    #: one is refused with its size. 0 = no bound.
+    max_write_chars: int = attrs.field(
+        default=100_000, validator=_ge0, metadata=_expect("0 (no bound) or a whole number of chars")
+    )
+
+
+@attrs.frozen
+class ToolsConfig:
+    """What the memory tools an agent calls (``memory_recall``, ``memory_get``, in process or
+    over MCP) hand back: one huge memory or a large ``k`` must not flood the model's context."""
+
+    #: One row's content is cut here, with a marker naming the id and the offset to read on.
+    max_row_chars: int = attrs.field(
+        default=4_000, validator=_row_bound, metadata=_expect("0 (no bound) or a whole number >= 200")
+    )
+    #: The content of one tool result in all; the rows past it are left out and counted.
+    max_result_chars: int = attrs.field(
+        default=40_000, validator=_row_bound, metadata=_expect("0 (no bound) or a whole number >= 200")
+    )
 
 
 @attrs.frozen
@@ -273,6 +294,7 @@ class Config:
     skills: SkillsConfig = attrs.field(factory=SkillsConfig)
     subagents: list[SubagentConfig] = attrs.field(factory=list)
     observability: ObservabilityConfig = attrs.field(factory=ObservabilityConfig)
+    tools: ToolsConfig = attrs.field(factory=ToolsConfig)
     plugin: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     #: Directory relative paths in the file are resolved against (not a TOML key).
     base_dir: str = attrs.field(default=".", metadata={"internal": True})
@@ -338,6 +360,7 @@ def _register_hooks(conv: cattrs.Converter) -> None:
         SkillsConfig,
         SubagentConfig,
         ObservabilityConfig,
+        ToolsConfig,
     ):
         conv.register_structure_hook(cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True))
     conv.register_structure_hook(

@@ -8,7 +8,10 @@ it as untrusted reference data. Five things could let it break out:
 * a look-alike of one: fullwidth ``＜/injected_memory＞``, ``‹ ›``, ``﹤ ﹥``, ``〈 〉``,
   ``⟨ ⟩``, fullwidth ``［INST］`` or ``＜|im_start|＞`` read as the real thing to a model (and
   become it under NFKC). The compatibility forms of the bracket characters, and fullwidth
-  letters, are folded to ASCII first, so they are escaped like the ASCII ones.
+  letters, are folded to ASCII first, so they are escaped like the ASCII ones. So is every
+  character whose NFD or NFKD starts with ``<``/``>``: ``≮``/``≯`` (NFD: ``<``/``>`` plus a
+  combining stroke) become ``<``/``>`` plus that stroke, escaped to ``&lt;\u0338``, so a
+  normalising reader sees no bracket and the negation is kept.
 * an invisible character: zero-width and other format characters (Unicode category Cf, e.g.
   U+200B inside a tag) and the invisible tag characters of the U+E0000 block are dropped, so
   what the model reads is what an operator sees.
@@ -54,6 +57,10 @@ _LOOKALIKES: Final[dict[int, str]] = {
     **{c: chr(c - 0xFEE0) for c in range(0xFF41, 0xFF5B)},  # fullwidth a-z
     **dict.fromkeys(map(ord, "＜﹤‹〈〈⟨❬❮˂ᐸ⧼"), "<"),
     **dict.fromkeys(map(ord, "＞﹥›〉〉⟩❭❯˃ᐳ⧽"), ">"),
+    # NFD starts with the bracket: "not less-than" and "not greater-than" (their decomposed
+    # form, kept so the negation survives the escaping).
+    ord("\u226e"): "<\u0338",
+    ord("\u226f"): ">\u0338",
     **dict.fromkeys(map(ord, "［﹇⁅"), "["),
     **dict.fromkeys(map(ord, "］﹈⁆"), "]"),
     **dict.fromkeys(map(ord, "｜"), "|"),

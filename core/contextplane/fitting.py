@@ -24,7 +24,10 @@ bad row or one floor from breaking the budget (ADR D6: only never-shed sections 
   visible marker, before anything is measured (``cut_row``);
 * a row dropped to make room never takes smaller rows with it: once shedding is done, dropped
   rows are offered the room that is left again, best section and best rank first, and each
-  one that fits comes back (``restore``);
+  one that fits comes back (``restore``). The ADR's order holds across sections: a section
+  gets room back only while every section above it has all its rows back, so a retrieved
+  row never comes back while a digest entry stays shed ("RAG hits first, then digest");
+  the room a higher-priority row cannot use stays empty rather than break that order;
 * a ``DEGRADE`` floor yields when it does not fit: if every other sheddable row is gone and
   the projection is still over budget, the floor's rows are dropped too, lowest-ranked first,
   and then the section (``drop_below_floor``).
@@ -681,8 +684,21 @@ def fit(layout: Layout, budget: int | None) -> list[Step]:
             if layout.total > budget:
                 _drop_section(layout, plan, steps)
     if layout.total < budget and dropped:
-        restore(layout, budget, steps, dropped[::-1])
+        restore(layout, budget, steps, _above_the_first_kept_shed(layout, steps, dropped[::-1]))
     return steps
+
+
+def _above_the_first_kept_shed(
+    layout: Layout, steps: list[Step], dropped: Sequence[SectionPlan]
+) -> Sequence[SectionPlan]:
+    """The dropped sections ``restore`` may give room to: those above the best section whose
+    shedding ``restore`` cannot undo (a ``DEGRADE`` section that degraded or hid rows). Every
+    section below it was emptied before it shed anything, and stays so (ADR D6 order)."""
+    degraded = {name for name, *_ in steps} - {plan.name for plan in dropped}
+    if not degraded:
+        return dropped
+    first = next(p.priority for p in layout.plans if p.name in degraded)
+    return [plan for plan in dropped if plan.priority < first]
 
 
 #: The shortest line a row can have (an empty text: "- " and the newline).
@@ -695,16 +711,18 @@ def restore(
     """Give the room left back to dropped rows, best section and best rank first, so a row that
     did not fit never takes smaller rows with it. Only whole rows of ``DROP_ROWS`` sections and
     whole ``DROP_SECTION`` sections come back, each only if the projection still fits; the
-    shedding steps are rewritten to what was dropped in the end. ``dropped``: the sections
-    that dropped rows or themselves, in delivery order (``fit`` knows them; else read off the
-    steps)."""
+    shedding steps are rewritten to what was dropped in the end. A section that still misses
+    rows once offered the room ends the pass: the sections below it stay as shed (ADR D6:
+    a lower-priority section loses everything before a higher one loses anything).
+    ``dropped``: the sections that dropped rows or themselves, in delivery order (``fit``
+    knows them; else read off the steps)."""
     if dropped is None:
         names = {name for name, action, _items, _chars in steps if action in ("drop_row", "drop_section")}
         dropped = [plan for plan in layout.plans if plan.name in names]
     room = budget - layout.total
     if room < min(map(min, map(_CUR, dropped)), default=_MIN_LINE):
         return  # not even the shortest of their lines fits (the usual case under a tight budget)
-    for plan in dropped:
+    for plan in dropped:  # best section first; the first that stays short ends the pass
         if room < _MIN_LINE:
             return  # not even the shortest line fits any more
         shed = plan.section.shed
@@ -712,7 +730,7 @@ def restore(
         if shed is _DROP_SECTION and plan.size == 0:
             rows_chars = sum(plan.cur[:had])
             if room < rows_chars:
-                continue  # the section alone is larger than the room left
+                return  # the section alone is larger than the room left: those below stay shed
             plan.visible = had
             plan.rows_chars = rows_chars
             added = -layout.changed(plan)
@@ -720,12 +738,12 @@ def restore(
                 plan.visible = 0
                 plan.rows_chars = 0
                 layout.changed(plan)
-                continue
+                return
             _give_back(steps, plan.name, had, added)
             room = budget - layout.total
         elif shed is _DROP_ROWS and plan.visible < had:
             if min(plan.cur[plan.visible : had]) > room:
-                continue  # not one of its dropped rows fits (the usual case): skip the loop
+                return  # not one of its dropped rows fits (the usual case): skip the loop
             plan.order()  # (a section dropped whole was never ordered; nothing of it is kept now)
             for i in range(plan.visible, had):
                 if budget - layout.total < plan.cur[i]:
@@ -741,6 +759,8 @@ def restore(
                     layout.changed(plan)
                     continue
                 _give_back(steps, plan.name, 1, added)
+            if plan.visible + len(plan.restored) < had:
+                return  # a row of it stays shed, so every section below stays as shed too
             room = budget - layout.total
 
 

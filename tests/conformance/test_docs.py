@@ -8,6 +8,7 @@ capability, or a public kit name that does not import.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from pathlib import Path
 
@@ -78,3 +79,35 @@ def test_the_kit_modules_are_assertion_rewritten() -> None:
 
     for module in (base, sections, stores):
         assert type(module.__loader__).__name__ == "AssertionRewritingHook", module.__name__
+
+
+def test_a_failure_points_to_a_reference_that_an_installed_wheel_holds(tmp_path: Path) -> None:
+    """Kit failures name ``<reference>#<id>``: in a wheel the reference is shipped beside the
+    kit (``force-include``), and the link resolves there, for every requirement."""
+    import subprocess
+    import sys
+    import zipfile
+
+    from hatchling.builders.wheel import WheelBuilder
+
+    (wheel,) = WheelBuilder(str(DOC.parents[1])).build(directory=str(tmp_path / "dist"), versions=["standard"])
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as zf:
+        assert zf.read("contextplane/testing/conformance.md").decode("utf-8") == TEXT
+        zf.extractall(site)
+    probe = (
+        "import json; from contextplane.testing import REQUIREMENTS\n"
+        "print(json.dumps({r.id: r.reference for r in REQUIREMENTS.values()}))"
+    )
+    env = {"PYTHONPATH": str(site), "PATH": ""}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    references = json.loads(out.stdout)
+    assert sorted(references) == sorted(REQUIREMENTS)
+    shipped = site / "contextplane" / "testing" / "conformance.md"
+    for req_id, reference in references.items():
+        path, anchor = reference.split("#")
+        assert Path(path) == shipped  # the installed copy, not a source tree the user lacks
+        assert anchor == req_id.lower() and f"\n#### {req_id}\n" in shipped.read_text(encoding="utf-8")
+    # In this checkout (an editable install) the link is the source tree's docs/conformance.md.
+    assert REQUIREMENTS["CTX-SHED-ORDER"].reference == f"{DOC}#ctx-shed-order"

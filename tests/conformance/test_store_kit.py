@@ -76,6 +76,8 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
         "STORE-HISTORY-APPEND",
         "STORE-ASOF-LIFECYCLE",
         "STORE-ASOF-REPLAY",
+        # With the superseded row gone, its text written again is a second, contradicting head.
+        "STORE-CONSOLIDATE-OUTDATED",
     }
     # The failure names the id and the contract sentence, then what the kit saw.
     message = expiry["STORE-DELIVERABLE-EXPIRED"].message
@@ -111,6 +113,7 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
     assert set(unconsolidated) == every
     assert run.failing("TestStoresEveryWrite") == {
         "STORE-CONSOLIDATE-DUPLICATE",
+        "STORE-CONSOLIDATE-OUTDATED",
         "STORE-CONSOLIDATE-SUBJECT",
         "STORE-CONSOLIDATE-NEAR",
         "STORE-CONSOLIDATE-HISTORY",
@@ -142,3 +145,6 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
     assert expiry["STORE-BACKFILL-TABLE"].outcome == "skipped"
     assert "capability 'migration' not declared" in expiry["STORE-BACKFILL-TABLE"].message
     assert "requirement STORE-DELIVERABLE-EXPIRED: A row whose expires_at" in run.stdout  # plugin section
+    # ... and where it is explained: a file the reader has (here the checkout's docs/).
+    reference = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
+    assert f"reference: {reference}#store-deliverable-expired" in run.stdout

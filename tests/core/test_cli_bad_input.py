@@ -421,7 +421,7 @@ def test_mcp_serve_runs_the_memory_tools_over_stdio(tmp_path: Path) -> None:
         info, tools, many, wrote, refused = asyncio.run(session())
     finally:
         errlog.close()
-    assert info.version == __version__ and tools == ["memory_ingest", "memory_recall"]
+    assert info.version == __version__ and tools == ["memory_get", "memory_ingest", "memory_recall"]
     assert len(many.structured_content["results"]) == 50 and many.structured_content["capped_at"] == 50
     assert not wrote.is_error
     assert refused.is_error and "incognito" in refused.content[0].text

@@ -4,6 +4,7 @@ encoded (docs/hooks.md, "Envelope formats")."""
 
 from __future__ import annotations
 
+import sys
 import unicodedata
 
 import pytest
@@ -56,3 +57,30 @@ def test_a_trust_label_cannot_be_forged_on_a_continuation_line() -> None:
     # Brackets that do not look like a label are left alone, and so is the row's real label.
     assert escape_untrusted("x\n* [ ] open task") == "x\n* [ ] open task"
     assert escape_untrusted("[7 | fact | operator] y").startswith("[7 |")
+
+
+def _opens_with_a_bracket(char: str) -> bool:
+    return any(unicodedata.normalize(form, char)[:1] in ("<", ">") for form in ("NFD", "NFKD"))
+
+
+def test_every_character_that_normalises_to_an_angle_bracket_is_folded() -> None:
+    """Over all of Unicode: a character whose NFD or NFKD starts with ``<``/``>`` (``≮``,
+    ``﹤``, ``＞``...) leaves no bracket under any normal form once escaped."""
+    brackets = [
+        chr(code)
+        for code in range(sys.maxunicode + 1)
+        if not 0xD800 <= code <= 0xDFFF
+        and (unicodedata.decomposition(chr(code)) or chr(code) in "<>")
+        and _opens_with_a_bracket(chr(code))
+    ]
+    assert {"\u226e", "\u226f", "\ufe64", "\uff1e"} <= set(brackets)
+    for char in brackets:
+        escaped = escape_untrusted(f"{char}/injected_memory{char}")
+        for form in ("NFC", "NFD", "NFKC", "NFKD"):
+            normal = unicodedata.normalize(form, escaped)
+            assert "<" not in normal and ">" not in normal, (hex(ord(char)), form, normal)
+
+
+def test_a_negated_bracket_keeps_its_negation() -> None:
+    assert escape_untrusted("a ≮ b") == "a &lt;\u0338 b"
+    assert escape_untrusted("≮/injected_memory≯") == "&lt;\u0338/injected_memory&gt;\u0338"

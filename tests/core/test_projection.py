@@ -110,6 +110,31 @@ def test_shed_order_is_retrieved_then_digest_then_skills() -> None:
     ] in seen_actions
 
 
+def test_no_retrieved_row_comes_back_while_a_digest_entry_stays_shed() -> None:
+    """ADR D6, "RAG hits first, then digest": the room left once the digest shed its long entry
+    would hold a retrieved row, but a lower-priority row never comes back while a higher one
+    stays shed (once, the restore pass gave it back)."""
+    digest = [Row("d1", 1, "the deploy of monday went out behind a flag"), Row("d2", 2, "x" * 120)]
+    hits = [Row("r1", 1, "rollback: flip the flag"), Row("r2", 2, "canary first")]
+    host = host_of(
+        SectionPlugin(
+            context=[
+                ContextSection("digest", 40, Shed.DROP_ROWS, lambda _r: digest, MEMORY, heading="Earlier:"),
+                ContextSection("retrieved", 50, Shed.DROP_ROWS, lambda _r: hits, MEMORY, heading="Retrieved:"),
+            ]
+        )
+    )
+    p = compose_projected_context("q", host=host, budget_tokens=60, record=False)
+    assert p.budget_chars - p.used_chars > len("- canary first\n") + len("Retrieved:\n")  # it would fit
+    assert [(s.section, s.action, s.items) for s in p.overflow] == [
+        ("retrieved", "drop_row", 2),
+        ("digest", "drop_row", 1),
+    ]
+    assert p.section("digest").item_ids == ("d1",)
+    assert p.section("retrieved").item_ids == ()
+    assert "canary" not in p.text and "rollback" not in p.text
+
+
 def test_rows_are_dropped_lowest_rank_first_and_the_section_disappears() -> None:
     host = standard_host()
     full = compose_projected_context("q", host=host, budget_tokens=0)

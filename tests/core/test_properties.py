@@ -188,11 +188,17 @@ def test_shedding_follows_the_declared_order(specs, budget_tokens) -> None:
     for step in p.overflow:
         assert step.action in allowed[shed_of[step.section]]
     room = p.budget_chars - p.used_chars
+    shed_from = {step.section for step in p.overflow}
     for s in specs:
         report = p.section(s["name"])
         ordered = sorted(s["rows"], key=lambda r: (r.rank, -r.trust_tier, r.id))
         kept = set(report.item_ids)
-        if s["shed"] is Shed.DROP_ROWS:
+        dropping = s["shed"] in (Shed.DROP_ROWS, Shed.DROP_SECTION)
+        if dropping and any(prio[above] < prio[s["name"]] for above in shed_from):
+            # ADR D6 order: a section above lost something, so this one lost everything, even
+            # when some of its rows would fit the room left ("RAG hits first, then digest").
+            assert not kept, (s["name"], sorted(shed_from))
+        elif s["shed"] is Shed.DROP_ROWS:
             # A dropped row never takes a smaller row with it: a better-ranked row is dropped
             # while a worse-ranked one stays only when it is the longer, and nothing dropped
             # would still fit in the room left.

@@ -29,3 +29,17 @@ def test_the_readme_runtime_snippet_runs_verbatim(tmp_path: Path) -> None:
     assert "Deploy window: Tuesday 14:00 UTC." in out.stdout
     assert "{'always_on': ['1'], 'working_state': ['goal', 'tasks']}" in out.stdout
     assert list(home.rglob("*")) == []  # no user-global store, log or trajectory was written
+
+
+def test_the_readme_snippet_writes_with_keywords_not_the_legacy_positional_form() -> None:
+    """``add_chunk(text, "hot", "operator")`` is the legacy domain/source form; the README
+    shows the current one (every attribute by keyword)."""
+    import ast
+
+    calls = [
+        node
+        for node in ast.walk(ast.parse(snippet()))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_chunk"
+    ]
+    assert calls and all(len(call.args) == 1 for call in calls)
+    assert {kw.arg for kw in calls[0].keywords} == {"source_type", "delivery_policy"}

@@ -165,7 +165,7 @@ def test_mcp_server_exposes_both_tools_in_process(store) -> None:
             return names, wrote, found
 
     names, wrote, found = asyncio.run(main())
-    assert names == ["memory_ingest", "memory_recall"]
+    assert names == ["memory_get", "memory_ingest", "memory_recall"]
     assert not wrote.is_error
     new_id = wrote.structured_content["id"]
     assert store.get(new_id).expires_at is not None

@@ -395,3 +395,49 @@ def test_processes_writing_one_subject_leave_one_head_and_a_linear_chain(tmp_pat
         for old, new in successor.items():
             events = store.history(old)
             assert [e.event for e in events] == ["created", "superseded"] and events[-1].superseded_by == new
+
+
+def test_writing_a_superseded_text_again_returns_the_head_and_the_projection_keeps_one(
+    tmp_path: Path,
+) -> None:
+    """Issue 23 item 2: with 1 superseded by 2, adding 1's text again stored a new active row
+    beside 2, and the projection delivered both, contradicting each other. Now the write is
+    answered with the current head (outcome 'outdated'), through the API, the CLI and the MCP
+    tool, and the projection delivers the head alone."""
+    from contextplane.cli import main
+
+    db = tmp_path / "c.sqlite3"
+    with SQLiteKnowledgeStore(db) as store:
+        old = store.add_chunk("The deploy window is Tuesday", source_type="manual", subject="deploy-window")
+        head = store.add_chunk("The deploy window is Wednesday", source_type="manual", subject="deploy-window")
+        assert head.outcome == "superseded" and store.get(old).superseded_by == head
+        again = store.add_chunk("The deploy window is Tuesday", source_type="manual", subject="deploy-window")
+        assert (again, again.outcome, again.duplicate_of, again.stored) == (head, "outdated", old, False)
+        assert again.message == (
+            f"not stored: the text of memory {old}, which memory {head} superseded; {head}, the current "
+            f"one, is returned (to make this text current again, supersede {head} with it)"
+        )
+        assert store.history(head)[-1].event == "consolidated"
+    added = CliRunner().invoke(main, ["memory", "add", "The deploy window is  Tuesday", "--db", str(db)])
+    assert added.exit_code == 0 and added.output.startswith(f"not added: not stored: the text of memory {old}, ")
+
+    async def tool() -> Any:
+        with SQLiteKnowledgeStore(db) as store:
+            async with Client(build_mcp_server(store)) as client:
+                # The MCP tool writes with provenance 'external': not the same key, so it is
+                # stored (a provenance never borrows another's row), as a duplicate would be.
+                return await client.call_tool("memory_ingest", {"content": "The deploy window is Friday"})
+
+    assert not asyncio.run(tool()).is_error
+    shown = CliRunner().invoke(main, ["preview", "when is the deploy window", "--db", str(db)])
+    assert shown.exit_code == 0, shown.output
+    assert "The deploy window is Wednesday" in shown.output
+    assert "The deploy window is Tuesday" not in shown.output
+    with SQLiteKnowledgeStore(db) as store:
+        live = [c.content for c in store.list_chunks(deliverable=True, limit=None)]
+        assert live == ["The deploy window is Wednesday", "The deploy window is Friday"]
+        # Restating the old text on purpose goes through the head, as the message says.
+        restated = store.supersede(head, "The deploy window is Tuesday", source_type="manual")
+        live = [c.content for c in store.list_chunks(deliverable=True, limit=None)]
+        assert live == ["The deploy window is Friday", "The deploy window is Tuesday"]
+        assert store.get(head).superseded_by == restated

@@ -9,6 +9,14 @@ each against *deliverable* rows of the *same scope* only:
    stored twice: the write returns the existing row's id and says so (outcome
    ``duplicate``). Provenance is part of the key so an agent's copy of an operator fact never
    borrows the operator's trust, and vice versa.
+   **The text of a superseded row** (same key) is not stored either, while the row that
+   superseded it (followed to the end of the chain) is deliverable: storing it would give the
+   projection two heads that contradict each other ("the window is Tuesday" beside "the window
+   is Wednesday", which replaced it). The write returns that current head's id with outcome
+   ``outdated`` and ``duplicate_of`` naming the superseded row, and its message says how to
+   restate the old text on purpose: supersede the head with it. When the chain ends in a row
+   that is no longer deliverable (rejected, expired, purged), nothing contradicts the write,
+   and it is stored.
 2. **Same subject.** A write naming a ``subject`` already held by a deliverable row of the same
    scope and kind supersedes that row: insert the new row, then invalidate the old one with
    ``superseded_by:<new id>``, in one transaction (outcome ``superseded``). Turned off by
@@ -33,14 +41,14 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, Literal
 
 import attrs
 
 from contextplane.errors import ValidationError
 
-Outcome = Literal["stored", "duplicate", "superseded", "near_duplicate"]
+Outcome = Literal["stored", "duplicate", "outdated", "superseded", "near_duplicate"]
 
 DEFAULT_NEAR_DUPLICATE_THRESHOLD: Final[float] = 0.8
 #: How many candidate rows a single write compares itself with (the newest that hold one of
@@ -48,6 +56,32 @@ DEFAULT_NEAR_DUPLICATE_THRESHOLD: Final[float] = 0.8
 NEAR_DUPLICATE_CANDIDATES: Final[int] = 50
 
 _WORDS: Final[re.Pattern[str]] = re.compile(r"[^\W_]+")
+#: How many supersession links ``current_head`` follows (a chain is linear and acyclic; the
+#: bound only keeps a damaged store from looping).
+MAX_CHAIN: Final[int] = 10_000
+
+
+def current_head(successor_id: str, step: Callable[[str], tuple[str | None, bool] | None]) -> str | None:
+    """The row that stands now for a superseded one: from ``successor_id`` (its
+    ``superseded_by``), follow the links (``step(id)``: the id that row was superseded by, or
+    None, and whether it is deliverable now; None for a row that is gone) to the end of the
+    chain. None when that last row is not deliverable: then no head contradicts a write of the
+    superseded text."""
+    current = successor_id
+    for _ in range(MAX_CHAIN):
+        found = step(current)
+        if found is None:
+            return None
+        following, deliverable = found
+        if following is None:
+            return current if deliverable else None
+        current = following
+    return None
+
+
+def outdated_message(old_id: str) -> str:
+    """What the current head's history says of a write of a superseded row's text."""
+    return f"a write of the text of superseded memory {old_id} returned this row, the current one"
 
 
 def normalise_content(text: str) -> str:
@@ -176,14 +210,20 @@ class WriteOutcome(str):
 
     @property
     def stored(self) -> bool:
-        """True when the write added a row (every outcome but ``duplicate``)."""
-        return self.outcome != "duplicate"
+        """True when the write added a row (every outcome but ``duplicate`` and ``outdated``)."""
+        return self.outcome not in ("duplicate", "outdated")
 
     @property
     def message(self) -> str:
         """The outcome as one sentence, for the CLI and for tools."""
         if self.outcome == "duplicate":
             return f"not stored: an exact duplicate of memory {self.duplicate_of}, which is returned"
+        if self.outcome == "outdated":
+            return (
+                f"not stored: the text of memory {self.duplicate_of}, which memory {self.id} superseded; "
+                f"{self.id}, the current one, is returned (to make this text current again, "
+                f"supersede {self.id} with it)"
+            )
         if self.outcome == "superseded":
             olds = ", ".join(self.superseded)
             return f"stored as {self.id}; it supersedes memory {olds} (same subject, scope and kind)"

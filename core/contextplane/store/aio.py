@@ -32,6 +32,15 @@ async def alist_chunks(store: Any, **filters: Any) -> list[MemoryChunk]:
     return list(await asyncio.to_thread(store.list_chunks, **filters))
 
 
+async def aget(store: Any, chunk_id: str) -> MemoryChunk | None:
+    """``store.get(chunk_id)`` off the loop."""
+    native = getattr(store, "aget", None)
+    if native is not None:
+        result: MemoryChunk | None = await native(chunk_id)
+        return result
+    return await asyncio.to_thread(store.get, chunk_id)
+
+
 def _as_id(value: Any) -> str:
     """The id as a ``str``; a ``str`` subclass (the embedded store's ``WriteOutcome``, which also
     says what consolidation did) is returned as it is, as the synchronous write returns it."""

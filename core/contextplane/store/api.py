@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from contextplane.errors import IncognitoWriteError
+from contextplane.errors import IncognitoWriteError, ValidationError
 from contextplane.store.aio import aadd_chunk, asearch
 from contextplane.store.protocol import KnowledgeStore, SearchHit
 
@@ -19,6 +19,17 @@ _INCOGNITO = (
     "memory_ingest: this turn is incognito, so nothing may be written to the memory store; "
     "drop the write or leave incognito mode"
 )
+
+
+def check_write_size(content: str, limit: int, setting: str = "store.max_write_chars") -> None:
+    """Refuse a write whose text is longer than ``limit`` chars (0: no bound), naming its size
+    and the setting: a 14 MB paste or a runaway tool call should be a clear error, not a row
+    every later recall returns whole."""
+    if limit and isinstance(content, str) and len(content) > limit:
+        raise ValidationError(
+            f"content: {len(content):,} chars, over the {limit:,}-char limit for one memory "
+            f"({setting}); split it into smaller memories, or raise {setting}"
+        )
 
 
 def memory_ingest(

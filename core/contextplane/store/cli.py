@@ -55,6 +55,7 @@ from contextplane.memory.stamps import resolve_expiry
 from contextplane.memory.trust import SOURCE_TYPE_TIERS
 from contextplane.plugins import PluginHost
 from contextplane.store import connection, jsonl, migrate
+from contextplane.store.api import check_write_size
 from contextplane.store.protocol import MemoryHistory, SearchHit
 from contextplane.textui import table
 
@@ -80,11 +81,18 @@ def _store_options(func: F) -> F:
 
 
 @contextlib.contextmanager
-def _open(config_path: str | None, db: Path | None, *, write: bool, create: bool = False) -> Iterator[Any]:
+def _open(
+    config_path: str | None,
+    db: Path | None,
+    *,
+    write: bool,
+    create: bool = False,
+    host: PluginHost | None = None,
+) -> Iterator[Any]:
     """The memory store of the backend a runtime with this configuration opens; only a
     command that adds memories (``create``) makes a new store, the others refuse a path with
     none (a typo must not curate an empty store)."""
-    with command_backend(config_path, db, write=write, create=create) as (_config, _host, backend):
+    with command_backend(config_path, db, write=write, create=create, host=host) as (_config, _host, backend):
         yield backend.memories
 
 
@@ -151,8 +159,14 @@ def _emit_one(
     *,
     history: Sequence[HistoryEvent] | None = None,
     write: WriteOutcome | None = None,
+    whole: bool = True,
 ) -> None:
     data = chunk.to_dict()
+    content = chunk.content
+    if not whole and len(content) > SHOW_CHARS:
+        # A 50 MB memory would flood the terminal: its head, and how to see the rest.
+        data["content"] = content[:SHOW_CHARS] + "\n" + SHOW_MARKER.format(n=len(content) - SHOW_CHARS)
+        data["content_chars"] = len(content)
     data["lifecycle_state"] = lifecycle_state(chunk, utc_now())
     if as_json:
         if history is not None:
@@ -225,25 +239,32 @@ def _checked_source_type(values: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def _content(content: str | None, file: Path | None) -> str:
-    """The memory's text: the argument, standard input for ``-``, or ``--file``; UTF-8 only,
-    checked before the store is opened, so bad text never even creates one."""
-    return validate_text(_raw_content(content, file), "content", allow_empty=False)
+def _content(content: str | None, file: Path | None, limit: int = 0) -> str:
+    """The memory's text: the argument, standard input for ``-``, or ``--file``; UTF-8 only and
+    at most ``limit`` chars (``store.max_write_chars``; 0: no bound), checked before the store
+    is opened, so bad text never even creates one. A file or standard input is read only up to
+    what the limit could hold, so a 50 MB paste is refused without being read whole."""
+    text = validate_text(_raw_content(content, file, limit), "content", allow_empty=False)
+    check_write_size(text, limit)
+    return text
 
 
-def _raw_content(content: str | None, file: Path | None) -> str:
+def _raw_content(content: str | None, file: Path | None, limit: int = 0) -> str:
     if content is not None and file is not None:
         raise ValidationError("content: give the text as an argument or with --file, not both")
+    # A char is at most 4 bytes of UTF-8: more bytes than that cannot be within the limit.
+    cap = 4 * limit if limit else -1
     if file is not None:
-        return _decode(_read_bytes(file), str(file))
+        return _decode(_bounded(_read_bytes(file, cap), cap, str(file), limit), str(file))
     if content is None:
         raise ValidationError(
             "content: missing; give the memory's text as an argument, '-' to read standard input, "
             "or --file PATH"
         )
     if content == "-":
+        data = sys.stdin.buffer.read(cap + 1 if limit else -1)
         # ``echo text | contextplane memory add -`` means the text, not the text and echo's newline.
-        return _strip_one_newline(_decode(sys.stdin.buffer.read(), "standard input"))
+        return _strip_one_newline(_decode(_bounded(data, cap, "standard input", limit), "standard input"))
     return content
 
 
@@ -254,9 +275,20 @@ def _strip_one_newline(text: str) -> str:
     return text
 
 
-def _read_bytes(file: Path) -> bytes:
+def _bounded(data: bytes, cap: int, where: str, limit: int) -> bytes:
+    if cap >= 0 and len(data) > cap:
+        raise ValidationError(
+            f"content: {where} holds more than {cap:,} bytes, over the {limit:,}-char limit for "
+            "one memory (store.max_write_chars); split it into smaller memories, or raise "
+            "store.max_write_chars"
+        )
+    return data
+
+
+def _read_bytes(file: Path, cap: int = -1) -> bytes:
     try:
-        return file.read_bytes()
+        with file.open("rb") as handle:
+            return handle.read(cap + 1 if cap >= 0 else -1)
     except OSError as exc:
         raise ValidationError(f"--file {file}: cannot read it ({exc.strerror})") from None
 
@@ -320,11 +352,12 @@ def add_command(
     tier 3, confirmed). Embedded when an embedder is configured. An exact duplicate of a
     deliverable row is not stored again, a row naming the subject of one in its scope and kind
     supersedes it, and similar rows are reported for review (see ``[store]`` settings)."""
-    text = _content(content, file)
+    config, host = load(config_path)
+    text = _content(content, file, config.store.max_write_chars)
     values = _checked_source_type(_given(**attrs))
     if "occurred_at" in values:  # checked before the store is opened, like the text
         values["occurred_at"] = parse_occurred_at(values["occurred_at"])
-    with _open(config_path, db, write=True, create=True) as store:
+    with _open(config_path, db, write=True, create=True, host=host) as store:
         added = store.add_chunk(text, **values)
         # A store without consolidation (a plugin's) returns a plain id: it was stored.
         outcome = added if isinstance(added, WriteOutcome) else WriteOutcome(str(added))
@@ -334,7 +367,7 @@ def add_command(
             _emit_one(chunk, as_json, write=outcome)
         elif outcome.outcome == "stored":
             click.echo(f"added {outcome}")
-        elif outcome.outcome == "duplicate":
+        elif not outcome.stored:  # a duplicate, or the text of a superseded row
             click.echo(f"not added: {outcome.message}")
         else:
             click.echo(f"added {outcome}: {outcome.message.split('; ', 1)[1]}")
@@ -391,12 +424,21 @@ def list_command(
     click.echo(f"{shown}{of}{nxt}")
 
 
+#: ``memory show`` prints at most this many chars of a memory's content without ``--all``.
+SHOW_CHARS = 10_000
+SHOW_MARKER = "[… cut: {n:,} more chars; --all prints the whole memory]"
+
+
 @memory.command("show")
 @click.argument("chunk_id")
+@click.option(
+    "--all", "whole", is_flag=True, help=f"Print the whole content (else the first {SHOW_CHARS:,} chars)."
+)
 @_store_options
 @_json_option
-def show_command(chunk_id: str, config_path: str | None, db: Path | None, as_json: bool) -> None:
-    """Show every attribute of one memory and its lifecycle history."""
+def show_command(chunk_id: str, whole: bool, config_path: str | None, db: Path | None, as_json: bool) -> None:
+    """Show every attribute of one memory and its lifecycle history (a long content is cut
+    after 10,000 chars with a marker; --all prints it whole)."""
     with _open(config_path, db, write=False) as store:
         chunk = store.get(chunk_id)
         # A plugin's store may keep no lifecycle history: then there is none to show.
@@ -408,7 +450,7 @@ def show_command(chunk_id: str, config_path: str | None, db: Path | None, as_jso
                 + "; ".join(e.describe() for e in events)
             )
         raise StoreError(f"no memory with id {chunk_id!r}")
-    _emit_one(chunk, as_json, history=events)
+    _emit_one(chunk, as_json, history=events, whole=whole)
 
 
 def _emit_hits(hits: Sequence[SearchHit], as_json: bool) -> None:
@@ -503,11 +545,12 @@ def supersede_command(
 ) -> None:
     """Replace a memory with newer content (CONTENT, '-' for standard input, or --file); the old
     row is kept as superseded (audit trail)."""
-    text = _content(content, file)
+    config, host = load(config_path)
+    text = _content(content, file, config.store.max_write_chars)
     values = _checked_source_type(_given(**attrs))
     if "occurred_at" in values:  # checked before the store is opened, like the text
         values["occurred_at"] = parse_occurred_at(values["occurred_at"])
-    with _open(config_path, db, write=True) as store:
+    with _open(config_path, db, write=True, host=host) as store:
         new_id = store.supersede(old_id, text, **values)
         chunk = store.get(new_id)
         assert chunk is not None

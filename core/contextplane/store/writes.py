@@ -24,8 +24,10 @@ from contextplane.memory.consolidation import (
     WriteOutcome,
     candidate_terms,
     content_hash,
+    current_head,
     near_duplicates,
     normalise_content,
+    outdated_message,
 )
 from contextplane.memory.model import (
     SUPERSEDED_PREFIX,
@@ -197,10 +199,12 @@ class StoreWrites(VectorUpkeep):
         the caller's write transaction, so concurrent writers of one subject serialise on it."""
         policy = self._consolidation
         existing = self._duplicates(conn, prepared, now_text) if policy.deduplicate else {}
+        outdated = self._outdated(conn, prepared, now_text) if policy.deduplicate else {}
         # a duplicate within the batch: its first row (dedupe key -> [(text, index)])
         first_of: dict[tuple[Any, ...], list[tuple[str, Any]]] = {}
         keep: list[int] = []
         duplicate_of: dict[int, str | int] = {}
+        outdated_of: dict[int, tuple[str, str]] = {}  # the text of a superseded row: (head, that row)
         for index, row in enumerate(prepared):
             if policy.deduplicate:
                 key = _dedupe_key(row)
@@ -209,6 +213,10 @@ class StoreWrites(VectorUpkeep):
                     found = _match(first_of.get(key), row[0])
                 if found is not None:
                     duplicate_of[index] = found
+                    continue
+                stale = _match(outdated.get(key), row[0]) if outdated else None
+                if stale is not None:
+                    outdated_of[index] = stale
                     continue
                 if _deliverable_when_written(row, now_text):  # only a deliverable row absorbs copies
                     first_of.setdefault(key, []).append((row[0], index))
@@ -236,6 +244,10 @@ class StoreWrites(VectorUpkeep):
                 target = duplicate_of[index]
                 found = str(new_ids[target]) if isinstance(target, int) else target
                 outcomes.append(WriteOutcome(found, "duplicate", duplicate_of=found))
+                continue
+            if index in outdated_of:
+                head, old = outdated_of[index]
+                outcomes.append(WriteOutcome(head, "outdated", duplicate_of=old))
                 continue
             olds = superseded.get(index, [])
             close = tuple(p for p in near.get(index, ()) if p[0] not in olds)
@@ -271,7 +283,59 @@ class StoreWrites(VectorUpkeep):
                 now_text,
                 detail={"outcome": "duplicate", "message": "an exact duplicate write returned this row"},
             )
+        for index, (head, old) in sorted(outdated_of.items()):
+            self._change(
+                conn,
+                int(head),
+                "",
+                (),
+                "consolidated",
+                str(prepared[index][_AT["source_type"]]),
+                now_text,
+                detail={"outcome": "outdated", "message": outdated_message(old)},
+            )
         return outcomes
+
+    def _outdated(
+        self, conn: apsw.Connection, prepared: list[tuple[Any, ...]], now_text: str
+    ) -> dict[tuple[Any, ...], list[tuple[str, Any]]]:
+        """Superseded rows (not rejected) with the content key of a prepared row whose chain
+        ends in a deliverable head: dedupe key -> [(text, (head id, row id))], newest first
+        (``memory.consolidation``: the text of a superseded row)."""
+        hashes = list({row[_AT_HASH] for row in prepared if row[_AT_HASH] is not None})
+        found: dict[tuple[Any, ...], list[tuple[str, Any]]] = {}
+        if not hashes:
+            return found
+
+        def step(chunk_id: str) -> tuple[str | None, bool] | None:
+            row = conn.execute(
+                "SELECT c.invalidated_at, c.invalidation_reason, "
+                f"({_DELIVERABLE}) FROM chunks AS c WHERE c.id = ?",
+                (now_text, int(chunk_id)),
+            ).fetchone()
+            if row is None:
+                return None
+            invalidated, reason, deliverable = row
+            reason = str(reason or "")
+            superseded = invalidated is not None and reason.startswith(SUPERSEDED_PREFIX)
+            return (reason[len(SUPERSEDED_PREFIX) :] or None) if superseded else None, bool(deliverable)
+
+        for chunk_id, content, namespace, source_type, key, reason in conn.execute(
+            "SELECT c.id, c.content, c.namespace, c.source_type, c.content_hash, c.invalidation_reason "
+            "FROM chunks AS c WHERE c.content_hash IN (SELECT value FROM json_each(?)) "
+            "AND c.content_hash IS NOT NULL AND c.invalidated_at IS NOT NULL "
+            "AND c.invalidation_reason LIKE 'superseded^_by:%' ESCAPE '^' "
+            "AND (c.review_state IS NULL OR c.review_state != 'rejected') ORDER BY c.id DESC",
+            (json.dumps(hashes),),
+        ):
+            successor = str(reason)[len(SUPERSEDED_PREFIX) :]
+            if not successor.isdigit():
+                continue
+            head = current_head(successor, step)
+            if head is not None:
+                pair = (head, str(chunk_id))
+                found.setdefault((key, namespace, source_type), []).append((str(content), pair))
+        return found
 
     def _duplicates(
         self, conn: apsw.Connection, prepared: list[tuple[Any, ...]], now_text: str

@@ -33,8 +33,10 @@ from contextplane.memory.consolidation import (
     Outcome,
     WriteOutcome,
     candidate_terms,
+    current_head,
     near_duplicates,
     normalise_content,
+    outdated_message,
     word_set,
 )
 from contextplane.memory.history import EventName, HistoryEvent, HistoryPosition, apply_event
@@ -254,12 +256,17 @@ class InMemoryKnowledgeStore:
                 for c in sorted(self._rows.values(), key=lambda c: int(c.id), reverse=True):
                     if c.is_deliverable(now):
                         seen[_dedupe_key(c)] = c.id  # the oldest wins: it is written last
+            outdated = self._outdated(now) if policy.deduplicate else {}
             keep: list[int] = []
             duplicate_of: dict[int, str | int] = {}
+            outdated_of: dict[int, tuple[str, str]] = {}  # the text of a superseded row: (head, row)
             for index, chunk in enumerate(made):
                 key = _dedupe_key(chunk)
                 if policy.deduplicate and key in seen:
                     duplicate_of[index] = seen[key]
+                    continue
+                if key in outdated:
+                    outdated_of[index] = outdated[key]
                     continue
                 if policy.deduplicate and chunk.is_deliverable(now):
                     seen[key] = index  # only a deliverable row absorbs copies
@@ -283,6 +290,10 @@ class InMemoryKnowledgeStore:
                     target = duplicate_of[index]
                     found = ids[target] if isinstance(target, int) else target
                     outcomes.append(WriteOutcome(found, "duplicate", duplicate_of=found))
+                    continue
+                if index in outdated_of:
+                    head, old = outdated_of[index]
+                    outcomes.append(WriteOutcome(head, "outdated", duplicate_of=old))
                     continue
                 olds = superseded.get(index, [])
                 close = tuple(p for p in near.get(index, ()) if p[0] not in olds)
@@ -317,7 +328,32 @@ class InMemoryKnowledgeStore:
                     outcome="duplicate",
                     message="an exact duplicate write returned this row",
                 )
+            for index, (head, old) in sorted(outdated_of.items()):
+                self._record(
+                    self._rows[head],
+                    "consolidated",
+                    made[index].source_type,
+                    outcome="outdated",
+                    message=outdated_message(old),
+                )
         return outcomes
+
+    def _outdated(self, now: datetime) -> dict[tuple[str, str, str, datetime | None], tuple[str, str]]:
+        """Superseded rows (not rejected) whose chain ends in a deliverable head: dedupe key ->
+        (head id, row id), the newest row of a key winning (``memory.consolidation``)."""
+
+        def step(chunk_id: str) -> tuple[str | None, bool] | None:
+            row = self._rows.get(chunk_id)
+            return None if row is None else (row.superseded_by, row.is_deliverable(now))
+
+        found: dict[tuple[str, str, str, datetime | None], tuple[str, str]] = {}
+        for c in sorted(self._rows.values(), key=lambda c: int(c.id), reverse=True):
+            if c.superseded_by is None or c.review_state == "rejected" or _dedupe_key(c) in found:
+                continue
+            head = current_head(c.superseded_by, step)
+            if head is not None:
+                found[_dedupe_key(c)] = (head, c.id)
+        return found
 
     def _near(
         self, chunk: MemoryChunk, now: datetime, policy: Consolidation

@@ -50,7 +50,7 @@ def pytest_runtest_makereport(
         report.sections.append(
             (
                 "contextplane conformance",
-                f"requirement {req.id}: {req.sentence}\nreference: docs/conformance.md#{req.id.lower()}",
+                f"requirement {req.id}: {req.sentence}\nreference: {req.reference}",
             )
         )
     return report

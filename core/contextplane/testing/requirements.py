@@ -9,6 +9,7 @@ new id. The sentence is the contract as the ADR states it, not a description of 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import Final, Literal, NoReturn
 
@@ -48,8 +49,26 @@ class Requirement:
         if not condition:
             self.fail(detail)
 
+    @property
+    def reference(self) -> str:
+        """Where the requirement is explained: the reference's section, in the copy of
+        docs/conformance.md installed with the kit (``conformance_doc``), so a failure points to
+        text the reader has, not to a source tree they may not."""
+        return f"{conformance_doc()}#{self.id.lower()}"
+
     def __str__(self) -> str:
         return self.id
+
+
+def conformance_doc() -> Path:
+    """The kit's reference, docs/conformance.md: the copy a wheel ships beside this module
+    (``contextplane/testing/conformance.md``, by the wheel's ``force-include``), else the
+    source tree's (an editable install, a checkout)."""
+    here = Path(__file__).resolve().parent
+    shipped = here / "conformance.md"
+    if shipped.is_file():
+        return shipped
+    return here.parents[2] / "docs" / "conformance.md"
 
 
 _ALL: tuple[Requirement, ...] = (
@@ -373,6 +392,15 @@ _ALL: tuple[Requirement, ...] = (
         "existing row's id with outcome 'duplicate' and duplicate_of naming it (a WriteOutcome); the "
         "same text in another scope, from another provenance, in another case, or copying a row that "
         "is no longer deliverable is stored as a new row.",
+    ),
+    Requirement(
+        "STORE-CONSOLIDATE-OUTDATED",
+        "store",
+        "Writing again the text of a superseded row (same scope and source_type) while the row that "
+        "superseded it, followed to the end of the chain, is deliverable stores nothing: the write "
+        "returns that head's id with outcome 'outdated' and duplicate_of naming the superseded row, "
+        "and the head stays the one deliverable row; once the head is no longer deliverable the same "
+        "write is stored.",
     ),
     Requirement(
         "STORE-CONSOLIDATE-SUBJECT",

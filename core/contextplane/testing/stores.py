@@ -1210,6 +1210,39 @@ class StoreConsolidationChecks(_StoreBase):
             "copy must return the first row's id, with outcome 'duplicate'",
         )
 
+    @checks("STORE-CONSOLIDATE-OUTDATED")
+    def test_store_consolidate_outdated(self, store: KnowledgeStore, requirement: Requirement) -> None:
+        old = store.add_chunk("kiwi window is Tuesday", "fact", "operator", namespace="project:a")
+        middle = store.supersede(old, "kiwi window is Wednesday", source_type="operator")
+        head = store.supersede(middle, "kiwi window is Thursday", source_type="operator")
+        again = store.add_chunk("kiwi window is  Tuesday", "fact", "operator", namespace="project:a")
+        got = _outcome(again)
+        requirement.check(
+            got[:3] == (str(head), "outdated", old),
+            f"writing the text of {old!r} (superseded by {middle!r}, then by {head!r}) again returned "
+            f"(id, outcome, duplicate_of) {got[:3]}; expected ({str(head)!r}, 'outdated', {old!r}): "
+            "storing it would deliver two rows that contradict each other",
+        )
+        live = [c.id for c in store.list_chunks(deliverable=True, namespace="project:a")]
+        requirement.check(
+            live == [str(head)],
+            f"after the write the deliverable rows of the scope are {live}; "
+            f"expected only the head {str(head)!r}",
+        )
+        elsewhere = store.add_chunk("kiwi window is Tuesday", "fact", "operator", namespace="project:b")
+        requirement.check(
+            str(elsewhere) not in (old, str(head)) and _outcome(elsewhere)[1] != "outdated",
+            f"the same text in another scope returned {_outcome(elsewhere)[:3]}; it is a new row",
+        )
+        store.set_review_state(str(head), "rejected")
+        revived = store.add_chunk("kiwi window is Tuesday", "fact", "operator", namespace="project:a")
+        requirement.check(
+            str(revived) not in (old, str(middle), str(head))
+            and _outcome(revived)[1] not in ("outdated", "duplicate"),
+            f"with the head {str(head)!r} rejected, writing {old!r}'s text returned {_outcome(revived)[:3]}; "
+            "nothing contradicts it any more, so it is stored",
+        )
+
     @checks("STORE-CONSOLIDATE-SUBJECT")
     def test_store_consolidate_subject(self, store: KnowledgeStore, requirement: Requirement) -> None:
         def tool(text: str, **kw: Any) -> str:
