@@ -213,15 +213,16 @@ def _outdated(
         return following or None, bool(deliverable)
 
     found: dict[tuple[Any, ...], tuple[str, str]] = {}
-    for chunk_id, content, namespace, source_type, reason in conn.execute(
-        "SELECT c.id, c.content, c.namespace, c.source_type, c.invalidation_reason FROM chunks AS c "
+    for chunk_id, content, namespace, source_type, occurred, reason in conn.execute(
+        "SELECT c.id, c.content, c.namespace, c.source_type, c.occurred_at, c.invalidation_reason "
+        "FROM chunks AS c "
         f"WHERE {content_key('c.content')} = ANY(ARRAY(SELECT {content_key('x')} "
         "FROM unnest(%(texts)s::text[]) AS x)) AND c.invalidated_at IS NOT NULL "
         "AND starts_with(c.invalidation_reason, %(prefix)s) "
         "AND (c.review_state IS NULL OR c.review_state <> 'rejected') ORDER BY c.id DESC",
         {"texts": texts, "prefix": SUPERSEDED_PREFIX},
     ):
-        key = (namespace, source_type, normalise_content(dec(content)))
+        key = (namespace, source_type, normalise_content(dec(content)), _utc(occurred))
         successor = str(reason)[len(SUPERSEDED_PREFIX) :]
         if key in found or not successor.isdigit():
             continue

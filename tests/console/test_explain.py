@@ -31,7 +31,9 @@ def api_explain(console: Console, **params: Any) -> Any:
         ("The website deploy window runbook archive", 1, "filtered", "policy_on_demand"),
         ("Priya Raman approves", 5, "shed", None),
         ("Vendor doc: the CDN purge", 2, "never_retrieved", None),
-        ("Runbook excerpt", 1, "filtered", "below_min_relevance"),
+        # the relevance floor gates the question, not the row (issue 21): turn 1's question is
+        # answered, so its weaker match is delivered too; the gate's verdict is judged below
+        ("Runbook excerpt", 1, "delivered", None),
         ("The website deploy window is Tuesday", 3, "filtered", "incognito"),
     ],
 )
@@ -58,8 +60,17 @@ def test_the_evidence_of_each_kind_of_verdict(console: Console, deployment: Depl
     assert never["evidence"]["k"] == 8 and never["evidence"]["final_rank"] is None
     assert [leg["leg"] for leg in never["evidence"]["legs"]] == ["fts"]
     assert never["turn"]["basis"] == "recorded" and never["turn"]["query"].startswith("Which database")
-    floor = api_explain(console, memory=find(deployment, "Runbook excerpt").id, session=SESSION, turn=1).json()
+    # a question mostly about what the store never heard of: its one known word finds the
+    # runbook, but the question's best match is under the gate, so nothing was retrieved
+    floor = api_explain(
+        console,
+        memory=find(deployment, "Runbook excerpt").id,
+        query="runbook volcano earthquake tsunami glacier",
+        project="website",
+    ).json()
+    assert (floor["verdict"], floor["reason"]) == ("filtered", "below_min_relevance"), floor
     assert floor["evidence"]["min_relevance"] == 0.3 and floor["evidence"]["relevance"] < 0.3
+    assert floor["evidence"]["best_relevance"] < 0.3
 
 
 def test_a_query_is_judged_as_a_turn_composed_now(console: Console, deployment: Deployment) -> None:

@@ -111,7 +111,7 @@ def test_the_readme_console_block_opens_the_demo_store_with_its_configuration(
     class NoServer:
         """Answers one preview request, as a browser would, instead of serving forever."""
 
-        def __init__(self, app: Any, host: str, port: int) -> None:
+        def __init__(self, app: Any, host: str, port: int, sock: Any = None) -> None:
             self.app, self.url = app, f"http://{host}:{port}"
 
         def serve(self) -> None:

@@ -47,7 +47,8 @@ def test_an_unknown_argument_or_scope_is_refused_in_one_sentence(store) -> None:
         ("memory_ingest", {"content": "kept in its scope", "namespace": "project:a"}),
     )
     assert unknown.is_error and unknown.content[0].text == (
-        "memory_ingest: unknown argument 'namspace'; it takes content, expires_in_days, subject, namespace"
+        "memory_ingest: unknown argument 'namspace'; it takes content, expires_in_days, subject, namespace, "
+        "occurred_at"
     )
     assert bad_scope.is_error and bad_scope.content[0].text == (
         "namespace: 'nope' is not a scope; use '' (global), 'project:<id>' or 'session:<id>'"

@@ -320,8 +320,9 @@ class StoreWrites(VectorUpkeep):
             superseded = invalidated is not None and reason.startswith(SUPERSEDED_PREFIX)
             return (reason[len(SUPERSEDED_PREFIX) :] or None) if superseded else None, bool(deliverable)
 
-        for chunk_id, content, namespace, source_type, key, reason in conn.execute(
-            "SELECT c.id, c.content, c.namespace, c.source_type, c.content_hash, c.invalidation_reason "
+        for chunk_id, content, namespace, source_type, occurred, key, reason in conn.execute(
+            "SELECT c.id, c.content, c.namespace, c.source_type, c.occurred_at, c.content_hash, "
+            "c.invalidation_reason "
             "FROM chunks AS c WHERE c.content_hash IN (SELECT value FROM json_each(?)) "
             "AND c.content_hash IS NOT NULL AND c.invalidated_at IS NOT NULL "
             "AND c.invalidation_reason LIKE 'superseded^_by:%' ESCAPE '^' "
@@ -334,7 +335,7 @@ class StoreWrites(VectorUpkeep):
             head = current_head(successor, step)
             if head is not None:
                 pair = (head, str(chunk_id))
-                found.setdefault((key, namespace, source_type), []).append((str(content), pair))
+                found.setdefault((key, namespace, source_type, occurred), []).append((str(content), pair))
         return found
 
     def _duplicates(
