@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contextplane.errors import StoreError
+from contextplane.embedding import CONFIGURED
 from contextplane.records.backend import backend_of
 
 if TYPE_CHECKING:
@@ -39,14 +40,23 @@ def store_path(config: Config, path: str | os.PathLike[str] | None = None) -> Pa
 
 
 def open_backend(
-    host: PluginHost, path: str | os.PathLike[str] | None = None, *, read_only: bool = False
+    host: PluginHost,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    read_only: bool = False,
+    embedder: Any = CONFIGURED,
 ) -> Any:
     """The plugin-chosen backend, else the embedded SQLite one (``path`` forces SQLite there).
     ``read_only`` opens the embedded one for inspection: it must exist and nothing changes.
-    When ``store.backend`` names another backend and no plugin offers it, raise instead."""
+    When ``store.backend`` names another backend and no plugin offers it, raise instead.
+    Its memories embed with the configured embedder (``[embedder]``, the ``embedder`` hook);
+    ``embedder=None`` opens it for full text only (``memory reindex --rebuild`` then hands the
+    store the new embedder)."""
+    if embedder is CONFIGURED:
+        embedder = host.embedder()
     if path is None:
         seen = len(host.failures)
-        chosen = host.backend()
+        chosen = host.backend(embedder=embedder)
         if chosen is not None:
             return chosen
         wanted = host.config.store.backend
@@ -66,7 +76,7 @@ def open_backend(
     memories = host.knowledge_store() if path is None else None
     if memories is not None:
         return SQLiteBackend(target, config=cfg, memories=memories, read_only=read_only)
-    return SQLiteBackend(target, config=cfg, embedder=host.embedder(), read_only=read_only)
+    return SQLiteBackend(target, config=cfg, embedder=embedder, read_only=read_only)
 
 
 def resolve_backend(store: Any, config: Config) -> Any:
