@@ -33,6 +33,7 @@ from contextplane.cli_common import (
     db_option,
     load,
 )
+from contextplane.embedding import CONFIGURED
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.consolidation import WriteOutcome
 from contextplane.memory.history import HistoryEvent, lifecycle_state
@@ -471,26 +472,54 @@ def expire_command(
 
 
 @memory.command("reindex")
-@click.option("--rebuild", is_flag=True, help="Embed every row again (after switching embedders).")
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Embed every memory again with the configured embedder and make its vector space the store's "
+    "(after changing [embedder]).",
+)
 @_store_options
 @_json_option
 def reindex_command(rebuild: bool, config_path: str | None, db: Path | None, as_json: bool) -> None:
-    """Embed the memories that have no vector yet (written before an embedder was configured),
-    then retrain the vector index (off the write path: a store past 65,536 vectors is never
-    retrained inside a write)."""
-    with _open(config_path, db, write=True) as store:
-        if not getattr(store, "vectors_enabled", False) or not hasattr(store, "reindex_vectors"):
-            raise StoreError(
-                f"{getattr(store, 'path', 'the store')}: no embedder is configured (a plugin's `embedder` "
-                "hook provides one), so there are no vectors to build"
-            )
-        count = store.reindex_vectors(rebuild=rebuild)
+    """Embed the memories that have no vector yet (written before an embedder was configured, or
+    left by an interrupted rebuild), then retrain the vector index (off the write path: a store
+    past 65,536 vectors is never retrained inside a write). With --rebuild, every memory is
+    embedded again: the fix when the store's vectors are another embedder's."""
+    _config, host = load(config_path)
+    embedder = host.embedder()
+    if embedder is None:
+        raise StoreError(
+            "no embedder is configured ([embedder] provider in the configuration, or a plugin's `embedder` "
+            "hook), so there are no vectors to build"
+        )
+    # A rebuild opens the store without the embedder (its vectors may be another space's, which
+    # opening with the new one refuses) and hands it over.
+    with command_backend(config_path, db, write=True, host=host, embedder=None if rebuild else CONFIGURED) as (
+        _c,
+        _h,
+        backend,
+    ):
+        store = backend.memories
+        if not hasattr(store, "rebuild_vectors"):
+            raise StoreError(f"{getattr(store, 'name', 'the store')}: this memory store cannot build vectors")
+        count = store.rebuild_vectors(embedder) if rebuild else store.reindex_vectors()
         train = getattr(store, "train_vector_index", None)
         lists = int(train()) if callable(train) else 0
+        missing = store.vectorless_count()
+        name, dims = store.vector_space()
     if as_json:
-        click.echo(json.dumps({"embedded": count, "lists": lists}))
+        click.echo(
+            json.dumps(
+                {
+                    "embedded": count,
+                    "lists": lists,
+                    "without_vector": missing,
+                    "vector_space": {"embedder": name, "dimensions": dims},
+                }
+            )
+        )
     else:
-        click.echo(f"embedded {count} memories")
+        click.echo(f"embedded {count} memories with {name} ({dims} dimensions); {missing} without a vector")
 
 
 @click.command("migrate", cls=Command)
