@@ -43,7 +43,11 @@ class SentenceTransformerEmbedder:
                 f"({type(exc).__name__}: {' '.join(str(exc).split())[:300]}); give a directory holding a "
                 "saved model, or a hub name already in the local cache"
             ) from None
-        width = self._model.get_sentence_embedding_dimension()
+        # sentence-transformers 5 renamed the method; 3 and 4 have only the old name
+        width_of = getattr(self._model, "get_embedding_dimension", None) or getattr(
+            self._model, "get_sentence_embedding_dimension"
+        )
+        width = width_of()
         if not isinstance(width, int) or width < 1:
             raise ConfigError(f"embedder.model = {model!r}: the model does not say its embedding width")
         if dimensions is not None and dimensions != width:

@@ -59,6 +59,9 @@ class _Retry(Exception):
 class OpenAIEmbedder:
     """An ``AsyncEmbedder`` for an OpenAI-compatible embeddings endpoint."""
 
+    #: How a synchronous retry waits (a test records the pauses instead).
+    _sleep = staticmethod(time.sleep)
+
     def __init__(
         self,
         *,
@@ -179,7 +182,7 @@ class OpenAIEmbedder:
                 retry = _Retry(_transport(exc, self.timeout_s))
             except _Retry as exc:
                 retry = exc
-            time.sleep(self._pause(retry, attempt))
+            self._sleep(self._pause(retry, attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _request_async(self, batch: list[str]) -> list[list[float]]:

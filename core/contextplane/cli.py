@@ -40,6 +40,7 @@ from contextplane.cli_common import (
     load,
     report_errors,
 )
+from contextplane.embedding import FULL_TEXT_ONLY
 from contextplane.projection import compose_projected_context
 from contextplane.request import BuildContext
 from contextplane.textui import budget_table, one_line, table
@@ -206,6 +207,8 @@ def preview_cmd(
             _c, _h, backend = stack.enter_context(command_backend(config_path, db, write=False, host=host))
         else:  # a preview never creates a store
             notes.append(f"no store at {target}: the memory sections have nothing to read")
+        if backend is not None and not getattr(backend.memories, "vectors_enabled", False):
+            notes.append(FULL_TEXT_ONLY)
         projection = compose_projected_context(
             query,
             backend,

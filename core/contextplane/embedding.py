@@ -15,6 +15,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from contextplane.errors import EmbedderError
 
+#: The one line ``memory search`` and ``preview`` print when no embedder is configured.
+FULL_TEXT_ONLY = (
+    "full-text search only: no embedder is configured (set [embedder] provider and model for "
+    "semantic retrieval; see README, 'Semantic retrieval')"
+)
+
 #: "The embedder the configuration names" (``PluginHost.backend``, ``open_backend``), as
 #: opposed to None, which asks for full text only.
 CONFIGURED: Any = object()

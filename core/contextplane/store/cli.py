@@ -33,7 +33,7 @@ from contextplane.cli_common import (
     db_option,
     load,
 )
-from contextplane.embedding import CONFIGURED
+from contextplane.embedding import CONFIGURED, FULL_TEXT_ONLY
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.consolidation import WriteOutcome
 from contextplane.memory.history import HistoryEvent, lifecycle_state
@@ -371,6 +371,8 @@ def search_command(
 ) -> None:
     """Search memories (hybrid when an embedder is configured, else full-text)."""
     with _open(config_path, db, write=False) as store:
+        if not getattr(store, "vectors_enabled", False):
+            click.echo(f"note: {FULL_TEXT_ONLY}", err=True)
         hits = store.search(
             query,
             k,
