@@ -10,7 +10,7 @@ from pathlib import Path
 WORDS = (
     "the deploy window is on tuesday friday staging database backup restore nightly cron job "
     "postgres sqlite vector search memory agent release notes coffee machine kitchen office "
-    "password rotation policy quarterly audit team lunch meeting room booking"
+    "password rotation policy quarterly audit team lunch meeting room booking in at where"
 ).split()
 
 DIMENSIONS = 32
@@ -25,8 +25,10 @@ def build(where: Path) -> Path:
     base = where / "bert"
     base.mkdir()
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(set(WORDS))]
-    (base / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    BertTokenizerFast(vocab_file=str(base / "vocab.txt"), do_lower_case=True).save_pretrained(base)
+    # the vocabulary as a mapping: transformers 5 ignores a vocab_file here (every word [UNK])
+    tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True)
+    assert tokenizer("coffee machine")["input_ids"][1] != vocab.index("[UNK]")
+    tokenizer.save_pretrained(base)
     config = BertConfig(
         vocab_size=len(vocab),
         hidden_size=DIMENSIONS,
@@ -34,6 +36,7 @@ def build(where: Path) -> Path:
         num_attention_heads=2,
         intermediate_size=64,
         max_position_embeddings=128,
+        initializer_range=0.5,  # distinct words, distinct vectors (the default makes all texts alike)
     )
     BertModel(config).save_pretrained(base)
     transformer = models.Transformer(str(base), max_seq_length=64)
