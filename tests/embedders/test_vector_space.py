@@ -1,0 +1,158 @@
+"""The store knows its vector space: changing the configured embedder (another model, another
+width) is refused with an error naming both and the fix, on the embedded store and on
+PostgreSQL, and ``contextplane memory reindex --rebuild`` fixes it; an interrupted rebuild
+leaves one space, never two, and ``memory reindex`` finishes it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from contextplane.cli import main
+from contextplane.errors import EmbedderError, VectorSpaceError
+from contextplane.store.sqlite import SQLiteKnowledgeStore
+from contextplane.store import vector_upkeep
+from tests.store.helpers import HashEmbedder
+
+from .server import EmbeddingServer
+
+ROWS = ["the deploy window is on Tuesday", "coffee machine in the kitchen", "nightly database backup"]
+
+
+def run(*args: str, ok: bool = True) -> Any:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    if ok:
+        assert result.exit_code == 0, result.output
+    return result
+
+
+def http_config(path: Path, server: EmbeddingServer, store: str, model: str, dims: int) -> str:
+    path.write_text(
+        store
+        + f'[embedder]\nprovider = "openai"\nbase_url = "{server.base_url}"\nmodel = "{model}"\n'
+        + f"dimensions = {dims}\nmax_retries = 0\n"
+    )
+    return str(path)
+
+
+def last_line(output: str) -> str:
+    """The error line, without the configuration file open_backend names for a server backend."""
+    return re.sub(r" \(in \S+contextplane\.toml\)$", "", output.rstrip("\n").rsplit("\n", 1)[-1])
+
+
+def switching(tmp_path: Path, server: EmbeddingServer, store: str, where: str) -> None:
+    """``where`` is how the error line starts: the store's name, after what the backend adds."""
+    cfg = tmp_path / "contextplane.toml"
+    c = http_config(cfg, server, store, "model-a", 16)
+    for row in ROWS:
+        run("memory", "add", row, "--config", c)
+
+    # another model, the same width: comparable numbers, meaningless comparisons
+    c = http_config(cfg, server, store, "model-b", 16)
+    res = run("memory", "search", "deploy", "--config", c, ok=False)
+    assert res.exit_code == 2
+    assert last_line(res.output) == (
+        f"error: {where}: stored vectors are from embedder 'openai:model-a' (16 dimensions), but the "
+        "configured embedder is 'openai:model-b' (16 dimensions); vectors of two models cannot be compared "
+        "even at the same width: run `contextplane memory reindex --rebuild` to embed every memory again "
+        "with the configured one, or configure 'openai:model-a' again"
+    )
+    assert run("memory", "add", "refused too", "--config", c, ok=False).exit_code == 2
+    assert run("memory", "reindex", "--rebuild", "--config", c).output == (
+        "embedded 3 memories with openai:model-b (16 dimensions); 0 without a vector\n"
+    )
+    assert "the deploy window is on Tuesday" in run("memory", "search", "deploy", "--config", c).output
+    assert server.behaviour.seen[-1].model == "model-b"
+
+    # another width
+    c = http_config(cfg, server, store, "model-b", 24)
+    res = run("memory", "search", "deploy", "--config", c, ok=False)
+    assert last_line(res.output) == (
+        f"error: {where}: stored vectors have 16 dimensions from embedder 'openai:model-b', but the configured "
+        "embedder 'openai:model-b' produces 24; vectors of two embedders cannot be compared: run "
+        "`contextplane memory reindex --rebuild` to embed every memory again with the configured one, or "
+        "configure 'openai:model-b' again"
+    )
+    out = run("memory", "reindex", "--rebuild", "--config", c, "--json").output
+    assert '"embedded": 3' in out and '"vector_space": {"embedder": "openai:model-b", "dimensions": 24}' in out
+    assert "the deploy window is on Tuesday" in run("memory", "search", "deploy", "--config", c).output
+    assert server.behaviour.seen[-1].dimensions == 24
+    # the old configuration is now the one refused
+    c = http_config(cfg, server, store, "model-a", 16)
+    assert "vectors have 24 dimensions" in run("memory", "search", "deploy", "--config", c, ok=False).output
+
+
+def test_switching_embedders_on_the_embedded_store(tmp_path: Path, server: EmbeddingServer) -> None:
+    switching(tmp_path, server, '[store]\npath = "agent.sqlite3"\n', str(tmp_path / "agent.sqlite3"))
+
+
+def test_switching_embedders_on_postgres(tmp_path: Path, server: EmbeddingServer, pg_url: str, pg_schema: str) -> None:
+    from contextplane_postgres.url import redact
+
+    store = f'[store]\nbackend = "postgres"\nurl = "{pg_url}"\n[plugin.postgres]\nschema = "{pg_schema}"\n'
+    # a backend the hook could not open is reported by open_backend, with the hook's error
+    where = (
+        "store.backend = 'postgres', but no plugin offered that backend: VectorSpaceError: "
+        f"{redact(pg_url)} (schema {pg_schema})"
+    )
+    switching(tmp_path, server, store, where)
+
+
+class Flaky(HashEmbedder):
+    """Fails on the n-th call (an embedder that dies mid-rebuild)."""
+
+    def __init__(self, fail_on: int, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.fail_on = fail_on
+
+    def embed(self, texts: Any) -> Any:
+        if self.calls + 1 == self.fail_on:
+            self.calls += 1
+            raise ConnectionError("the embedding server went away")
+        return super().embed(texts)
+
+
+def test_an_interrupted_rebuild_leaves_one_space_and_reindex_finishes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "m.sqlite3"
+    old = HashEmbedder(dimensions=16, name="old")
+    with SQLiteKnowledgeStore(path, embedder=old) as store:
+        for row in ROWS:
+            store.add_chunk(row)
+    monkeypatch.setattr(vector_upkeep, "EMBED_BATCH", 1)
+    # fails on its first call (the probe): the old vectors stay, untouched
+    with SQLiteKnowledgeStore(path) as store:
+        with pytest.raises(EmbedderError, match="went away"):
+            store.rebuild_vectors(Flaky(1, dimensions=8, name="new"))
+        assert store.vector_space() == ("old", 16) and store.vectorless_count() == 0
+    # fails mid-way: the new space only, some rows without a vector
+    with SQLiteKnowledgeStore(path) as store:
+        with pytest.raises(EmbedderError, match="went away"):
+            store.rebuild_vectors(Flaky(3, dimensions=8, name="new"))
+        assert store.vector_space() == ("new", 8)
+        assert store.vectorless_count() == 2
+    with pytest.raises(VectorSpaceError, match=r"stored vectors have 8 dimensions from embedder 'new'"):
+        SQLiteKnowledgeStore(path, embedder=old)
+    with SQLiteKnowledgeStore(path, embedder=HashEmbedder(dimensions=8, name="new")) as store:
+        assert store.reindex_vectors() == 2
+        assert store.vectorless_count() == 0
+        hits = store.search("coffee machine", 3)
+        assert hits[0].chunk.content == "coffee machine in the kitchen"
+
+
+def test_rows_written_without_an_embedder_are_counted_and_reindexed(tmp_path: Path, server: EmbeddingServer) -> None:
+    cfg = tmp_path / "contextplane.toml"
+    cfg.write_text('[store]\npath = "agent.sqlite3"\n')
+    for row in ROWS[:2]:
+        run("memory", "add", row, "--config", str(cfg))
+    c = http_config(cfg, server, '[store]\npath = "agent.sqlite3"\n', "model-a", 16)
+    with SQLiteKnowledgeStore(tmp_path / "agent.sqlite3") as store:
+        assert store.vectorless_count() == 2
+    assert run("memory", "reindex", "--config", c).output == (
+        "embedded 2 memories with openai:model-a (16 dimensions); 0 without a vector\n"
+    )
