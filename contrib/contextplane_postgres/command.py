@@ -120,8 +120,9 @@ def init(url: str | None, schema: str, vectors: bool) -> None:
 @_URL
 @_SCHEMA
 def status(url: str | None, schema: str) -> None:
-    """Schema version and row counts at URL, as JSON."""
+    """Schema version, row counts, the vector space and the rows without a vector at URL, as JSON."""
     from contextplane_postgres.database import Database
+    from contextplane_postgres.schema import vector_state
 
     db: Database = _database(_url(url), schema)
     try:
@@ -140,6 +141,12 @@ def status(url: str | None, schema: str) -> None:
             ):
                 found = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
                 out[table] = int(found[0]) if found else 0
+            dims, embedder = vector_state(conn)
+            out["vector_space"] = {"embedder": embedder, "dimensions": dims}
+            # rows `contextplane memory reindex` would embed (all of them before any vector)
+            missing = "SELECT count(*) FROM chunks" + (" WHERE embedding IS NULL" if dims is not None else "")
+            found = conn.execute(missing).fetchone()
+            out["rows_without_vector"] = int(found[0]) if found else 0
     finally:
         db.close()
     click.echo(json.dumps(out, indent=2))

@@ -156,3 +156,54 @@ def test_rows_written_without_an_embedder_are_counted_and_reindexed(tmp_path: Pa
     assert run("memory", "reindex", "--config", c).output == (
         "embedded 2 memories with openai:model-a (16 dimensions); 0 without a vector\n"
     )
+
+
+def test_store_status_reports_the_space_and_the_rows_without_a_vector(pg_url: str, pg_schema: str) -> None:
+    import json
+
+    from contextplane_postgres import PostgresBackend
+
+    backend = PostgresBackend(pg_url, schema=pg_schema)
+    backend.memories.add_chunk("written before any embedder")
+    backend.close()
+    status = json.loads(run("store", "status", pg_url, "--schema", pg_schema).output)
+    assert status["vector_space"] == {"embedder": None, "dimensions": None} and status["rows_without_vector"] == 1
+    backend = PostgresBackend(pg_url, schema=pg_schema, embedder=HashEmbedder(dimensions=8, name="kit"))
+    backend.memories.add_chunk("written with one")
+    backend.close()
+    status = json.loads(run("store", "status", pg_url, "--schema", pg_schema).output)
+    assert status["vector_space"] == {"embedder": "kit", "dimensions": 8} and status["rows_without_vector"] == 1
+
+
+def test_an_interrupted_rebuild_on_postgres_leaves_one_space(
+    pg_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextplane_postgres import PostgresBackend
+    from contextplane_postgres import store as pg_store
+
+    def open_with(embedder: Any) -> Any:
+        return PostgresBackend(pg_url, schema=pg_schema, embedder=embedder, pool_max_size=2)
+
+    backend = open_with(HashEmbedder(dimensions=16, name="old"))
+    for row in ROWS:
+        backend.memories.add_chunk(row)
+    backend.close()
+    monkeypatch.setattr(pg_store, "EMBED_BATCH", 1)
+    backend = open_with(None)
+    try:
+        with pytest.raises(EmbedderError, match="went away"):
+            backend.memories.rebuild_vectors(Flaky(1, dimensions=8, name="new"))
+        assert backend.memories.vector_space() == ("old", 16) and backend.memories.vectorless_count() == 0
+        with pytest.raises(EmbedderError, match="went away"):
+            backend.memories.rebuild_vectors(Flaky(3, dimensions=8, name="new"))
+        assert backend.memories.vector_space() == ("new", 8) and backend.memories.vectorless_count() == 2
+    finally:
+        backend.close()
+    with pytest.raises(VectorSpaceError, match=r"stored vectors have 8 dimensions from embedder 'new'"):
+        open_with(HashEmbedder(dimensions=16, name="old"))
+    backend = open_with(HashEmbedder(dimensions=8, name="new"))
+    try:
+        assert backend.memories.reindex_vectors() == 2 and backend.memories.vectorless_count() == 0
+        assert backend.memories.search("coffee machine", 3)[0].chunk.content == "coffee machine in the kitchen"
+    finally:
+        backend.close()
