@@ -238,3 +238,43 @@ def test_the_key_never_reaches_a_record_a_log_or_the_console(
         for name in files:
             data = (Path(root) / name).read_bytes()
             assert SECRET.encode() not in data, f"{name} holds the API key"
+
+
+def test_a_backend_hook_gets_the_configured_embedder_made_once_and_only_when_it_asks() -> None:
+    from contextplane import hookimpl
+    from contextplane.plugins import plugin_host_with
+    from tests.store.helpers import HashEmbedder
+
+    made: list[Any] = []
+    seen: list[Any] = []
+
+    class Provider:
+        plugin_name = "provider"
+
+        @hookimpl
+        def embedder(self, config: Any) -> Any:
+            made.append(HashEmbedder())
+            return made[-1]
+
+    class Ignores:
+        plugin_name = "ignores"
+
+        @hookimpl
+        def backend(self, config: Any) -> Any:
+            return None
+
+    class Takes:
+        plugin_name = "takes"
+
+        @hookimpl
+        def backend(self, config: Any, embedder: Any) -> Any:
+            seen.append(embedder)
+
+    assert plugin_host_with([Provider(), Ignores()]).backend() is None
+    assert made == []  # no backend asked for it: no model loaded
+    host = plugin_host_with([Provider(), Takes()])
+    host.backend()
+    host.backend()
+    assert len(made) == 1 and seen == [made[0], made[0]]
+    host.backend(embedder=None)  # what memory reindex --rebuild opens
+    assert seen[-1] is None
