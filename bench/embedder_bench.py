@@ -35,7 +35,13 @@ BATCHES = (1, 8, 32, 128)
 HTTP_BATCHES = (1, 32)
 DIMS = 384
 
-_SUBJECTS = ["the deploy window", "the staging database", "the on-call rota", "the release train", "the backup job"]
+_SUBJECTS = [
+    "the deploy window",
+    "the staging database",
+    "the on-call rota",
+    "the release train",
+    "the backup job",
+]
 _FACTS = ["moves to Tuesday", "is owned by the platform team", "runs nightly at two", "needs a review first"]
 
 
@@ -64,8 +70,13 @@ def local(rows: int) -> dict[str, Any]:
                 if name.startswith("provider"):
                     embedder.embed(chunk)
                 else:
-                    raw.encode(chunk, batch_size=batch, convert_to_numpy=True, normalize_embeddings=True,
-                               show_progress_bar=False)
+                    raw.encode(
+                        chunk,
+                        batch_size=batch,
+                        convert_to_numpy=True,
+                        normalize_embeddings=True,
+                        show_progress_bar=False,
+                    )
             times[name] = time.perf_counter() - start
         provider = min(times["provider"], times["provider2"])
         encode = min(times["encode"], times["encode2"])
@@ -90,7 +101,8 @@ class _Server:
         async def embeddings(request: Request) -> Response:
             body = await request.json()
             items = ",".join(
-                f'{{"object":"embedding","index":{i},"embedding":{vector}}}' for i in range(len(body["input"]))
+                f'{{"object":"embedding","index":{i},"embedding":{vector}}}'
+                for i in range(len(body["input"]))
             )
             return Response(f'{{"object":"list","data":[{items}]}}', media_type="application/json")
 
@@ -181,7 +193,9 @@ def main() -> None:
     print("\nHTTP provider against raw httpx, per batch (median ms, median ratio of pairs):")
     for batch in HTTP_BATCHES:
         r = result["http"][f"batch_{batch}"]
-        print(f"  batch {batch:>3}: provider {r['provider_ms']} ms, raw {r['raw_httpx_ms']} ms, ratio {r['ratio']}")
+        print(
+            f"  batch {batch:>3}: provider {r['provider_ms']} ms, raw {r['raw_httpx_ms']} ms, ratio {r['ratio']}"
+        )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,9 @@ class SentenceTransformerEmbedder:
                 "saved model, or a hub name already in the local cache"
             ) from None
         # sentence-transformers 5 renamed the method; 3 and 4 have only the old name
-        width_of = getattr(self._model, "get_embedding_dimension", None) or getattr(
-            self._model, "get_sentence_embedding_dimension"
+        width_of = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
         )
         width = width_of()
         if not isinstance(width, int) or width < 1:

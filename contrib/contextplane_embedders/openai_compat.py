@@ -230,7 +230,9 @@ class OpenAIEmbedder:
         if status == 429 or status >= 500:
             raise _Retry(f"HTTP {status}{self._body(response)}", _retry_after(response))
         if status >= 400:
-            raise self._error(f"HTTP {status}{self._body(response)}; check the model name, the key and the URL")
+            raise self._error(
+                f"HTTP {status}{self._body(response)}; check the model name, the key and the URL"
+            )
         try:
             data = response.json()["data"]
             ordered = sorted(data, key=lambda item: int(item.get("index", 0)))

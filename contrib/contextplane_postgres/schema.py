@@ -255,7 +255,9 @@ def attach_vectors(conn: psycopg.Connection[Any], where: str, dims: int, name: s
 
 def _vector_column(conn: psycopg.Connection[Any], dims: int) -> None:
     conn.execute(f"ALTER TABLE chunks ADD COLUMN IF NOT EXISTS embedding vector({int(dims)})")
-    conn.execute("CREATE INDEX IF NOT EXISTS chunks_embedding ON chunks USING hnsw (embedding vector_cosine_ops)")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS chunks_embedding ON chunks USING hnsw (embedding vector_cosine_ops)"
+    )
 
 
 def start_rebuild(conn: psycopg.Connection[Any], dims: int, name: str) -> None:

@@ -719,7 +719,8 @@ class PostgresKnowledgeStore:
         interrupted rebuild; ``reindex_vectors`` embeds them."""
         with self.db.connection("read from") as conn:
             has = pg_schema.vector_state(conn)[0] is not None
-            row = conn.execute("SELECT count(*) FROM chunks" + (" WHERE embedding IS NULL" if has else "")).fetchone()
+            missing = " WHERE embedding IS NULL" if has else ""
+            row = conn.execute("SELECT count(*) FROM chunks" + missing).fetchone()
         return int(row[0]) if row else 0
 
     def reindex_vectors(self, *, rebuild: bool = False) -> int:
@@ -772,7 +773,10 @@ class PostgresKnowledgeStore:
             with self.db.transaction() as conn, conn.cursor() as cur:
                 cur.executemany(
                     "UPDATE chunks SET embedding = %s::vector WHERE id = %s AND embedding IS NULL",
-                    [("[" + ",".join(repr(float(x)) for x in v) + "]", r[0]) for r, v in zip(rows, vectors, strict=True)],
+                    [
+                        ("[" + ",".join(repr(float(x)) for x in v) + "]", r[0])
+                        for r, v in zip(rows, vectors, strict=True)
+                    ],
                 )
             done += len(rows)
             after = int(rows[-1][0])

@@ -184,7 +184,9 @@ class EmbedderConfig:
         default=None, validator=_positive_or_none, metadata=_expect("a whole number > 0")
     )
     batch_size: int = attrs.field(default=64, validator=_positive, metadata=_expect("a whole number > 0"))
-    timeout_s: float = attrs.field(default=10.0, validator=_positive, metadata=_expect("a number of seconds > 0"))
+    timeout_s: float = attrs.field(
+        default=10.0, validator=_positive, metadata=_expect("a number of seconds > 0")
+    )
     max_retries: int = attrs.field(default=3, validator=_ge0, metadata=_expect("a whole number >= 0"))
     #: Where a local model runs: "cpu" (default), "cuda", "mps".
     device: str = attrs.field(default="cpu", metadata=_expect('a torch device, e.g. "cpu"'))

@@ -44,7 +44,7 @@ def knowledge_store(config: Config) -> Any:
 
 @hookspec(firstresult=True)
 def embedder(config: Config) -> Any:
-    """Return the ``Embedder`` ``[embedder] provider`` names (None when it names another), or None for FTS-only."""
+    """Return the ``Embedder`` ``[embedder] provider`` names (None when it names another one)."""
 
 
 @hookspec

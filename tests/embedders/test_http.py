@@ -58,7 +58,11 @@ def test_429_and_5xx_are_retried_with_growing_backoff(server: EmbeddingServer) -
     assert embedder.embed(["retry me"]) == [pytest.approx(vector("retry me", 16))]
     assert len(server.behaviour.seen) == 4
     base = openai_compat.BACKOFF_BASE_S
-    assert [base <= pauses[0] <= base * 1.5, 2 * base <= pauses[1] <= 3 * base, 4 * base <= pauses[2] <= 6 * base] == [
+    assert [
+        base <= pauses[0] <= base * 1.5,
+        2 * base <= pauses[1] <= 3 * base,
+        4 * base <= pauses[2] <= 6 * base,
+    ] == [
         True,
         True,
         True,
@@ -76,7 +80,9 @@ def test_retry_after_is_honoured_within_the_cap(server: EmbeddingServer) -> None
 
 def test_retry_after_past_the_cap_fails_at_once(server: EmbeddingServer) -> None:
     server.behaviour.script = ["429:60"]
-    with pytest.raises(EmbedderError, match=r"HTTP 429.*asked to retry after 60s, longer than the 10s a call may wait"):
+    with pytest.raises(
+        EmbedderError, match=r"HTTP 429.*asked to retry after 60s, longer than the 10s a call may wait"
+    ):
         make(server).embed(["a"])
     assert len(server.behaviour.seen) == 1
 
@@ -92,14 +98,18 @@ def test_retries_run_out_with_an_error_naming_the_embedder_and_the_count(server:
 
 def test_a_client_error_is_not_retried(server: EmbeddingServer) -> None:
     server.behaviour.script = ["400"]
-    with pytest.raises(EmbedderError, match=r"HTTP 400: .*unknown model.*check the model name, the key and the URL"):
+    with pytest.raises(
+        EmbedderError, match=r"HTTP 400: .*unknown model.*check the model name, the key and the URL"
+    ):
         make(server, max_retries=3).embed(["a"])
     assert len(server.behaviour.seen) == 1
 
 
 def test_a_hanging_server_times_out(server: EmbeddingServer) -> None:
     server.behaviour.script = ["hang"]
-    with pytest.raises(EmbedderError, match=r"no answer within 0.3s \(embedder.timeout_s\) \(gave up after 1 attempt\)"):
+    with pytest.raises(
+        EmbedderError, match=r"no answer within 0.3s \(embedder.timeout_s\) \(gave up after 1 attempt\)"
+    ):
         make(server, timeout_s=0.3, max_retries=0).embed(["a"])
 
 
@@ -141,9 +151,7 @@ def test_the_async_path_times_out_too(server: EmbeddingServer) -> None:
 # --- the API key --------------------------------------------------------------------------
 
 
-def test_the_key_is_sent_and_never_shown(
-    server: EmbeddingServer, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_the_key_is_sent_and_never_shown(server: EmbeddingServer, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     embedder = make(server, api_key_env="TEST_EMBED_KEY", environ={"TEST_EMBED_KEY": SECRET}, max_retries=1)
     embedder.embed(["hello"])
@@ -165,5 +173,7 @@ def test_a_missing_key_variable_is_a_config_error_naming_the_variable(server: Em
 
 def test_from_config_needs_base_url_and_model(tmp_path: Path) -> None:
     (tmp_path / "c.toml").write_text('[embedder]\nprovider = "openai"\nmodel = "m"\n')
-    with pytest.raises(ConfigError, match=r'needs embedder.base_url \(e.g. base_url = "http://localhost:11434/v1"'):
+    with pytest.raises(
+        ConfigError, match=r'needs embedder.base_url \(e.g. base_url = "http://localhost:11434/v1"'
+    ):
         OpenAIEmbedder.from_config(load_config(tmp_path / "c.toml", environ={}))

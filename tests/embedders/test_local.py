@@ -52,13 +52,19 @@ def test_the_provider_loads_a_saved_model_from_its_directory(tiny_model: Path) -
 
 
 def test_a_wrong_width_or_a_missing_model_is_a_config_error(tiny_model: Path, tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=rf"embedder.dimensions = 64, but the model .* produces {DIMENSIONS}-dimension"):
+    with pytest.raises(
+        ConfigError, match=rf"embedder.dimensions = 64, but the model .* produces {DIMENSIONS}-dimension"
+    ):
         SentenceTransformerEmbedder(str(tiny_model), dimensions=64)
-    with pytest.raises(ConfigError, match=r"embedder.model = .*could not be loaded .*give a directory holding a saved model"):
+    with pytest.raises(
+        ConfigError, match=r"embedder.model = .*could not be loaded .*give a directory holding a saved model"
+    ):
         SentenceTransformerEmbedder(str(tmp_path / "no-such-model"))
 
 
-def test_memory_add_search_preview_and_a_turn_through_the_configuration(tiny_model: Path, tmp_path: Path) -> None:
+def test_memory_add_search_preview_and_a_turn_through_the_configuration(
+    tiny_model: Path, tmp_path: Path
+) -> None:
     cfg = local_config(tmp_path, tiny_model)
     for row in ROWS:
         run("memory", "add", row, "--config", cfg)
@@ -92,7 +98,9 @@ def test_the_postgres_backend_embeds_with_the_configured_local_model(
     )
     for row in ROWS:
         run("memory", "add", row, "--config", cfg)
-    assert "coffee machine in the kitchen" in run("memory", "search", "coffee machine", "--config", cfg).output
+    assert (
+        "coffee machine in the kitchen" in run("memory", "search", "coffee machine", "--config", cfg).output
+    )
     assert "coffee machine in the kitchen" in run("preview", "coffee machine", "--config", cfg).output
     host = PluginHost.from_entry_points(load_config(cfg))
     backend = open_backend(host)

@@ -43,7 +43,9 @@ def write_config(where: Path, server: EmbeddingServer, **extra: Any) -> Path:
         "timeout_s = 0.5",
         "max_retries = 0",
     ]
-    lines += [f"{k} = {v!r}".replace("'", '"') if isinstance(v, str) else f"{k} = {v}" for k, v in extra.items()]
+    lines += [
+        f"{k} = {v!r}".replace("'", '"') if isinstance(v, str) else f"{k} = {v}" for k, v in extra.items()
+    ]
     path = where / "contextplane.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -119,7 +121,9 @@ def test_an_unknown_provider_or_a_bad_key_is_an_error_not_full_text(tmp_path: Pa
     res = run("memory", "search", "x", "--config", str(tmp_path / "c.toml"), ok=False)
     assert res.exit_code == 2
     assert "embedder.api_key_env names UNSET_KEY_VAR, which is not set" in res.output
-    with pytest.raises(ConfigError, match=r"unknown key embedder.modle: remove it .*did you mean embedder.model"):
+    with pytest.raises(
+        ConfigError, match=r"unknown key embedder.modle: remove it .*did you mean embedder.model"
+    ):
         (tmp_path / "d.toml").write_text('[embedder]\nmodle = "m"\n')
         load_config(tmp_path / "d.toml")
 
@@ -154,7 +158,9 @@ def test_a_failing_embedder_costs_the_turn_its_vectors_not_its_memories(
     assert logged.count('"fallback":"embedder failed, full text this turn: embedder ') == 2
 
 
-def test_the_async_turn_falls_back_the_same_way(deployment: tuple[PluginHost, Any], server: EmbeddingServer) -> None:
+def test_the_async_turn_falls_back_the_same_way(
+    deployment: tuple[PluginHost, Any], server: EmbeddingServer
+) -> None:
     host, backend = deployment
     server.behaviour.default = "500"
     p = asyncio.run(acompose_projected_context("deploy window", backend, None, {}, host=host, session_id="a"))
@@ -163,7 +169,9 @@ def test_the_async_turn_falls_back_the_same_way(deployment: tuple[PluginHost, An
     assert "the deploy window is on Tuesday" in p.text
     server.behaviour.default = "ok"
     p = asyncio.run(acompose_projected_context("deploy window", backend, None, {}, host=host, session_id="a"))
-    assert "search" not in p.section("retrieved").meta and p.injection is not None and not p.injection.fallbacks
+    assert (
+        "search" not in p.section("retrieved").meta and p.injection is not None and not p.injection.fallbacks
+    )
     assert server.behaviour.seen[-1].batch == ["deploy window"]  # embedded natively on the loop
 
 
@@ -202,7 +210,10 @@ def test_a_write_whose_embedding_fails_is_refused_whole(
 
 
 def test_the_key_never_reaches_a_record_a_log_or_the_console(
-    deployment: tuple[PluginHost, Any], server: EmbeddingServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    deployment: tuple[PluginHost, Any],
+    server: EmbeddingServer,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     import httpx
 
@@ -212,7 +223,9 @@ def test_the_key_never_reaches_a_record_a_log_or_the_console(
     caplog.set_level(logging.DEBUG)
     compose_projected_context("deploy window", backend, None, {}, host=host, session_id="k")
     server.behaviour.default = "echo_key"  # the failure's message would hold the key, unmasked
-    failed = compose_projected_context("deploy window", backend, None, {}, host=host, session_id="k", turn_index=1)
+    failed = compose_projected_context(
+        "deploy window", backend, None, {}, host=host, session_id="k", turn_index=1
+    )
     assert "Bearer ***" in failed.section("retrieved").meta["fallback"]
     backend.flush()
     csrf = "test-csrf-token-0123456789"

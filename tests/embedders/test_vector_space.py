@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from contextplane.cli import main
 from contextplane.errors import EmbedderError, VectorSpaceError
-from contextplane.store.sqlite import SQLiteKnowledgeStore
 from contextplane.store import vector_upkeep
+from contextplane.store.sqlite import SQLiteKnowledgeStore
 from tests.store.helpers import HashEmbedder
 
 from .server import EmbeddingServer
@@ -78,7 +78,9 @@ def switching(tmp_path: Path, server: EmbeddingServer, store: str, where: str) -
         "configure 'openai:model-b' again"
     )
     out = run("memory", "reindex", "--rebuild", "--config", c, "--json").output
-    assert '"embedded": 3' in out and '"vector_space": {"embedder": "openai:model-b", "dimensions": 24}' in out
+    assert (
+        '"embedded": 3' in out and '"vector_space": {"embedder": "openai:model-b", "dimensions": 24}' in out
+    )
     assert "the deploy window is on Tuesday" in run("memory", "search", "deploy", "--config", c).output
     assert server.behaviour.seen[-1].dimensions == 24
     # the old configuration is now the one refused
@@ -90,7 +92,9 @@ def test_switching_embedders_on_the_embedded_store(tmp_path: Path, server: Embed
     switching(tmp_path, server, '[store]\npath = "agent.sqlite3"\n', str(tmp_path / "agent.sqlite3"))
 
 
-def test_switching_embedders_on_postgres(tmp_path: Path, server: EmbeddingServer, pg_url: str, pg_schema: str) -> None:
+def test_switching_embedders_on_postgres(
+    tmp_path: Path, server: EmbeddingServer, pg_url: str, pg_schema: str
+) -> None:
     from contextplane_postgres.url import redact
 
     store = f'[store]\nbackend = "postgres"\nurl = "{pg_url}"\n[plugin.postgres]\nschema = "{pg_schema}"\n'
@@ -145,7 +149,9 @@ def test_an_interrupted_rebuild_leaves_one_space_and_reindex_finishes_it(
         assert hits[0].chunk.content == "coffee machine in the kitchen"
 
 
-def test_rows_written_without_an_embedder_are_counted_and_reindexed(tmp_path: Path, server: EmbeddingServer) -> None:
+def test_rows_written_without_an_embedder_are_counted_and_reindexed(
+    tmp_path: Path, server: EmbeddingServer
+) -> None:
     cfg = tmp_path / "contextplane.toml"
     cfg.write_text('[store]\npath = "agent.sqlite3"\n')
     for row in ROWS[:2]:
@@ -167,12 +173,17 @@ def test_store_status_reports_the_space_and_the_rows_without_a_vector(pg_url: st
     backend.memories.add_chunk("written before any embedder")
     backend.close()
     status = json.loads(run("store", "status", pg_url, "--schema", pg_schema).output)
-    assert status["vector_space"] == {"embedder": None, "dimensions": None} and status["rows_without_vector"] == 1
+    assert (
+        status["vector_space"] == {"embedder": None, "dimensions": None}
+        and status["rows_without_vector"] == 1
+    )
     backend = PostgresBackend(pg_url, schema=pg_schema, embedder=HashEmbedder(dimensions=8, name="kit"))
     backend.memories.add_chunk("written with one")
     backend.close()
     status = json.loads(run("store", "status", pg_url, "--schema", pg_schema).output)
-    assert status["vector_space"] == {"embedder": "kit", "dimensions": 8} and status["rows_without_vector"] == 1
+    assert (
+        status["vector_space"] == {"embedder": "kit", "dimensions": 8} and status["rows_without_vector"] == 1
+    )
 
 
 def test_an_interrupted_rebuild_on_postgres_leaves_one_space(
@@ -204,6 +215,8 @@ def test_an_interrupted_rebuild_on_postgres_leaves_one_space(
     backend = open_with(HashEmbedder(dimensions=8, name="new"))
     try:
         assert backend.memories.reindex_vectors() == 2 and backend.memories.vectorless_count() == 0
-        assert backend.memories.search("coffee machine", 3)[0].chunk.content == "coffee machine in the kitchen"
+        assert (
+            backend.memories.search("coffee machine", 3)[0].chunk.content == "coffee machine in the kitchen"
+        )
     finally:
         backend.close()

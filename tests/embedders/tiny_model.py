@@ -7,11 +7,47 @@ from __future__ import annotations
 
 from pathlib import Path
 
-WORDS = (
-    "the deploy window is on tuesday friday staging database backup restore nightly cron job "
-    "postgres sqlite vector search memory agent release notes coffee machine kitchen office "
-    "password rotation policy quarterly audit team lunch meeting room booking in at where"
-).split()
+WORDS = [
+    "the",
+    "deploy",
+    "window",
+    "is",
+    "on",
+    "tuesday",
+    "friday",
+    "staging",
+    "database",
+    "backup",
+    "restore",
+    "nightly",
+    "cron",
+    "job",
+    "postgres",
+    "sqlite",
+    "vector",
+    "search",
+    "memory",
+    "agent",
+    "release",
+    "notes",
+    "coffee",
+    "machine",
+    "kitchen",
+    "office",
+    "password",
+    "rotation",
+    "policy",
+    "quarterly",
+    "audit",
+    "team",
+    "lunch",
+    "meeting",
+    "room",
+    "booking",
+    "in",
+    "at",
+    "where",
+]
 
 DIMENSIONS = 32
 

@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contextplane.errors import StoreError
 from contextplane.embedding import CONFIGURED
+from contextplane.errors import StoreError
 from contextplane.records.backend import backend_of
 
 if TYPE_CHECKING:

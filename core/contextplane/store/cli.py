@@ -496,11 +496,8 @@ def reindex_command(rebuild: bool, config_path: str | None, db: Path | None, as_
         )
     # A rebuild opens the store without the embedder (its vectors may be another space's, which
     # opening with the new one refuses) and hands it over.
-    with command_backend(config_path, db, write=True, host=host, embedder=None if rebuild else CONFIGURED) as (
-        _c,
-        _h,
-        backend,
-    ):
+    opening = None if rebuild else CONFIGURED
+    with command_backend(config_path, db, write=True, host=host, embedder=opening) as (_c, _h, backend):
         store = backend.memories
         if not hasattr(store, "rebuild_vectors"):
             raise StoreError(f"{getattr(store, 'name', 'the store')}: this memory store cannot build vectors")

@@ -34,7 +34,7 @@ from typing import Any, Self, TypeVar
 
 import apsw
 
-from contextplane.embedding import Embedder, aembed
+from contextplane.embedding import Embedder
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.consolidation import Consolidation
 from contextplane.memory.history import HistoryEvent, HistoryPosition
@@ -493,8 +493,8 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         that runs the SQL."""
         vector = None
         embedder = self._embedder
-        wanted = not options.get("full_text")
-        if embedder is not None and hasattr(embedder, "aembed") and isinstance(query, str) and query.strip() and wanted:
+        wanted = not options.get("full_text") and isinstance(query, str) and bool(query.strip())
+        if embedder is not None and hasattr(embedder, "aembed") and wanted:
             vector = self._packed([query], await self._aembed(embedder, [query]), embedder.dimensions)[0]
 
         def read(view: StoreView | None) -> list[SearchHit]:
@@ -521,7 +521,8 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         bound.apply_defaults()
         now_text, prepared = self._prepared([bound.arguments])  # validated before embedding
         text = prepared[0][0]
-        vectors = self._packed([text], await self._aembed(embedder, [text], writing=True), embedder.dimensions)
+        embedded = await self._aembed(embedder, [text], writing=True)
+        vectors = self._packed([text], embedded, embedder.dimensions)
         outcomes = await asyncio.to_thread(self._write_prepared, prepared, vectors, now_text, single=True)
         return outcomes[0]
 
@@ -534,7 +535,8 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             return await asyncio.to_thread(self.supersede, old_id, content, **attrs)
         old, prepared, actor = await asyncio.to_thread(self._superseding, old_id, content, attrs)
         text = prepared[0][0]
-        vectors = self._packed([text], await self._aembed(embedder, [text], writing=True), embedder.dimensions)
+        embedded = await self._aembed(embedder, [text], writing=True)
+        vectors = self._packed([text], embedded, embedder.dimensions)
         return await asyncio.to_thread(self._write_superseding, old, prepared, vectors, actor)
 
     async def aset_review_state(self, chunk_id: str, state: str) -> MemoryChunk:

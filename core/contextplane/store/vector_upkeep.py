@@ -103,7 +103,9 @@ class VectorUpkeep(StoreBase):
         if self._read_only:
             raise StoreError(f"{self.path}: cannot rebuild vectors: {self._read_only_reason}")
         if not vector_index.load_sqlite_vec(self.conn, self.path, self._sqlite_vec_path):
-            raise StoreError(f"{self.path}: sqlite-vec could not be loaded, so there is no vector index to build")
+            raise StoreError(
+                f"{self.path}: sqlite-vec could not be loaded, so there is no vector index to build"
+            )
         with self._lock:
             first = self.conn.execute("SELECT content FROM chunks ORDER BY id LIMIT 1").fetchone()
             previous, self._embedder = self._embedder, embedder

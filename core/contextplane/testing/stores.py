@@ -1346,7 +1346,8 @@ class KitEmbedder:
             vector = [0.0] * self.dimensions
             for word in text.lower().split():
                 digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
-                vector[int.from_bytes(digest[:4], "little") % self.dimensions] += 1.0 if digest[4] & 1 else -1.0
+                slot = int.from_bytes(digest[:4], "little") % self.dimensions
+                vector[slot] += 1.0 if digest[4] & 1 else -1.0
             out.append(vector)
         return out
 
@@ -1359,7 +1360,9 @@ class StoreVectorSpaceChecks(_StoreBase):
         return reopen
 
     @checks("STORE-VECTOR-SPACE-RECORDED")
-    def test_store_vector_space_recorded(self, request: pytest.FixtureRequest, requirement: Requirement) -> None:
+    def test_store_vector_space_recorded(
+        self, request: pytest.FixtureRequest, requirement: Requirement
+    ) -> None:
         self._require(requirement)
         reopen = self._reopen(request)
         plain = reopen(None)
@@ -1377,7 +1380,9 @@ class StoreVectorSpaceChecks(_StoreBase):
         )
 
     @checks("STORE-VECTOR-SPACE-MISMATCH")
-    def test_store_vector_space_mismatch(self, request: pytest.FixtureRequest, requirement: Requirement) -> None:
+    def test_store_vector_space_mismatch(
+        self, request: pytest.FixtureRequest, requirement: Requirement
+    ) -> None:
         from contextplane.errors import VectorSpaceError
 
         self._require(requirement)
@@ -1393,7 +1398,8 @@ class StoreVectorSpaceChecks(_StoreBase):
                     f"the error does not name both embedders: {text}",
                 )
                 requirement.check(
-                    "contextplane memory reindex --rebuild" in text, f"the error does not name the fix: {text}"
+                    "contextplane memory reindex --rebuild" in text,
+                    f"the error does not name the fix: {text}",
                 )
             else:
                 requirement.check(False, f"opening with {other.name!r} ({other.dimensions}) was not refused")
@@ -1414,11 +1420,13 @@ class StoreVectorSpaceChecks(_StoreBase):
         store = reopen(new)
         requirement.check(
             tuple(store.vector_space()) == ("kit:model-b", 20) and store.vectorless_count() == 0,
-            f"after the rebuild: space {store.vector_space()!r}, {store.vectorless_count()} rows without a vector",
+            f"after the rebuild: space {store.vector_space()!r}, "
+            f"{store.vectorless_count()} rows without a vector",
         )
         nearest = store.vector_neighbours(RELEVANCE_FILLER[2], 1)
         requirement.check(
-            [str(i) for i in nearest] == [str(ids[2])], f"the vector leg found {nearest} for its own row {ids[2]}"
+            [str(i) for i in nearest] == [str(ids[2])],
+            f"the vector leg found {nearest} for its own row {ids[2]}",
         )
         try:
             reopen(KitEmbedder("kit:model-a", 12))
