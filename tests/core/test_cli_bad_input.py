@@ -126,8 +126,8 @@ def test_reindex_without_an_embedder_says_so(project: Path) -> None:
     res = run("memory", "reindex", "--config", cfg, ok=False)
     assert res.exit_code == 2
     assert res.output == (
-        "error: no embedder is configured ([embedder] provider in the configuration, or a plugin's `embedder` "
-        "hook), so there are no vectors to build\n"
+        f"error: {project / 'agent.sqlite3'}: no embedder is configured ([embedder] provider in the "
+        "configuration, or a plugin's `embedder` hook), so there are no vectors to build\n"
     )
 
 

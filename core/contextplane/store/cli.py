@@ -371,7 +371,7 @@ def search_command(
 ) -> None:
     """Search memories (hybrid when an embedder is configured, else full-text)."""
     with _open(config_path, db, write=False) as store:
-        if not getattr(store, "vectors_enabled", False):
+        if not as_json and not getattr(store, "vectors_enabled", False):  # JSON stays JSON
             click.echo(f"note: {FULL_TEXT_ONLY}", err=True)
         hits = store.search(
             query,
@@ -487,12 +487,14 @@ def reindex_command(rebuild: bool, config_path: str | None, db: Path | None, as_
     left by an interrupted rebuild), then retrain the vector index (off the write path: a store
     past 65,536 vectors is never retrained inside a write). With --rebuild, every memory is
     embedded again: the fix when the store's vectors are another embedder's."""
-    _config, host = load(config_path)
+    config, host = load(config_path)
     embedder = host.embedder()
     if embedder is None:
+        server = db is None and config.store.backend != "sqlite"
+        where = f"store.backend = {config.store.backend!r}" if server else str(command_store_path(config, db))
         raise StoreError(
-            "no embedder is configured ([embedder] provider in the configuration, or a plugin's `embedder` "
-            "hook), so there are no vectors to build"
+            f"{where}: no embedder is configured ([embedder] provider in the configuration, or a plugin's "
+            "`embedder` hook), so there are no vectors to build"
         )
     # A rebuild opens the store without the embedder (its vectors may be another space's, which
     # opening with the new one refuses) and hands it over.
