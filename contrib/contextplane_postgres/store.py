@@ -47,6 +47,7 @@ from contextplane.memory.model import (
 from contextplane.memory.stamps import creation_stamps
 from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE
 from contextplane.store.protocol import SearchHit
+from contextplane.store import vector_space
 from contextplane.store.query_terms import meaningful_words
 from contextplane_postgres import history as pg_history
 from contextplane_postgres import schema as pg_schema
@@ -445,6 +446,9 @@ class PostgresKnowledgeStore:
         ]
         for row, new_id in zip(prepared, ids, strict=True):
             row[0] = new_id
+        if vectors is not None:
+            assert self._embedder is not None
+            self._require_space(conn, self._embedder)  # two lookups; never a mix
         if len(prepared) >= COPY_MIN_ROWS:
             copy_rows(conn, prepared, vectors)
             return ids
@@ -757,6 +761,12 @@ class PostgresKnowledgeStore:
         self._chance = PgChance()
         return self._fill_missing(embedder)
 
+    def _require_space(self, conn: psycopg.Connection[Any], embedder: Embedder) -> None:
+        """Inside a transaction adding vectors: refuse them when the recorded space is no longer
+        ``embedder``'s (another process rebuilt the store since this one opened it)."""
+        dims, name = pg_schema.vector_state(conn)
+        vector_space.check(self.db.shown, name, dims, embedder.name, int(embedder.dimensions))
+
     def _fill_missing(self, embedder: Embedder) -> int:
         # Vectors go as pgvector's text form cast in SQL: the pool of a backend opened without
         # an embedder (a rebuild) has no vector type adapter.
@@ -771,6 +781,7 @@ class PostgresKnowledgeStore:
                 return done
             vectors = self._embed([dec(r[1]) for r in rows])
             with self.db.transaction() as conn, conn.cursor() as cur:
+                self._require_space(conn, embedder)
                 cur.executemany(
                     "UPDATE chunks SET embedding = %s::vector WHERE id = %s AND embedding IS NULL",
                     [

@@ -220,3 +220,33 @@ def test_an_interrupted_rebuild_on_postgres_leaves_one_space(
         )
     finally:
         backend.close()
+
+
+def test_a_process_still_on_the_old_embedder_cannot_write_into_the_rebuilt_space(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    from contextplane_postgres import PostgresBackend
+
+    old, new = HashEmbedder(dimensions=16, name="old"), HashEmbedder(dimensions=16, name="new")
+    sqlite_agent = SQLiteKnowledgeStore(tmp_path / "m.sqlite3", embedder=old)
+    pg_agent = PostgresBackend(pg_url, schema=pg_schema, embedder=old, pool_max_size=2)
+    try:
+        for agent in (sqlite_agent, pg_agent.memories):
+            agent.add_chunk("written before the rebuild")
+        with SQLiteKnowledgeStore(tmp_path / "m.sqlite3") as operator:
+            operator.rebuild_vectors(new)
+        operator_pg = PostgresBackend(pg_url, schema=pg_schema, pool_max_size=2)
+        try:
+            operator_pg.memories.rebuild_vectors(new)
+        finally:
+            operator_pg.close()
+        for agent in (sqlite_agent, pg_agent.memories):
+            with pytest.raises(
+                VectorSpaceError,
+                match=r"stored vectors are from embedder 'new'.*configured embedder is 'old'",
+            ):
+                agent.add_chunk("written by a process that missed the rebuild")
+            assert [c.content for c in agent.list_chunks()] == ["written before the rebuild"]
+    finally:
+        sqlite_agent.close()
+        pg_agent.close()

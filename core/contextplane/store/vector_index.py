@@ -122,6 +122,18 @@ def _positive_dims(embedder: Embedder) -> int:
     return dims
 
 
+def require_space(conn: apsw.Connection, path: str, embedder: Embedder) -> None:
+    """Inside a write transaction that adds vectors: refuse them when the recorded space is no
+    longer ``embedder``'s (another process rebuilt the store since this one opened it)."""
+    vector_space.check(
+        path,
+        migrate.meta_get(conn, "vector_embedder"),
+        migrate.meta_get(conn, "vector_dimensions"),
+        embedder.name,
+        int(embedder.dimensions),
+    )
+
+
 def record_space(conn: apsw.Connection, name: str, dims: int) -> None:
     """Record the vector space (caller holds the write transaction)."""
     conn.execute(

@@ -200,6 +200,7 @@ class VectorUpkeep(StoreBase):
                 batch = missing[start : start + EMBED_BATCH]
                 vectors = self._embed([str(r[1]) for r in batch])
                 with write_transaction(conn):
+                    vector_index.require_space(conn, self.path, self._embedder)
                     vector_index.add_vectors(conn, ((r[0], v) for r, v in zip(batch, vectors, strict=True)))
         self._maybe_train()
         return len(missing)

@@ -441,6 +441,8 @@ class StoreWrites(VectorUpkeep):
             )
         ids = range(first, last + 1)
         if vectors is not None:
+            assert self._embedder is not None
+            vector_index.require_space(conn, self.path, self._embedder)  # one lookup; never a mix
             vector_index.add_vectors(conn, zip(ids, vectors, strict=True))
         return ids
 
