@@ -45,9 +45,9 @@ from contextplane.memory.model import (
     validate_text,
 )
 from contextplane.memory.stamps import creation_stamps
+from contextplane.store import vector_space
 from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE
 from contextplane.store.protocol import SearchHit
-from contextplane.store import vector_space
 from contextplane.store.query_terms import meaningful_words
 from contextplane_postgres import history as pg_history
 from contextplane_postgres import schema as pg_schema
