@@ -250,3 +250,37 @@ def test_a_process_still_on_the_old_embedder_cannot_write_into_the_rebuilt_space
     finally:
         sqlite_agent.close()
         pg_agent.close()
+
+
+def test_memory_status_reports_the_space_the_embedder_and_the_rows_without_a_vector(
+    tmp_path: Path, server: EmbeddingServer
+) -> None:
+    import json
+
+    cfg = tmp_path / "contextplane.toml"
+    store = '[store]\npath = "agent.sqlite3"\n'
+    cfg.write_text(store)
+    run("memory", "add", "written before any embedder", "--config", str(cfg))
+    assert run("memory", "status", "--config", str(cfg)).output == (
+        f"store: {tmp_path / 'agent.sqlite3'}\nvector space: none yet\n"
+        "embedder: none configured; full-text search only: no embedder is configured (set [embedder] provider "
+        "and model for semantic retrieval; see README, 'Semantic retrieval')\nrows without a vector: 1\n"
+    )
+    c = http_config(cfg, server, store, "model-a", 16)
+    run("memory", "add", "written with one", "--config", c)
+    out = run("memory", "status", "--config", c).output
+    assert (
+        "vector space: openai:model-a (16 dimensions)\nembedder: openai:model-a (16 dimensions), matches\n"
+        in out
+    )
+    assert out.endswith("rows without a vector: 1\n")
+    c = http_config(cfg, server, store, "model-b", 16)
+    status = json.loads(run("memory", "status", "--config", c, "--json").output)  # a mismatch is reported
+    assert status["matches"] is False and status["embedder"] == {
+        "embedder": "openai:model-b",
+        "dimensions": 16,
+    }
+    assert (
+        "differs, run `contextplane memory reindex --rebuild`"
+        in run("memory", "status", "--config", c).output
+    )

@@ -473,6 +473,47 @@ def expire_command(
         click.echo(f"{chunk.id}: expires {chunk.expires_at.isoformat() if chunk.expires_at else 'never'}")
 
 
+@memory.command("status")
+@_store_options
+@_json_option
+def status_command(config_path: str | None, db: Path | None, as_json: bool) -> None:
+    """The store's vector space (which embedder made its vectors), the configured embedder and
+    whether they match, and the rows without a vector (what `memory reindex` would embed).
+    Opens the store without its embedder, so a mismatch is reported here, not refused."""
+    config, host = load(config_path)
+    embedder = host.embedder()
+    with command_backend(config_path, db, write=False, host=host, embedder=None) as (_c, _h, backend):
+        store = backend.memories
+        if not hasattr(store, "vector_space"):
+            raise StoreError(f"{getattr(store, 'name', 'the store')}: this memory store keeps no vectors")
+        name, dims = store.vector_space()
+        missing = store.vectorless_count()
+        where = str(getattr(store, "path", None) or getattr(store, "name", "the store"))
+    wanted = None if embedder is None else (embedder.name, int(embedder.dimensions))
+    matches = None if wanted is None or dims is None else wanted == (name, dims)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "store": where,
+                    "vector_space": {"embedder": name, "dimensions": dims},
+                    "embedder": None if wanted is None else {"embedder": wanted[0], "dimensions": wanted[1]},
+                    "matches": matches,
+                    "without_vector": missing,
+                }
+            )
+        )
+        return
+    click.echo(f"store: {where}")
+    click.echo(f"vector space: {'none yet' if dims is None else f'{name} ({dims} dimensions)'}")
+    if wanted is None:
+        click.echo(f"embedder: none configured; {FULL_TEXT_ONLY}")
+    else:
+        verdict = {None: "", True: ", matches", False: ": differs, run `contextplane memory reindex --rebuild`"}
+        click.echo(f"embedder: {wanted[0]} ({wanted[1]} dimensions){verdict[matches]}")
+    click.echo(f"rows without a vector: {missing}")
+
+
 @memory.command("reindex")
 @click.option(
     "--rebuild",
