@@ -480,7 +480,7 @@ def status_command(config_path: str | None, db: Path | None, as_json: bool) -> N
     """The store's vector space (which embedder made its vectors), the configured embedder and
     whether they match, and the rows without a vector (what `memory reindex` would embed).
     Opens the store without its embedder, so a mismatch is reported here, not refused."""
-    config, host = load(config_path)
+    _config, host = load(config_path)
     embedder = host.embedder()
     with command_backend(config_path, db, write=False, host=host, embedder=None) as (_c, _h, backend):
         store = backend.memories
@@ -509,7 +509,11 @@ def status_command(config_path: str | None, db: Path | None, as_json: bool) -> N
     if wanted is None:
         click.echo(f"embedder: none configured; {FULL_TEXT_ONLY}")
     else:
-        verdict = {None: "", True: ", matches", False: ": differs, run `contextplane memory reindex --rebuild`"}
+        verdict = {
+            None: "",
+            True: ", matches",
+            False: ": differs, run `contextplane memory reindex --rebuild`",
+        }
         click.echo(f"embedder: {wanted[0]} ({wanted[1]} dimensions){verdict[matches]}")
     click.echo(f"rows without a vector: {missing}")
 
