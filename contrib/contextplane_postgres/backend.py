@@ -150,12 +150,17 @@ class PostgresBackend:
         return PostgresTrajectory(self.db)
 
     @classmethod
-    def from_config(cls, config: Config, *, environ: Mapping[str, str] | None = None) -> PostgresBackend:
-        """The backend ``[store]`` and ``[plugin.postgres]`` describe."""
+    def from_config(
+        cls, config: Config, *, environ: Mapping[str, str] | None = None, embedder: Embedder | None = None
+    ) -> PostgresBackend:
+        """The backend ``[store]`` and ``[plugin.postgres]`` describe, embedding with ``embedder``
+        (the ``[embedder]`` one the host made); ``plugin.postgres.embedder`` (``module:callable``,
+        the older way) overrides it."""
         opts = settings(config)
         spec = opts.pop("embedder")
         fts = opts.pop("fts_candidates")
-        embedder = load_embedder(spec, config) if spec else None
+        if spec:
+            embedder = load_embedder(spec, config)
         return cls(
             database_url(config, environ), config=config, embedder=embedder, fts_candidates=fts, **opts
         )

@@ -128,8 +128,11 @@ STATUS_TABLES = (
 @_URL
 @_SCHEMA
 def status(url: str | None, schema: str) -> None:
-    """Schema version and row counts at URL, as JSON. Only reads, in a read-only transaction:
-    an empty database (or a role that may not create anything) shows "no schema yet"."""
+    """Schema version, row counts, the vector space and the rows without a vector at URL, as
+    JSON. Only reads, in a read-only transaction: an empty database (or a role that may not
+    create anything) shows "no schema yet"."""
+    from contextplane_postgres.schema import vector_state
+
     try:
         import psycopg
 
@@ -172,6 +175,15 @@ def status(url: str | None, schema: str) -> None:
                     continue
                 found = conn.execute(f"SELECT count(*) FROM {name}.{table}").fetchone()
                 out[table] = int(found[0]) if found else 0
+            if "meta" in present and "chunks" in present:
+                dims, embedder = vector_state(conn)
+                out["vector_space"] = {"embedder": embedder, "dimensions": dims}
+                # rows `contextplane memory reindex` would embed (all of them before any vector)
+                missing = "SELECT count(*) FROM chunks" + (
+                    " WHERE embedding IS NULL" if dims is not None else ""
+                )
+                found = conn.execute(missing).fetchone()
+                out["rows_without_vector"] = int(found[0]) if found else 0
     finally:
         conn.close()
     click.echo(json.dumps(out, indent=2))

@@ -103,11 +103,12 @@ class Database:
                 if start != end:
                     log.info("%s: schema version %d -> %d", self.shown, start, end)
                 if self.vectors:
-                    self._ensure_vector(conn)
+                    self.ensure_vector(conn)
         finally:
             conn.close()
 
-    def _ensure_vector(self, conn: psycopg.Connection[Any]) -> None:
+    def ensure_vector(self, conn: psycopg.Connection[Any]) -> None:
+        """Create the pgvector extension unless it is there (a rebuild may be its first use)."""
         if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is not None:
             return
         available = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()

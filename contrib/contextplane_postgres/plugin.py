@@ -17,7 +17,7 @@ NAME = "postgres"
 
 
 @hookimpl
-def backend(config: Config) -> Any:
+def backend(config: Config, embedder: Any) -> Any:
     if config.store.backend != NAME:
         return None
     try:
@@ -27,4 +27,4 @@ def backend(config: Config) -> Any:
             f'store.backend = "postgres" needs the postgres extra ({exc}); install it with '
             "pip install 'contextplane[postgres]'"
         ) from None
-    return PostgresBackend.from_config(config)
+    return PostgresBackend.from_config(config, embedder=embedder)

@@ -28,6 +28,7 @@ from typing import Any, Final
 import psycopg
 
 from contextplane.errors import StoreError
+from contextplane.store import vector_space
 from contextplane_postgres import history as pg_history
 
 SCHEMA_VERSION: Final[int] = 6
@@ -241,32 +242,45 @@ def vector_state(conn: psycopg.Connection[Any]) -> tuple[int | None, str | None]
 
 
 def attach_vectors(conn: psycopg.Connection[Any], where: str, dims: int, name: str) -> None:
-    """Add the ``embedding vector(dims)`` column and its HNSW index (cosine) once; refuse an
-    embedder of another width (its vectors could not be compared with the stored ones)."""
+    """Add the ``embedding vector(dims)`` column and its HNSW index (cosine) once and record the
+    vector space (embedder name and dimensions); refuse an embedder of another space
+    (``vector_space.check``: its vectors could not be compared with the stored ones)."""
     stored_dims, stored_name = vector_state(conn)
     if stored_dims is not None:
-        if stored_dims != dims:
-            raise StoreError(
-                f"{where}: stored vectors have {stored_dims} dimensions (embedder {stored_name!r}) but "
-                f"embedder {name!r} produces {dims}; use the original embedder, or open without one"
-            )
+        vector_space.check(where, stored_name, stored_dims, name, dims)
         return
     conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
     try:
         with conn.transaction():
             stored_dims, stored_name = vector_state(conn)
             if stored_dims is None:
-                conn.execute(f"ALTER TABLE chunks ADD COLUMN IF NOT EXISTS embedding vector({int(dims)})")
-                conn.execute(
-                    "CREATE INDEX IF NOT EXISTS chunks_embedding ON chunks "
-                    "USING hnsw (embedding vector_cosine_ops)"
-                )
+                _vector_column(conn, dims)
                 meta_set(conn, "vector_dimensions", str(dims))
                 meta_set(conn, "vector_embedder", name)
-            elif stored_dims != dims:
-                raise StoreError(
-                    f"{where}: stored vectors have {stored_dims} dimensions (embedder {stored_name!r}) "
-                    f"but embedder {name!r} produces {dims}; use the original embedder"
-                )
+            else:
+                vector_space.check(where, stored_name, stored_dims, name, dims)
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
+
+
+def _vector_column(conn: psycopg.Connection[Any], dims: int) -> None:
+    conn.execute(f"ALTER TABLE chunks ADD COLUMN IF NOT EXISTS embedding vector({int(dims)})")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS chunks_embedding ON chunks USING hnsw (embedding vector_cosine_ops)"
+    )
+
+
+def start_rebuild(conn: psycopg.Connection[Any], dims: int, name: str) -> None:
+    """Drop every vector (the column, of the old width, and its index), add an empty column of
+    ``dims`` and record the new space, in one transaction: from here on the store holds
+    vectors of one space only, and the rebuild fills them, resumably."""
+    conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
+    try:
+        with conn.transaction():
+            conn.execute("DROP INDEX IF EXISTS chunks_embedding")
+            conn.execute("ALTER TABLE chunks DROP COLUMN IF EXISTS embedding")
+            _vector_column(conn, dims)
+            meta_set(conn, "vector_dimensions", str(dims))
+            meta_set(conn, "vector_embedder", name)
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))

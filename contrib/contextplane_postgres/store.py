@@ -30,8 +30,8 @@ from typing import Any, Final, NoReturn, Self
 import numpy as np
 import psycopg
 
-from contextplane.embedding import Embedder
-from contextplane.errors import StoreError, ValidationError
+from contextplane.embedding import Embedder, embedder_failed, refused_write
+from contextplane.errors import EmbedderError, StoreError, ValidationError
 from contextplane.memory.consolidation import Consolidation, WriteOutcome
 from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import (
@@ -46,6 +46,7 @@ from contextplane.memory.model import (
     validate_text,
 )
 from contextplane.memory.stamps import creation_stamps
+from contextplane.store import vector_space
 from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE, SEARCH_K_MAX, superseding_row
 from contextplane.store.protocol import SearchHit
 from contextplane.store.query_terms import meaningful_words
@@ -264,14 +265,17 @@ class PostgresKnowledgeStore:
         out: list[np.ndarray[Any, Any]] = []
         for start in range(0, len(texts), EMBED_BATCH):
             batch = list(texts[start : start + EMBED_BATCH])
-            vectors = embedder.embed(batch)
+            try:
+                vectors = embedder.embed(batch)
+            except Exception as exc:
+                raise embedder_failed(embedder, exc) from exc
             if len(vectors) != len(batch):
-                raise StoreError(
+                raise EmbedderError(
                     f"embedder {embedder.name!r}: returned {len(vectors)} vectors for {len(batch)} texts"
                 )
             for vector in vectors:
                 if len(vector) != embedder.dimensions:
-                    raise StoreError(
+                    raise EmbedderError(
                         f"embedder {embedder.name!r}: returned a {len(vector)}-dimension vector, "
                         f"declared {embedder.dimensions}"
                     )
@@ -443,7 +447,8 @@ class PostgresKnowledgeStore:
         prepared = [prepare_row(row, now, index) for index, row in enumerate(rows)]
         if not prepared:
             return []
-        vectors = self._embed([dec(p[1]) for p in prepared]) if self._embedder is not None else None
+        with refused_write():
+            vectors = self._embed([dec(p[1]) for p in prepared]) if self._embedder is not None else None
         with self.db.transaction() as conn:
             return consolidate(
                 conn, INSERT_COLUMNS, prepared, vectors, now, self._consolidation, self._insert, single=single
@@ -464,6 +469,9 @@ class PostgresKnowledgeStore:
         ]
         for row, new_id in zip(prepared, ids, strict=True):
             row[0] = new_id
+        if vectors is not None:
+            assert self._embedder is not None
+            self._require_space(conn, self._embedder)  # two lookups; never a mix
         if len(prepared) >= COPY_MIN_ROWS:
             copy_rows(conn, prepared, vectors)
             return ids
@@ -581,7 +589,8 @@ class PostgresKnowledgeStore:
             raise StoreError(f"{self.db.shown}: memory {old_id} is already invalidated; {hint}")
         row = superseding_row(old, attrs, content)
         prepared = [prepare_row(row, utc_now(), 0)]
-        vectors = self._embed([content]) if self._embedder is not None else None
+        with refused_write():
+            vectors = self._embed([content]) if self._embedder is not None else None
         actor = str(row.get("source_type", ""))
         with self.db.transaction() as conn:
             # The scope lock a same-subject write takes (``consolidate``), before the new id is
@@ -718,6 +727,7 @@ class PostgresKnowledgeStore:
         now: datetime | None = None,
         occurred_after: datetime | str | None = None,
         occurred_before: datetime | str | None = None,
+        full_text: bool = False,
         _on: PostgresStoreView | None = None,
     ) -> list[SearchHit]:
         """Hybrid (full text + HNSW vectors, fused by relevance) or full-text search in one
@@ -725,7 +735,7 @@ class PostgresKnowledgeStore:
         ``SearchHit`` and ``terms``). Raw user text is never query syntax (see
         ``terms.tsquery_term``); function words and terms too common to inform are not scored.
         Search text is not stored: a lone surrogate in it matches nothing (as on the embedded
-        store)."""
+        store). ``full_text`` skips the vector leg (a turn's fallback when the embedder fails)."""
         validate_text(query, "query", storable=False)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
@@ -737,7 +747,8 @@ class PostgresKnowledgeStore:
         if deliverable:
             sql.deliverable_filter(include_superseded, now, params, clauses)
         where = " AND ".join(clauses) or "true"
-        vector = self._embed([query])[0] if self._embedder is not None and query.strip() else None
+        wanted = self._embedder is not None and query.strip() and not full_text
+        vector = self._embed([query])[0] if wanted else None
         if not meaningful_words(query) and vector is None:
             return []
         if vector is not None:
@@ -772,6 +783,88 @@ class PostgresKnowledgeStore:
             )
             for rank, row in enumerate(rows, start=1)
         ]
+
+    # ------------------------------------------------------------------ the vector space
+
+    def vector_space(self) -> tuple[str | None, int | None]:
+        """(embedder name, dimensions) the stored vectors were made with, or (None, None)."""
+        with self.db.connection("read from") as conn:
+            dims, name = pg_schema.vector_state(conn)
+        return name, dims
+
+    def vectorless_count(self) -> int:
+        """Rows without a vector: written before an embedder was configured, or left by an
+        interrupted rebuild; ``reindex_vectors`` embeds them."""
+        with self.db.connection("read from") as conn:
+            has = pg_schema.vector_state(conn)[0] is not None
+            missing = " WHERE embedding IS NULL" if has else ""
+            row = conn.execute("SELECT count(*) FROM chunks" + missing).fetchone()
+        return int(row[0]) if row else 0
+
+    def reindex_vectors(self, *, rebuild: bool = False) -> int:
+        """Embed the rows without a vector, or every row with ``rebuild=True``; returns rows
+        embedded."""
+        if self._embedder is None:
+            raise StoreError(f"{self.db.shown}: no embedder configured, so there are no vectors to build")
+        if rebuild:
+            return self.rebuild_vectors(self._embedder)
+        return self._fill_missing(self._embedder)
+
+    def rebuild_vectors(self, embedder: Embedder) -> int:
+        """Embed every row again with ``embedder`` and make its space the store's: the way out
+        of a ``VectorSpaceError`` (open the backend without an embedder, then call this). One
+        row is embedded first, so an embedder that fails outright leaves the old vectors in
+        place; then the old column goes and the new space is recorded in one transaction, and
+        rows are embedded in batches: interrupted, the store holds vectors of the new space
+        only, and ``reindex_vectors`` (``memory reindex``) finishes the job."""
+        dims = int(embedder.dimensions)
+        if dims < 1:
+            raise StoreError(f"embedder {embedder.name!r}: dimensions must be positive, got {dims}")
+        previous, self._embedder = self._embedder, embedder
+        try:
+            with self.db.connection("read from") as conn:
+                first = conn.execute("SELECT content FROM chunks ORDER BY id LIMIT 1").fetchone()
+            if first is not None:
+                self._embed([dec(first[0])])
+            with self.db.connection("set up") as conn:
+                self.db.ensure_vector(conn)
+                pg_schema.start_rebuild(conn, dims, embedder.name)
+        except BaseException:
+            self._embedder = previous
+            raise
+        self._chance = PgChance()
+        return self._fill_missing(embedder)
+
+    def _require_space(self, conn: psycopg.Connection[Any], embedder: Embedder) -> None:
+        """Inside a transaction adding vectors: refuse them when the recorded space is no longer
+        ``embedder``'s (another process rebuilt the store since this one opened it)."""
+        dims, name = pg_schema.vector_state(conn)
+        vector_space.check(self.db.shown, name, dims, embedder.name, int(embedder.dimensions))
+
+    def _fill_missing(self, embedder: Embedder) -> int:
+        # Vectors go as pgvector's text form cast in SQL: the pool of a backend opened without
+        # an embedder (a rebuild) has no vector type adapter.
+        done, after = 0, 0
+        while True:
+            with self.db.connection("read from") as conn:
+                rows = conn.execute(
+                    "SELECT id, content FROM chunks WHERE embedding IS NULL AND id > %s ORDER BY id LIMIT %s",
+                    (after, EMBED_BATCH),
+                ).fetchall()
+            if not rows:
+                return done
+            vectors = self._embed([dec(r[1]) for r in rows])
+            with self.db.transaction() as conn, conn.cursor() as cur:
+                self._require_space(conn, embedder)
+                cur.executemany(
+                    "UPDATE chunks SET embedding = %s::vector WHERE id = %s AND embedding IS NULL",
+                    [
+                        ("[" + ",".join(repr(float(x)) for x in v) + "]", r[0])
+                        for r, v in zip(rows, vectors, strict=True)
+                    ],
+                )
+            done += len(rows)
+            after = int(rows[-1][0])
 
     def vector_neighbours(self, query: str, n: int = 10, *, exact: bool = False) -> list[str]:
         """The vector leg alone, unfiltered, as the HNSW index finds it (``exact``: by a full

@@ -45,6 +45,7 @@ from contextplane.cli_common import (
 )
 from contextplane.cli_params import Whole
 from contextplane.delivery import deliver, plain_projection_message
+from contextplane.embedding import FULL_TEXT_ONLY
 from contextplane.errors import ContextPlaneError
 from contextplane.projection import compose_projected_context
 from contextplane.request import BuildContext
@@ -269,6 +270,8 @@ def preview_cmd(
     with command_backend(config_path, db, write=record, create=record, host=host) as (_c, _h, backend):
         prefix = build_stable_prefix(host, BuildContext(config=config, tools=tools), notify=False)
         turn_index = _next_turn(backend, session_id) if record else 0
+        if not getattr(backend.memories, "vectors_enabled", False):
+            notes.append(FULL_TEXT_ONLY)
         projection = compose_projected_context(
             query,
             backend,

@@ -28,6 +28,7 @@ import click
 
 from contextplane.backends import open_backend, store_path
 from contextplane.config import Config, load_config
+from contextplane.embedding import CONFIGURED
 from contextplane.errors import ContextPlaneError
 from contextplane.memory.model import validate_text
 from contextplane.plugins import PluginHost
@@ -120,6 +121,7 @@ def command_backend(
     write: bool,
     create: bool = False,
     host: PluginHost | None = None,
+    embedder: Any = CONFIGURED,
 ) -> Iterator[tuple[Config, PluginHost, Any]]:
     """``(config, host, backend)`` for one command, closed afterwards: the backend a runtime
     with this configuration opens (``--db`` forces the embedded store at that file). Without
@@ -129,7 +131,7 @@ def command_backend(
         config, host = load(config_path)
     else:
         config = host.config
-    backend = open_backend(host, db, read_only=not write, create=create and write)
+    backend = open_backend(host, db, read_only=not write, create=create and write, embedder=embedder)
     try:
         yield config, host, backend
     finally:

@@ -212,6 +212,43 @@ class ToolsConfig:
     )
 
 
+def _positive(_i: object, a: attrs.Attribute[Any], v: float) -> None:
+    if v <= 0:
+        raise _FieldError(a.name, v)
+
+
+@attrs.frozen
+class EmbedderConfig:
+    """Which embedder turns memories into vectors for hybrid search, for every backend and
+    command. No ``provider`` means full-text search only. A provider is a plugin answering the
+    ``embedder`` hook for its name (docs/hooks.md): ``openai`` (any OpenAI-compatible
+    ``/v1/embeddings`` server, extra ``contextplane[openai]``) and ``sentence-transformers``
+    (a local model, extra ``contextplane[local]``) ship with contextplane."""
+
+    provider: str | None = attrs.field(
+        default=None, metadata=_expect('a provider name, e.g. "openai" or "sentence-transformers"')
+    )
+    #: The model: a name the server knows (HTTP), or a name or directory (local).
+    model: str | None = attrs.field(default=None, metadata=_expect("a model name or path"))
+    #: The HTTP provider's base URL, up to and including ``/v1``.
+    base_url: str | None = attrs.field(default=None, metadata=_expect("a URL, e.g. http://localhost:11434/v1"))
+    #: The name of the environment variable holding the API key (the key itself is never in
+    #: the configuration, never logged, never stored).
+    api_key_env: str | None = attrs.field(default=None, metadata=_expect("an environment variable name"))
+    #: The vector width: asked of the server (models that can shorten their output), or
+    #: checked against what a local model produces. None: the model's own.
+    dimensions: int | None = attrs.field(
+        default=None, validator=_positive_or_none, metadata=_expect("a whole number > 0")
+    )
+    batch_size: int = attrs.field(default=64, validator=_positive, metadata=_expect("a whole number > 0"))
+    timeout_s: float = attrs.field(
+        default=10.0, validator=_positive, metadata=_expect("a number of seconds > 0")
+    )
+    max_retries: int = attrs.field(default=3, validator=_ge0, metadata=_expect("a whole number >= 0"))
+    #: Where a local model runs: "cpu" (default), "cuda", "mps".
+    device: str = attrs.field(default="cpu", metadata=_expect('a torch device, e.g. "cpu"'))
+
+
 @attrs.frozen
 class PromptConfig:
     """Inputs of the standard stable-prefix sections (ADR D3)."""
@@ -290,6 +327,7 @@ class Config:
     context: ContextConfig = attrs.field(factory=ContextConfig)
     plugins: PluginsConfig = attrs.field(factory=PluginsConfig)
     store: StoreConfig = attrs.field(factory=StoreConfig)
+    embedder: EmbedderConfig = attrs.field(factory=EmbedderConfig)
     prompt: PromptConfig = attrs.field(factory=PromptConfig)
     skills: SkillsConfig = attrs.field(factory=SkillsConfig)
     subagents: list[SubagentConfig] = attrs.field(factory=list)
@@ -356,6 +394,7 @@ def _register_hooks(conv: cattrs.Converter) -> None:
         ContextConfig,
         PluginsConfig,
         StoreConfig,
+        EmbedderConfig,
         PromptConfig,
         SkillsConfig,
         SubagentConfig,

@@ -9,8 +9,21 @@ paths and only the ones with a native async form need one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from contextplane.errors import EmbedderError
+
+#: The one line ``memory search`` and ``preview`` print when no embedder is configured.
+FULL_TEXT_ONLY = (
+    "full-text search only: no embedder is configured (set [embedder] provider and model for "
+    "semantic retrieval; see README, 'Semantic retrieval')"
+)
+
+#: "The embedder the configuration names" (``PluginHost.backend``, ``open_backend``), as
+#: opposed to None, which asks for full text only.
+CONFIGURED: Any = object()
 
 
 @runtime_checkable
@@ -45,3 +58,22 @@ async def aembed(embedder: Embedder, texts: Sequence[str]) -> Sequence[Sequence[
         vectors: Sequence[Sequence[float]] = await native(texts)
         return vectors
     return await asyncio.to_thread(embedder.embed, texts)
+
+
+def embedder_failed(embedder: Embedder, exc: BaseException) -> EmbedderError:
+    """``exc`` as the one error a store raises for a failed embedding (``EmbedderError``)."""
+    if isinstance(exc, EmbedderError):
+        return exc
+    return EmbedderError(f"embedder {embedder.name!r} failed: {type(exc).__name__}: {exc}")
+
+
+@contextlib.contextmanager
+def refused_write() -> Iterator[None]:
+    """Around a write's embedding, before anything is written: a failed embedding refuses the
+    whole write (never a row stored without its vector beside rows with one), and says so."""
+    try:
+        yield
+    except EmbedderError as exc:
+        raise EmbedderError(
+            f"{exc}; the write was refused and nothing was stored: retry when the embedder answers"
+        ) from exc

@@ -37,3 +37,14 @@ class ValidationError(ContextPlaneError, ValueError):
 
 class IncognitoWriteError(ContextPlaneError):
     """A memory write was attempted from an incognito turn, which must write nothing (ADR D6/D3b)."""
+
+
+class EmbedderError(StoreError):
+    """The embedder could not turn texts into vectors (refused, timed out, answered wrongly).
+    A write it was for is refused whole; a turn's search falls back to full text (the
+    retrieved section says so). The message names the embedder and never holds a credential."""
+
+
+class VectorSpaceError(StoreError):
+    """The store's vectors were made by another embedder (model or dimensions) than the one
+    configured; the message names both and the fix (``contextplane memory reindex --rebuild``)."""

@@ -32,8 +32,9 @@ def register_context_sections(register: Callable[[ContextSection], None], config
 
 
 @hookspec(firstresult=True)
-def backend(config: Config) -> Any:
-    """Return the ``Backend`` holding every record (memories, summaries, injections, snapshots), or None."""
+def backend(config: Config, embedder: Any) -> Any:
+    """Return the ``Backend`` holding every record (memories, summaries, injections, snapshots), or None;
+    its memory store embeds with ``embedder`` (the configured ``Embedder``, or None: full text)."""
 
 
 @hookspec(firstresult=True)
@@ -43,7 +44,7 @@ def knowledge_store(config: Config) -> Any:
 
 @hookspec(firstresult=True)
 def embedder(config: Config) -> Any:
-    """Return an ``Embedder`` for hybrid search, or None for FTS-only retrieval."""
+    """Return the ``Embedder`` ``[embedder] provider`` names (None when it names another one)."""
 
 
 @hookspec

@@ -27,7 +27,7 @@ import os
 import reprlib
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
@@ -36,7 +36,7 @@ import pluggy
 
 from contextplane import authority, hookspecs
 from contextplane.config import Config, load_config
-from contextplane.embedding import Embedder
+from contextplane.embedding import CONFIGURED, Embedder
 from contextplane.errors import ConfigError, PluginLoadError, SectionError
 from contextplane.notices import PluginWarning, log_failure, log_once, warn_once
 from contextplane.observability import observer as records_observer
@@ -145,6 +145,9 @@ class PluginHost:
         self._ordered: tuple[Registered[ContextSection], ...] | None = None
         self._versions: Mapping[str, str | None] | None = None
         self._lock = threading.Lock()
+        #: The configured embedder (or the error saying why there is none), made once.
+        self._embedder: tuple[Any] | None = None
+        self._embedder_lock = threading.Lock()
         self.trace = os.environ.get(TRACE_ENV, "").strip().lower() not in ("", "0", "false", "no")
         disabled = set(self.config.plugins.disabled)
         for name, plugin in BUILTIN_PLUGINS:
@@ -307,6 +310,7 @@ class PluginHost:
         self._context = None
         self._ordered = None
         self._versions = None
+        self._embedder = None
         return pname
 
     def unregister(self, name: str) -> None:
@@ -319,6 +323,7 @@ class PluginHost:
         self._context = None
         self._ordered = None
         self._versions = None
+        self._embedder = None
 
     def plugin_versions(self) -> Mapping[str, str | None]:
         """``{plugin name: version}`` of every registered plugin (None when it came from no
@@ -435,14 +440,25 @@ class PluginHost:
                 )
             return self._ordered
 
-    def _first(self, hook_name: str, fits: Any = None, what: str = "") -> Any:
+    def _first(
+        self,
+        hook_name: str,
+        fits: Any = None,
+        what: str = "",
+        lazy: Mapping[str, Callable[[], Any]] | None = None,
+    ) -> Any:
         # firstresult semantics, but in our documented order and with failures isolated. A
         # result that does not fit its protocol is a recorded failure, and the next plugin
-        # is asked: a dict offered as a store must not reach the sections.
+        # is asked: a dict offered as a store must not reach the sections. ``lazy`` arguments
+        # are computed only for an implementation that takes them (an embedder loads a model).
         for impl in self._impls(hook_name):
             dist = self._meta.get(impl.plugin_name, (None, None))[0]
+            kwargs: dict[str, Any] = {"config": self.config}
+            for key, make in (lazy or {}).items():
+                if key in impl.argnames:
+                    kwargs[key] = make()
             try:
-                result = self._call(impl, {"config": self.config})
+                result = self._call(impl, kwargs)
             except (Exception, SystemExit) as exc:
                 self._fail(PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc)), exc)
                 continue
@@ -463,17 +479,41 @@ class PluginHost:
             return result
         return None
 
-    def backend(self) -> Any:
-        """The first ``Backend`` a plugin offers (plugins asked in name order), else None."""
-        return self._first("backend", check_backend, "a contextplane Backend")
+    def backend(self, embedder: Any = CONFIGURED) -> Any:
+        """The first ``Backend`` a plugin offers (plugins asked in name order), else None. A
+        backend that takes an ``embedder`` gets the configured one (``embedder()``), or the one
+        given here (None: open it for full text only, as ``memory reindex --rebuild`` does)."""
+
+        def chosen() -> Any:
+            return self.embedder() if embedder is CONFIGURED else embedder
+
+        return self._first("backend", check_backend, "a contextplane Backend", {"embedder": chosen})
 
     def knowledge_store(self) -> Any:
         """The first ``KnowledgeStore`` a plugin offers (plugins asked in name order), else None."""
         return self._first("knowledge_store", _protocol_problems(KnowledgeStore), "a KnowledgeStore")
 
     def embedder(self) -> Any:
-        """The first ``Embedder`` a plugin offers (plugins asked in name order), else None."""
-        return self._first("embedder", _protocol_problems(Embedder), "an Embedder")
+        """The first ``Embedder`` a plugin offers (plugins asked in name order), else None; made
+        once per host (a local model loads once). When ``[embedder] provider`` is set and no
+        plugin offers it, raise ``ConfigError`` naming why: never full text by surprise."""
+        with self._embedder_lock:
+            if self._embedder is None:
+                seen = len(self.failures)
+                found = self._first("embedder", _protocol_problems(Embedder), "an Embedder")
+                wanted = self.config.embedder.provider
+                if found is None and wanted:
+                    why = [f.error for f in self.failures[seen:] if f.stage == "embedder"]
+                    found = ConfigError(
+                        f"embedder.provider = {wanted!r}, but no plugin offered that embedder"
+                        + (f": {why[-1]}" if why else "; is the plugin that provides it installed?")
+                        + f" (in {self.config.source})"
+                    )
+                self._embedder = (found,)
+            (result,) = self._embedder
+        if isinstance(result, ConfigError):
+            raise result
+        return result
 
     def _notify(
         self, hook_name: str, kwargs: Mapping[str, Any], impls: Iterable[pluggy.HookImpl] | None = None

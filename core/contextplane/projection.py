@@ -96,6 +96,9 @@ class InjectionRecord:
     at: str
     delivered: Mapping[str, tuple[str, ...]] = attrs.field(converter=_frozen)
     approx_tokens: int = 0
+    #: Sections that degraded this turn, with why (a draft's ``meta["fallback"]``: the
+    #: retrieved section searched full text because the embedder failed).
+    fallbacks: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen)
 
 
 class _Deferred:
@@ -588,6 +591,7 @@ def assemble(
             at=dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
             delivered=delivered,
             approx_tokens=approx_tokens(layout.total),
+            fallbacks={p.name: str(p.meta["fallback"]) for p in plans if "fallback" in p.meta},
         )
     projection = ProjectedContext(
         text=text,

@@ -20,14 +20,19 @@ terms scores ~0.27), while the question as a whole was plainly on topic.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from contextplane import ContextSection, Draft, ProjectionRequest, SearchHit, Shed, hookimpl
 from contextplane.budget import budget_chars
+from contextplane.errors import EmbedderError
+from contextplane.notices import log_failure
 from contextplane.store.aio import asearch
 from contextplane_sections.attribution import memory_row, min_trust
 from contextplane_sections.envelopes import INJECTED_MEMORY
+
+log = logging.getLogger("contextplane.sections.retrieved")
 
 NAME = "retrieved"
 PRIORITY = 50
@@ -106,12 +111,38 @@ def _draft_of(hits: list[SearchHit], request: ProjectionRequest, k: int) -> Draf
     return Draft(rows, meta)
 
 
+def _full_text(request: ProjectionRequest, exc: EmbedderError) -> dict[str, Any]:
+    """The embedder failed on this turn's query: strict mode raises; otherwise the turn searches
+    full text, logged once, and the draft's meta says so (the section report, the injection
+    record's ``fallbacks`` and the snapshot carry it)."""
+    if request.config.plugins.strict:
+        raise exc
+    log_failure(
+        log,
+        ("retrieved-full-text", type(request.knowledge_store).__name__),
+        "retrieved memories: the embedder failed, so this turn searched full text only (logged once): %s",
+        exc,
+        exc=exc,
+    )
+    return {"search": "full_text", "fallback": f"embedder failed, full text this turn: {exc}"}
+
+
+def _with(draft: Draft, meta: dict[str, Any]) -> Draft:
+    return Draft(draft.rows, {**draft.meta, **meta}) if meta else draft
+
+
 def draft(request: ProjectionRequest) -> Draft:
     skip = _skip(request)
     if skip is not None:
         return skip
     k = depth(request)
-    return _draft_of(request.knowledge_store.search(request.query, k, **_options(request)), request, k)
+    store, fell_back = request.knowledge_store, {}
+    try:
+        hits = store.search(request.query, k, **_options(request))
+    except EmbedderError as exc:
+        fell_back = _full_text(request, exc)
+        hits = store.search(request.query, k, **_options(request), full_text=True)
+    return _with(_draft_of(hits, request, k), fell_back)
 
 
 async def adraft(request: ProjectionRequest) -> Draft:
@@ -120,9 +151,13 @@ async def adraft(request: ProjectionRequest) -> Draft:
     if skip is not None:
         return skip
     k = depth(request)
-    return _draft_of(
-        await asearch(request.knowledge_store, request.query, k, **_options(request)), request, k
-    )
+    store, fell_back = request.knowledge_store, {}
+    try:
+        hits = await asearch(store, request.query, k, **_options(request))
+    except EmbedderError as exc:
+        fell_back = _full_text(request, exc)
+        hits = await asearch(store, request.query, k, **_options(request), full_text=True)
+    return _with(_draft_of(hits, request, k), fell_back)
 
 
 SECTION = ContextSection(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -23,12 +24,24 @@ HERE = Path(__file__).resolve().parent
 
 
 class TestSQLiteStore(KnowledgeStoreConformance):
-    capabilities = frozenset({"migration", "concurrent_writes", "consistent_read"})
+    capabilities = frozenset({"migration", "concurrent_writes", "consistent_read", "vector_space"})
 
     @pytest.fixture
     def store(self, tmp_path: Path) -> Iterator[SQLiteKnowledgeStore]:
         with SQLiteKnowledgeStore(tmp_path / "memory.sqlite3") as store:
             yield store
+
+    @pytest.fixture
+    def reopen(self, tmp_path: Path) -> Iterator[Callable[[Any], SQLiteKnowledgeStore]]:
+        opened: list[SQLiteKnowledgeStore] = []
+
+        def make(embedder: Any) -> SQLiteKnowledgeStore:
+            opened.append(SQLiteKnowledgeStore(tmp_path / "vectors.sqlite3", embedder=embedder))
+            return opened[-1]
+
+        yield make
+        for store in opened:
+            store.close()
 
     @pytest.fixture
     def legacy_store(self, tmp_path: Path) -> Iterator[Callable[[Sequence[LegacyRow]], SQLiteKnowledgeStore]]:

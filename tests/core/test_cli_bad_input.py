@@ -111,7 +111,9 @@ def test_memory_add_embeds_with_the_configured_embedder_and_reindex_fills_the_re
     run("memory", "add", "the deploy window is on Tuesday", "--config", cfg)
     conn = apsw.Connection(str(project / "agent.sqlite3"))
     assert conn.execute("SELECT chunk_id FROM chunks_vec").fetchall() == [(2,)]
-    assert run("memory", "reindex", "--config", cfg).output == "embedded 1 memories\n"
+    assert run("memory", "reindex", "--config", cfg).output == (
+        "embedded 1 memories with test-hash-bow (64 dimensions); 0 without a vector\n"
+    )
     assert sorted(conn.execute("SELECT chunk_id FROM chunks_vec").fetchall()) == [(1,), (2,)]
     conn.close()
     before = plugin.made.calls
@@ -125,8 +127,8 @@ def test_reindex_without_an_embedder_says_so(project: Path) -> None:
     res = run("memory", "reindex", "--config", cfg, ok=False)
     assert res.exit_code == 2
     assert res.output == (
-        f"error: {project / 'agent.sqlite3'}: no embedder is configured (a plugin's `embedder` hook provides "
-        "one), so there are no vectors to build\n"
+        f"error: {project / 'agent.sqlite3'}: no embedder is configured ([embedder] provider in the "
+        "configuration, or a plugin's `embedder` hook), so there are no vectors to build\n"
     )
 
 

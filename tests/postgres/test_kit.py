@@ -43,7 +43,21 @@ def configured_backend(pg_url: str) -> Iterator[Callable[[], Any]]:
 
 
 class TestPostgresStore(KnowledgeStoreConformance):
-    capabilities = frozenset({"migration", "concurrent_writes", "consistent_read"})
+    capabilities = frozenset({"migration", "concurrent_writes", "consistent_read", "vector_space"})
+
+    @pytest.fixture
+    def reopen(self, pg_url: str, pg_schema: str) -> Iterator[Callable[[Any], Any]]:
+        from contextplane_postgres import PostgresBackend
+
+        opened: list[Any] = []
+
+        def make(embedder: Any) -> Any:
+            opened.append(PostgresBackend(pg_url, schema=pg_schema, embedder=embedder, pool_max_size=2))
+            return opened[-1].memories
+
+        yield make
+        for backend in opened:
+            backend.close()
 
     @pytest.fixture
     def store(self, configured_backend: Callable[[], Any]) -> Any:

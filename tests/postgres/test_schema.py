@@ -231,9 +231,10 @@ def test_vectors_are_added_once_and_another_width_is_refused(pg_url: str, pg_sch
     with pytest.raises(StoreError) as err:
         PostgresBackend(pg_url, schema=pg_schema, embedder=HashEmbedder(32, name="narrow"))
     assert (
-        "stored vectors have 64 dimensions (embedder 'test-hash-bow') but embedder 'narrow' produces 32"
-        in str(err.value)
+        "stored vectors have 64 dimensions from embedder 'test-hash-bow', but the configured embedder "
+        "'narrow' produces 32" in str(err.value)
     )
+    assert "run `contextplane memory reindex --rebuild`" in str(err.value)
     plain = PostgresBackend(pg_url, schema=pg_schema)  # without an embedder: full text only
     assert [h.chunk.id for h in plain.memories.search("orchard")] == [cid]
     plain.close()

@@ -11,7 +11,7 @@ import apsw
 import attrs
 import pytest
 
-from contextplane.errors import StoreError, ValidationError
+from contextplane.errors import EmbedderError, StoreError, ValidationError
 from contextplane.memory.consolidation import Consolidation
 from contextplane.store import (
     KnowledgeStore,
@@ -179,7 +179,7 @@ class TestLifecycle:
         with SQLiteKnowledgeStore(db_path, embedder=embedder) as store:
             old_id = store.add_chunk("version one")
             embedder.fail = True
-            with pytest.raises(RuntimeError, match=r"embedding service unavailable"):
+            with pytest.raises(EmbedderError, match=r"RuntimeError: embedding service unavailable; the write was refused and nothing was stored"):
                 store.supersede(old_id, "version two")
             with pytest.raises(ValidationError, match=r"^memory_kind"):
                 store.supersede(old_id, "version two", memory_kind="nope")

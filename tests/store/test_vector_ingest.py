@@ -85,7 +85,12 @@ def test_a_large_index_is_retrained_by_reindex_not_inside_a_write(
     monkeypatch.setattr(PluginHost, "embedder", lambda self: HashEmbedder())
     result = CliRunner().invoke(root, ["memory", "reindex", "--db", str(db_path), "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output) == {"embedded": 0, "lists": 13}
+    assert json.loads(result.output) == {
+        "embedded": 0,
+        "lists": 13,
+        "without_vector": 0,
+        "vector_space": {"embedder": "test-hash-bow", "dimensions": 64},
+    }
     with SQLiteKnowledgeStore(db_path, embedder=HashEmbedder()) as store:
         assert m.meta_get(store.conn, "vector_index_trained_on") == "170"
 
@@ -101,6 +106,6 @@ def test_reindex_without_an_embedder_says_what_to_do(db_path: Path) -> None:
     result = CliRunner().invoke(root, ["memory", "reindex", "--db", str(db_path)])
     assert result.exit_code == 2  # the CLI's usage and store errors: one `error: ...` line, exit 2
     assert result.output == (
-        f"error: {db_path}: no embedder is configured (a plugin's `embedder` hook provides one), "
-        "so there are no vectors to build\n"
+        f"error: {db_path}: no embedder is configured ([embedder] provider in the configuration, or a "
+        "plugin's `embedder` hook), so there are no vectors to build\n"
     )

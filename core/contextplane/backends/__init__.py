@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contextplane.embedding import CONFIGURED
 from contextplane.errors import StoreError
 from contextplane.records.backend import backend_of
 
@@ -48,14 +49,20 @@ def open_backend(
     *,
     read_only: bool = False,
     create: bool = True,
+    embedder: Any = CONFIGURED,
 ) -> Any:
     """The plugin-chosen backend, else the embedded SQLite one (``path`` forces SQLite there).
     ``read_only`` opens the embedded one for inspection: it must exist and nothing changes;
     ``create=False`` opens it for writing but refuses a path with no store (a typo).
-    When ``store.backend`` names another backend and no plugin offers it, raise instead."""
+    When ``store.backend`` names another backend and no plugin offers it, raise instead.
+    Its memories embed with the configured embedder (``[embedder]``, the ``embedder`` hook);
+    ``embedder=None`` opens it for full text only (``memory reindex --rebuild`` then hands the
+    store the new embedder)."""
+    if embedder is CONFIGURED:
+        embedder = host.embedder()
     if path is None:
         seen = len(host.failures)
-        chosen = host.backend()
+        chosen = host.backend(embedder=embedder)
         if chosen is not None:
             return chosen
         wanted = host.config.store.backend
@@ -87,7 +94,7 @@ def open_backend(
     memories = host.knowledge_store() if path is None else None
     if memories is not None:
         return SQLiteBackend(target, config=cfg, memories=memories, read_only=read_only)
-    return SQLiteBackend(target, config=cfg, embedder=host.embedder(), read_only=read_only)
+    return SQLiteBackend(target, config=cfg, embedder=embedder, read_only=read_only)
 
 
 def resolve_backend(store: Any, config: Config) -> Any:

@@ -214,15 +214,16 @@ class PromptRecorder:
         for s in projection.sections:
             if s.suppressed is not None or s.error is not None:
                 continue
-            sections.append(
-                {
-                    "label": s.name,
-                    "chars": s.chars,
-                    "sha256": None if incognito else getattr(s, "sha256", None),
-                    "ids": list(s.item_ids),
-                    "truncated": s.truncated,
-                }
-            )
+            entry = {
+                "label": s.name,
+                "chars": s.chars,
+                "sha256": None if incognito else getattr(s, "sha256", None),
+                "ids": list(s.item_ids),
+                "truncated": s.truncated,
+            }
+            if "fallback" in s.meta:  # the turn degraded (the embedder failed): say so
+                entry["fallback"] = str(s.meta["fallback"])
+            sections.append(entry)
         sections_json = json.dumps(sections, separators=(",", ":"))
         psha = None if incognito or not projection.text else _sha(projection.text)
         ref = None

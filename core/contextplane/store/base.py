@@ -43,6 +43,8 @@ class StoreBase:
     _read_only: bool
     _read_only_reason: str
     _consolidation: Consolidation
+    #: The vector leg's chance level (``vector_index.ChanceLevel``), reset by a rebuild.
+    _chance: Any
 
     @property
     def conn(self) -> apsw.Connection:

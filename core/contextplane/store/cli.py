@@ -37,6 +37,7 @@ from contextplane.cli_common import (
     query_text,
 )
 from contextplane.cli_params import STORE_INT_MAX, Whole
+from contextplane.embedding import CONFIGURED, FULL_TEXT_ONLY
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.consolidation import WriteOutcome
 from contextplane.memory.history import HistoryEvent, lifecycle_state
@@ -489,6 +490,8 @@ def search_command(
     filters = _event_window(window)
     query = query_text(query)
     with _open(config_path, db, write=False) as store:
+        if not as_json and not getattr(store, "vectors_enabled", False):  # JSON stays JSON
+            click.echo(f"note: {FULL_TEXT_ONLY}", err=True)
         hits = store.search(
             query,
             k,
@@ -702,29 +705,99 @@ def import_command(source: str, config_path: str | None, db: Path | None, as_jso
     click.echo(f"imported {len(result.ids)} memories (history starts at the import)")
     for old, new in result.ids.items():
         click.echo(f"  {old} -> {new}")
+@memory.command("status")
+@_store_options
+@_json_option
+def status_command(config_path: str | None, db: Path | None, as_json: bool) -> None:
+    """The store's vector space (which embedder made its vectors), the configured embedder and
+    whether they match, and the rows without a vector (what `memory reindex` would embed).
+    Opens the store without its embedder, so a mismatch is reported here, not refused."""
+    _config, host = load(config_path)
+    embedder = host.embedder()
+    with command_backend(config_path, db, write=False, host=host, embedder=None) as (_c, _h, backend):
+        store = backend.memories
+        if not hasattr(store, "vector_space"):
+            raise StoreError(f"{getattr(store, 'name', 'the store')}: this memory store keeps no vectors")
+        name, dims = store.vector_space()
+        missing = store.vectorless_count()
+        where = str(getattr(store, "path", None) or getattr(store, "name", "the store"))
+    wanted = None if embedder is None else (embedder.name, int(embedder.dimensions))
+    matches = None if wanted is None or dims is None else wanted == (name, dims)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "store": where,
+                    "vector_space": {"embedder": name, "dimensions": dims},
+                    "embedder": None if wanted is None else {"embedder": wanted[0], "dimensions": wanted[1]},
+                    "matches": matches,
+                    "without_vector": missing,
+                }
+            )
+        )
+        return
+    click.echo(f"store: {where}")
+    click.echo(f"vector space: {'none yet' if dims is None else f'{name} ({dims} dimensions)'}")
+    if wanted is None:
+        click.echo(f"embedder: none configured; {FULL_TEXT_ONLY}")
+    else:
+        verdict = {
+            None: "",
+            True: ", matches",
+            False: ": differs, run `contextplane memory reindex --rebuild`",
+        }
+        click.echo(f"embedder: {wanted[0]} ({wanted[1]} dimensions){verdict[matches]}")
+    click.echo(f"rows without a vector: {missing}")
 
 
 @memory.command("reindex")
-@click.option("--rebuild", is_flag=True, help="Embed every row again (after switching embedders).")
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Embed every memory again with the configured embedder and make its vector space the store's "
+    "(after changing [embedder]).",
+)
 @_store_options
 @_json_option
 def reindex_command(rebuild: bool, config_path: str | None, db: Path | None, as_json: bool) -> None:
-    """Embed the memories that have no vector yet (written before an embedder was configured),
-    then retrain the vector index (off the write path: a store past 65,536 vectors is never
-    retrained inside a write)."""
-    with _open(config_path, db, write=True) as store:
-        if not getattr(store, "vectors_enabled", False) or not hasattr(store, "reindex_vectors"):
-            raise StoreError(
-                f"{getattr(store, 'path', 'the store')}: no embedder is configured (a plugin's `embedder` "
-                "hook provides one), so there are no vectors to build"
-            )
-        count = store.reindex_vectors(rebuild=rebuild)
+    """Embed the memories that have no vector yet (written before an embedder was configured, or
+    left by an interrupted rebuild), then retrain the vector index (off the write path: a store
+    past 65,536 vectors is never retrained inside a write). With --rebuild, every memory is
+    embedded again: the fix when the store's vectors are another embedder's."""
+    config, host = load(config_path)
+    embedder = host.embedder()
+    if embedder is None:
+        server = db is None and config.store.backend != "sqlite"
+        where = f"store.backend = {config.store.backend!r}" if server else str(command_store_path(config, db))
+        raise StoreError(
+            f"{where}: no embedder is configured ([embedder] provider in the configuration, or a plugin's "
+            "`embedder` hook), so there are no vectors to build"
+        )
+    # A rebuild opens the store without the embedder (its vectors may be another space's, which
+    # opening with the new one refuses) and hands it over.
+    opening = None if rebuild else CONFIGURED
+    with command_backend(config_path, db, write=True, host=host, embedder=opening) as (_c, _h, backend):
+        store = backend.memories
+        if not hasattr(store, "rebuild_vectors"):
+            raise StoreError(f"{getattr(store, 'name', 'the store')}: this memory store cannot build vectors")
+        count = store.rebuild_vectors(embedder) if rebuild else store.reindex_vectors()
         train = getattr(store, "train_vector_index", None)
         lists = int(train()) if callable(train) else 0
+        missing = store.vectorless_count()
+        name, dims = store.vector_space()
     if as_json:
-        click.echo(json.dumps({"embedded": count, "lists": lists}))
+        click.echo(
+            json.dumps(
+                {
+                    "embedded": count,
+                    "lists": lists,
+                    "without_vector": missing,
+                    "vector_space": {"embedder": name, "dimensions": dims},
+                }
+            )
+        )
     else:
-        click.echo(f"embedded {count} memories")
+        click.echo(f"embedded {count} memories with {name} ({dims} dimensions); {missing} without a vector")
 
 
 @click.command("migrate", cls=Command)

@@ -15,6 +15,7 @@ from typing import Any
 
 import apsw
 
+from contextplane.embedding import refused_write
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.model import (
     SUPERSEDED_PREFIX,
@@ -128,7 +129,8 @@ class StoreLifecycle(StoreWrites):
         (``occurred_at``) are inherited unless given; provenance and review state are not (they
         describe the new write)."""
         old, prepared, actor = self._superseding(old_id, content, attrs)
-        vectors = self._embed([prepared[0][0]]) if self._embedder is not None else None
+        with refused_write():
+            vectors = self._embed([prepared[0][0]]) if self._embedder is not None else None
         return self._write_superseding(old, prepared, vectors, actor)
 
     def _superseding(

@@ -35,12 +35,22 @@ from typing import Any, Self, TypeVar
 
 import apsw
 
-from contextplane.embedding import Embedder, aembed
+from contextplane.embedding import Embedder
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.consolidation import Consolidation
 from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import MemoryChunk, to_utc, utc_now, validate_text
-from contextplane.store import fusion, legs, migrate, query_terms, ranks, sql, vector_index, vector_matrix
+from contextplane.store import (
+    fusion,
+    legs,
+    migrate,
+    query_terms,
+    ranks,
+    sql,
+    vector_index,
+    vector_matrix,
+    vector_space,
+)
 from contextplane.store import history as store_history
 from contextplane.store.columns import SEARCH_K_MAX, SELECT_COLUMNS, as_id, chunk_from_row
 from contextplane.store.connection import SQLITE_HEADER as SQLITE_HEADER
@@ -124,7 +134,14 @@ class SQLiteKnowledgeStore(StoreLifecycle):
                 if not self._read_only:
                     vector_index.attach(self.conn, self.path, embedder)
                     self._embedder = embedder
-                elif migrate.meta_get(self.conn, "vector_dimensions") == str(int(embedder.dimensions)):
+                elif migrate.meta_get(self.conn, "vector_dimensions") is not None:
+                    vector_space.check(
+                        self.path,
+                        migrate.meta_get(self.conn, "vector_embedder"),
+                        migrate.meta_get(self.conn, "vector_dimensions"),
+                        embedder.name,
+                        int(embedder.dimensions),
+                    )
                     self._embedder = embedder  # read-only: search the vectors already there
         except (apsw.NotADBError, apsw.CorruptError) as exc:
             self.close()
@@ -421,6 +438,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         now: datetime | None = None,
         occurred_after: datetime | str | None = None,
         occurred_before: datetime | str | None = None,
+        full_text: bool = False,
         _on: StoreView | None = None,
         _vector: bytes | None = None,
     ) -> list[SearchHit]:
@@ -429,8 +447,10 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         ``fts_query``); function words and terms too common to inform are not scored.
         ``include_superseded`` admits superseded rows but still never rejected, expired or
         otherwise-invalidated ones. ``occurred_after`` / ``occurred_before`` keep only rows
-        whose event time is in that half-open window, as ``list_chunks``. (``_vector``: the
-        query already embedded, by ``asearch``.)"""
+        whose event time is in that half-open window, as ``list_chunks``. ``full_text`` searches
+        without the vector leg, as a store without an embedder does (a turn's fallback when the
+        embedder fails: ``EmbedderError``). (``_vector``: the query already embedded, by
+        ``asearch``.)"""
         validate_text(query, "query", storable=False)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
@@ -451,7 +471,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         scope_key = None if namespaces is None else tuple(namespaces)
         # embed before taking the lock: a slow embedder must not stall other threads' reads
         vector = _vector
-        if vector is None and self._embedder is not None and query.strip():
+        if vector is None and self._embedder is not None and query.strip() and not full_text:
             vector = self._embed([query])[0]
         with self._reading(_on) as conn:
             plan = self._term_stats.plan(conn, query, _corpus_of(_on))
@@ -595,8 +615,9 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         that runs the SQL."""
         vector = None
         embedder = self._embedder
-        if embedder is not None and hasattr(embedder, "aembed") and isinstance(query, str) and query.strip():
-            vector = self._packed([query], await aembed(embedder, [query]), embedder.dimensions)[0]
+        wanted = not options.get("full_text") and isinstance(query, str) and bool(query.strip())
+        if embedder is not None and hasattr(embedder, "aembed") and wanted:
+            vector = self._packed([query], await self._aembed(embedder, [query]), embedder.dimensions)[0]
 
         def read(view: StoreView | None) -> list[SearchHit]:
             return self.search(query, k, **options, _on=view, _vector=vector)
@@ -622,7 +643,8 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         bound.apply_defaults()
         now_text, prepared = self._prepared([bound.arguments])  # validated before embedding
         text = prepared[0][0]
-        vectors = self._packed([text], await aembed(embedder, [text]), embedder.dimensions)
+        embedded = await self._aembed(embedder, [text], writing=True)
+        vectors = self._packed([text], embedded, embedder.dimensions)
         outcomes = await asyncio.to_thread(self._write_prepared, prepared, vectors, now_text, single=True)
         return outcomes[0]
 
@@ -635,7 +657,8 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             return await asyncio.to_thread(self.supersede, old_id, content, **attrs)
         old, prepared, actor = await asyncio.to_thread(self._superseding, old_id, content, attrs)
         text = prepared[0][0]
-        vectors = self._packed([text], await aembed(embedder, [text]), embedder.dimensions)
+        embedded = await self._aembed(embedder, [text], writing=True)
+        vectors = self._packed([text], embedded, embedder.dimensions)
         return await asyncio.to_thread(self._write_superseding, old, prepared, vectors, actor)
 
     async def aset_review_state(self, chunk_id: str, state: str) -> MemoryChunk:

@@ -34,7 +34,7 @@ import apsw
 
 from contextplane.embedding import Embedder
 from contextplane.errors import StoreError
-from contextplane.store import migrate
+from contextplane.store import migrate, vector_space
 from contextplane.store.migrate import write_transaction
 
 LIST_SHIFT: Final[int] = 40  # chunk ids stay below 2**40; the list number sits above them
@@ -99,35 +99,70 @@ def load_sqlite_vec(conn: apsw.Connection, path: str, explicit_path: str | None)
 
 
 def attach(conn: apsw.Connection, path: str, embedder: Embedder) -> None:
-    """Create the index tables if missing and record which embedder fills them. Refuses an
-    embedder whose dimensions differ from the stored vectors (they could not be compared at
-    all); only warns on a different name with the same dimensions (comparable but meaningless
-    until ``reindex_vectors(rebuild=True)``)."""
+    """Create the index tables if missing and record the vector space (the embedder's name and
+    dimensions) the first time; refuse an embedder of another space (``vector_space.check``:
+    a different width could not be compared at all, a different model only meaninglessly)."""
+    dims = _positive_dims(embedder)
+    with write_transaction(conn):
+        conn.execute(_VECTOR_TABLES_SQL)
+        vector_space.check(
+            path,
+            migrate.meta_get(conn, "vector_embedder"),
+            migrate.meta_get(conn, "vector_dimensions"),
+            embedder.name,
+            dims,
+        )
+        record_space(conn, embedder.name, dims)
+
+
+def _positive_dims(embedder: Embedder) -> int:
     dims = int(embedder.dimensions)
     if dims < 1:
         raise StoreError(f"embedder {embedder.name!r}: dimensions must be positive, got {dims}")
+    return dims
+
+
+def require_space(conn: apsw.Connection, path: str, embedder: Embedder) -> None:
+    """Inside a write transaction that adds vectors: refuse them when the recorded space is no
+    longer ``embedder``'s (another process rebuilt the store since this one opened it)."""
+    vector_space.check(
+        path,
+        migrate.meta_get(conn, "vector_embedder"),
+        migrate.meta_get(conn, "vector_dimensions"),
+        embedder.name,
+        int(embedder.dimensions),
+    )
+
+
+def record_space(conn: apsw.Connection, name: str, dims: int) -> None:
+    """Record the vector space (caller holds the write transaction)."""
+    conn.execute(
+        "INSERT OR REPLACE INTO _kb_meta(key, value) VALUES ('vector_dimensions', ?), ('vector_embedder', ?)",
+        (str(dims), name),
+    )
+
+
+def start_rebuild(conn: apsw.Connection, embedder: Embedder) -> None:
+    """Drop every vector and record ``embedder``'s space, in one transaction: from here on the
+    store holds vectors of one space only (none yet), and ``reindex_vectors`` fills them,
+    resumably."""
+    dims = _positive_dims(embedder)
     with write_transaction(conn):
         conn.execute(_VECTOR_TABLES_SQL)
-        stored_dims = migrate.meta_get(conn, "vector_dimensions")
-        stored_name = migrate.meta_get(conn, "vector_embedder")
-        if stored_dims is not None and int(stored_dims) != dims:
-            raise StoreError(
-                f"{path}: stored vectors have {stored_dims} dimensions (embedder {stored_name!r}) "
-                f"but embedder {embedder.name!r} produces {dims}; use the original embedder or "
-                "open the store without one and call reindex_vectors(rebuild=True) after switching"
-            )
-        if stored_name is not None and stored_name != embedder.name:
-            warnings.warn(
-                f"{path}: vectors were built by embedder {stored_name!r}, now {embedder.name!r}; "
-                "call reindex_vectors(rebuild=True) so they are comparable",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-        conn.execute(
-            "INSERT OR REPLACE INTO _kb_meta(key, value) VALUES ('vector_dimensions', ?), "
-            "('vector_embedder', ?)",
-            (str(dims), embedder.name),
-        )
+        clear(conn)
+        record_space(conn, embedder.name, dims)
+
+
+def missing_count(conn: apsw.Connection) -> int:
+    """Rows without a vector (written before an embedder was configured, or mid-rebuild)."""
+    has_table = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chunks_vec'"
+    ).fetchone()
+    sql = "SELECT count(*) FROM chunks" + (
+        " WHERE id NOT IN (SELECT chunk_id FROM chunks_vec)" if has_table else ""
+    )
+    row = conn.execute(sql).fetchone()
+    return int(row[0]) if row else 0
 
 
 # ---------------------------------------------------------------------- writes

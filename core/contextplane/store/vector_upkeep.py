@@ -8,15 +8,17 @@ before an embedder was configured, and embedding in batches with the embedder's 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 import apsw
 
-from contextplane.errors import StoreError
+from contextplane.embedding import Embedder, aembed, embedder_failed, refused_write
+from contextplane.errors import EmbedderError, StoreError
 from contextplane.notices import log_once
-from contextplane.store import vector_index
+from contextplane.store import migrate, vector_index
 from contextplane.store.base import StoreBase
 from contextplane.store.migrate import write_transaction
 
@@ -40,8 +42,20 @@ class VectorUpkeep(StoreBase):
         out: list[bytes] = []
         for start in range(0, len(texts), EMBED_BATCH):
             batch = texts[start : start + EMBED_BATCH]
-            out.extend(self._packed(batch, embedder.embed(batch), dims))
+            try:
+                vectors = embedder.embed(batch)
+            except Exception as exc:
+                raise embedder_failed(embedder, exc) from exc
+            out.extend(self._packed(batch, vectors, dims))
         return out
+
+    async def _aembed(self, embedder: Embedder, texts: Sequence[str], *, writing: bool = False) -> Any:
+        """``aembed`` with its failures as ``EmbedderError`` (a refused write says so)."""
+        with refused_write() if writing else contextlib.nullcontext():
+            try:
+                return await aembed(embedder, texts)
+            except Exception as exc:
+                raise embedder_failed(embedder, exc) from exc
 
     def _packed(self, batch: Sequence[str], vectors: Sequence[Sequence[float]], dims: int) -> list[bytes]:
         """The embedder's vectors for ``batch``, its promises checked (one per text, the declared
@@ -49,7 +63,7 @@ class VectorUpkeep(StoreBase):
         embedder = self._embedder
         assert embedder is not None
         if len(vectors) != len(batch):
-            raise StoreError(
+            raise EmbedderError(
                 f"embedder {embedder.name!r}: returned {len(vectors)} vectors for {len(batch)} texts"
             )
         shape = getattr(vectors, "shape", None)
@@ -60,11 +74,50 @@ class VectorUpkeep(StoreBase):
         out: list[bytes] = []
         for vector in vectors:
             if len(vector) != dims:
-                raise StoreError(
+                raise EmbedderError(
                     f"embedder {embedder.name!r}: returned a {len(vector)}-dimension vector, declared {dims}"
                 )
             out.append(vector_index.pack(vector))
         return out
+
+    def vectorless_count(self) -> int:
+        """Rows without a vector: written before an embedder was configured, or left by an
+        interrupted rebuild; ``reindex_vectors`` embeds them."""
+        with self._lock:
+            return vector_index.missing_count(self.conn)
+
+    def vector_space(self) -> tuple[str | None, int | None]:
+        """(embedder name, dimensions) the stored vectors were made with, or (None, None)."""
+        with self._lock:
+            dims = migrate.meta_get(self.conn, "vector_dimensions")
+            return migrate.meta_get(self.conn, "vector_embedder"), None if dims is None else int(dims)
+
+    def rebuild_vectors(self, embedder: Embedder) -> int:
+        """Embed every row again with ``embedder`` and make its space the store's: the way out
+        of a ``VectorSpaceError`` (open the store without an embedder, then call this). One row
+        is embedded first, so an embedder that fails outright leaves the old vectors in place;
+        then every vector is dropped and the new space recorded in one transaction, and the
+        rows are embedded in batches (``reindex_vectors``): interrupted, the store holds vectors
+        of the new space only, and ``reindex_vectors`` (``memory reindex``) finishes the job.
+        Returns rows embedded."""
+        if self._read_only:
+            raise StoreError(f"{self.path}: cannot rebuild vectors: {self._read_only_reason}")
+        if not vector_index.load_sqlite_vec(self.conn, self.path, self._sqlite_vec_path):
+            raise StoreError(
+                f"{self.path}: sqlite-vec could not be loaded, so there is no vector index to build"
+            )
+        with self._lock:
+            first = self.conn.execute("SELECT content FROM chunks ORDER BY id LIMIT 1").fetchone()
+            previous, self._embedder = self._embedder, embedder
+            try:
+                if first is not None:
+                    self._embed([str(first[0])])
+                vector_index.start_rebuild(self.conn, embedder)
+            except BaseException:
+                self._embedder = previous
+                raise
+            self._chance = vector_index.ChanceLevel()
+        return self.reindex_vectors()
 
     def _probes(self, conn: apsw.Connection) -> int:
         return vector_index.probes(conn, self._vector_probes)
@@ -147,6 +200,7 @@ class VectorUpkeep(StoreBase):
                 batch = missing[start : start + EMBED_BATCH]
                 vectors = self._embed([str(r[1]) for r in batch])
                 with write_transaction(conn):
+                    vector_index.require_space(conn, self.path, self._embedder)
                     vector_index.add_vectors(conn, ((r[0], v) for r, v in zip(batch, vectors, strict=True)))
         self._maybe_train()
         return len(missing)

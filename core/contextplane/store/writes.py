@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import apsw
 
+from contextplane.embedding import refused_write
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.consolidation import (
     NEAR_DUPLICATE_CANDIDATES,
@@ -163,7 +164,8 @@ class StoreWrites(VectorUpkeep):
         now_text, prepared = self._prepared(rows)
         if not prepared:
             return []
-        vectors = self._embed([p[0] for p in prepared]) if self._embedder is not None else None
+        with refused_write():
+            vectors = self._embed([p[0] for p in prepared]) if self._embedder is not None else None
         return self._write_prepared(prepared, vectors, now_text, single=single)
 
     def _prepared(self, rows: Iterable[Mapping[str, Any]]) -> tuple[str, list[tuple[Any, ...]]]:
@@ -513,6 +515,8 @@ class StoreWrites(VectorUpkeep):
             )
         ids = range(first, last + 1)
         if vectors is not None:
+            assert self._embedder is not None
+            vector_index.require_space(conn, self.path, self._embedder)  # one lookup; never a mix
             vector_index.add_vectors(conn, zip(ids, vectors, strict=True))
         return ids
 

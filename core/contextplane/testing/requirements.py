@@ -454,6 +454,30 @@ _ALL: tuple[Requirement, ...] = (
         "alist_chunks, aadd_chunk, asupersede and aset_review_state give what search, list_chunks, "
         "add_chunk, supersede and set_review_state give.",
     ),
+    Requirement(
+        "STORE-VECTOR-SPACE-RECORDED",
+        "store",
+        "A store opened with an embedder records its vector space: vector_space() returns the "
+        "embedder's (name, dimensions) once rows are written, every row written with it has a vector, "
+        "and vectorless_count() counts the rows written while no embedder was configured.",
+        capability="vector_space",
+    ),
+    Requirement(
+        "STORE-VECTOR-SPACE-MISMATCH",
+        "store",
+        "Opening a store with an embedder of another name (same dimensions) or other dimensions raises "
+        "VectorSpaceError naming both embedders and `contextplane memory reindex --rebuild`; nothing "
+        "is mixed and the stored space is unchanged.",
+        capability="vector_space",
+    ),
+    Requirement(
+        "STORE-VECTOR-REBUILD",
+        "store",
+        "rebuild_vectors(embedder) on the store opened without an embedder re-embeds every row with it "
+        "and records its space: the store then opens with that embedder, finds its rows through the "
+        "vector leg, and refuses the old one.",
+        capability="vector_space",
+    ),
     # --- backends: the records beside the memories (ADR D5, D8, D9) ------------------------
     Requirement(
         "RECORDS-BACKEND",
@@ -536,7 +560,9 @@ _ALL: tuple[Requirement, ...] = (
 REQUIREMENTS: Final[Mapping[str, Requirement]] = MappingProxyType({r.id: r for r in _ALL})
 
 #: Capabilities a store may declare; the kit skips the checks of an undeclared one.
-STORE_CAPABILITIES: Final[frozenset[str]] = frozenset({"migration", "concurrent_writes", "consistent_read"})
+STORE_CAPABILITIES: Final[frozenset[str]] = frozenset(
+    {"migration", "concurrent_writes", "consistent_read", "vector_space"}
+)
 #: Capabilities a backend may declare for the records kit.
 RECORDS_CAPABILITIES: Final[frozenset[str]] = frozenset({"trajectory"})
 
