@@ -73,9 +73,12 @@ def _draft_of(hits: list[SearchHit], request: ProjectionRequest, k: int) -> Draf
     floor = min_trust(request.config)
     relevance_floor = request.config.context.min_relevance
     row_floor = request.config.context.min_row_relevance
-    known = [hit.relevance for hit in hits if hit.relevance is not None]
-    # the gate: a question whose best hit is under the floor is one the store cannot answer
-    gated = bool(known) and max(known) < relevance_floor and len(known) == len(hits)
+    # the gate: a question whose best hit is under the floor is one the store cannot answer;
+    # judged on the hits this section could deliver (an always-on row matching the question is
+    # delivered by its own section and says nothing about whether the store can answer it)
+    offered = [hit for hit in hits if (hit.chunk.delivery_policy or "retrieved") == "retrieved"]
+    known = [hit.relevance for hit in offered if hit.relevance is not None]
+    gated = bool(known) and max(known) < relevance_floor and len(known) == len(offered)
     room = budget_chars(
         request.config, budget_tokens=request.budget_tokens, context_window=request.context_window
     )

@@ -118,3 +118,32 @@ def test_the_section_searches_as_deep_as_the_budget_could_hold(tmp_path: Path) -
             )
         assert len(p.section("retrieved").item_ids) == 8  # type: ignore[union-attr]
         assert math.isclose(p.section("retrieved").meta["depth"], 8)  # type: ignore[union-attr]
+
+
+def test_an_always_on_match_does_not_open_the_gate_for_retrieved_rows(tmp_path: Path) -> None:
+    """The gate asks whether the store can answer the question from the rows the retrieved
+    section could deliver: an always-on row that matches it (delivered by its own section) must
+    not let the weakly related retrieved rows in behind it (the scale bench's off-corpus
+    questions got 1.1 rows each that way)."""
+    from contextplane_sections import always_on
+
+    with SQLiteKnowledgeStore(tmp_path / "m.sqlite3", embedder=HashEmbedder()) as store:
+        store.add_chunk(
+            "Standing rule: no deploy freeze exceptions tomorrow without the on-call lead",
+            source_type="operator",
+            delivery_policy="always",
+        )
+        rng = random.Random(7)
+        syllables = [a + b for a in "bdfgklmnprstvz" for b in "aeiou"]
+        store.add_chunks(
+            {"content": " ".join("".join(rng.sample(syllables, 3)) for _ in range(6))} for _ in range(300)
+        )
+        config = structure({"context": {"context_window": 200_000}})
+        host = plugin_host_with([retrieved, always_on], config)
+        p = compose_projected_context(
+            "any deploy freeze exceptions tomorrow?", store, None, {}, budget_tokens=4000, host=host, record=False
+        )
+        assert p.section("always_on").item_ids  # type: ignore[union-attr]
+        report = p.section("retrieved")
+        assert report is not None and report.item_ids == ()
+        assert report.meta["best_relevance"] < 0.3

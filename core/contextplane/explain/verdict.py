@@ -399,7 +399,8 @@ def _below_relevance(
         return None
     hits = turn.view.search(request.query, k, deliverable=True, namespaces=list(request.namespaces))
     hit = next((h for h in hits if h.chunk.id == memory_id), None)
-    known = [h.relevance for h in hits if h.relevance is not None]
+    offered = [h for h in hits if h.chunk.effective_delivery_policy == "retrieved"]
+    known = [h.relevance for h in offered if h.relevance is not None]
     if hit is None or hit.relevance is None or not known or max(known) >= floor:
         return None
     best = max(known) if best is None else best
