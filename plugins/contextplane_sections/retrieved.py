@@ -41,6 +41,11 @@ PRIORITY = 50
 MIN_ROW_CHARS = 80
 #: Each row's cost beyond its text: the list marker and the line break.
 ROW_OVERHEAD = 3
+#: What a typical memory costs with its attribution: the first search asks for as many rows as
+#: the budget holds at this size, and goes 4x deeper (up to ``depth``) only while the rows it
+#: got cannot fill the budget. Why not always search ``depth`` deep: at 100k memories each row
+#: fetched and fused costs, and most turns' budgets fill from the first, shallower search.
+FIRST_ROW_CHARS = 200
 
 
 def depth(request: ProjectionRequest) -> int:
@@ -134,18 +139,57 @@ def _with(draft: Draft, meta: dict[str, Any]) -> Draft:
     return Draft(draft.rows, {**draft.meta, **meta}) if meta else draft
 
 
+def _first(request: ProjectionRequest) -> tuple[int, int]:
+    """(the first search's depth, the deepest the section may go: ``depth``)."""
+    deepest = depth(request)
+    chars = budget_chars(
+        request.config, budget_tokens=request.budget_tokens, context_window=request.context_window
+    )
+    if chars is None:
+        return deepest, deepest
+    return max(1, min(deepest, chars // FIRST_ROW_CHARS)), deepest
+
+
+def _deeper(hits: list[SearchHit], request: ProjectionRequest, k: int, deepest: int) -> int | None:
+    """The next depth when the store may hold more (it returned all ``k``) and the rows this
+    section would offer cannot fill the budget yet; None when this search is deep enough."""
+    if len(hits) < k or k >= deepest:
+        return None
+    room = budget_chars(
+        request.config, budget_tokens=request.budget_tokens, context_window=request.context_window
+    )
+    if room is None:
+        return None
+    cut, floor = request.config.context.max_row_chars, min_trust(request.config)
+    used = 0
+    for hit in hits:
+        chunk = hit.chunk
+        if (chunk.delivery_policy or "retrieved") != "retrieved" or chunk.trust_tier < floor:
+            continue
+        length = len(memory_row(chunk, hit.rank).text)
+        used += (min(length, cut) if cut else length) + ROW_OVERHEAD
+        if used > room:
+            return None
+    return min(deepest, 4 * k)
+
+
 def draft(request: ProjectionRequest) -> Draft:
     skip = _skip(request)
     if skip is not None:
         return skip
-    k = depth(request)
+    k, deepest = _first(request)
     store, fell_back = request.knowledge_store, {}
-    try:
-        hits = store.search(request.query, k, **_options(request))
-    except EmbedderError as exc:
-        fell_back = _full_text(request, exc)
-        hits = store.search(request.query, k, **_options(request), full_text=True)
-    return _with(_draft_of(hits, request, k), fell_back)
+    while True:
+        options = _options(request) | ({"full_text": True} if fell_back else {})
+        try:
+            hits = store.search(request.query, k, **options)
+        except EmbedderError as exc:
+            fell_back = _full_text(request, exc)
+            hits = store.search(request.query, k, **_options(request), full_text=True)
+        more = _deeper(hits, request, k, deepest)
+        if more is None:
+            return _with(_draft_of(hits, request, k), fell_back)
+        k = more
 
 
 async def adraft(request: ProjectionRequest) -> Draft:
@@ -153,14 +197,19 @@ async def adraft(request: ProjectionRequest) -> Draft:
     skip = _skip(request)
     if skip is not None:
         return skip
-    k = depth(request)
+    k, deepest = _first(request)
     store, fell_back = request.knowledge_store, {}
-    try:
-        hits = await asearch(store, request.query, k, **_options(request))
-    except EmbedderError as exc:
-        fell_back = _full_text(request, exc)
-        hits = await asearch(store, request.query, k, **_options(request), full_text=True)
-    return _with(_draft_of(hits, request, k), fell_back)
+    while True:
+        options = _options(request) | ({"full_text": True} if fell_back else {})
+        try:
+            hits = await asearch(store, request.query, k, **options)
+        except EmbedderError as exc:
+            fell_back = _full_text(request, exc)
+            hits = await asearch(store, request.query, k, **_options(request), full_text=True)
+        more = _deeper(hits, request, k, deepest)
+        if more is None:
+            return _with(_draft_of(hits, request, k), fell_back)
+        k = more
 
 
 SECTION = ContextSection(
