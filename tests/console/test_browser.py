@@ -212,11 +212,13 @@ def test_run_an_explain_and_read_the_verdict(
     assert picks and set(picks) == {vendor.id}  # the turns to try next are for this memory
     screenshot(page, "explain-never-retrieved")
 
-    # evidence whose keys the console was not written for (issue 11's relevance floor) still shows
+    # evidence whose keys the console was not written for (the relevance gate) still shows: a
+    # question mostly about what the store never heard of, whose one known word finds the runbook
     runbook = find(deployment, "Runbook excerpt")
-    page.fill("#explain-turn-form input[name=memory]", runbook.id)
-    page.fill("#explain-turn-form input[name=turn]", "1")
-    page.click("#explain-turn-form button[type=submit]")
+    page.fill("#explain-query-form input[name=memory]", runbook.id)
+    page.fill("#explain-query", "runbook volcano earthquake tsunami glacier")
+    page.fill("#explain-query-form input[name=project]", "website")
+    page.click("#explain-query-form button[type=submit]")
     page.wait_for_selector("#explain-result[data-reason=below_min_relevance]")
     assert page.inner_text("#verdict-reason") == "(below min relevance)"
     assert page.inner_text("#verdict-evidence dd[data-key=min_relevance]") == "0.3"

@@ -768,6 +768,8 @@ def reindex_command(rebuild: bool, config_path: str | None, db: Path | None, as_
     embedder = host.embedder()
     if embedder is None:
         server = db is None and config.store.backend != "sqlite"
+        if not server and not command_store_path(config, db).exists():
+            raise connection.no_store(command_store_path(config, db))  # the path first: a typo
         where = f"store.backend = {config.store.backend!r}" if server else str(command_store_path(config, db))
         raise StoreError(
             f"{where}: no embedder is configured ([embedder] provider in the configuration, or a plugin's "
