@@ -37,7 +37,7 @@ import pluggy
 from contextplane import authority, hookspecs
 from contextplane.config import Config, load_config
 from contextplane.embedding import CONFIGURED, Embedder
-from contextplane.errors import ConfigError, PluginLoadError, SectionError
+from contextplane.errors import ConfigError, PluginLoadError, SectionError, StoreError
 from contextplane.notices import PluginWarning, log_failure, log_once, warn_once
 from contextplane.observability import observer as records_observer
 from contextplane.records.backend import check_backend
@@ -460,7 +460,15 @@ class PluginHost:
             try:
                 result = self._call(impl, kwargs)
             except (Exception, SystemExit) as exc:
-                self._fail(PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc)), exc)
+                failure = PluginFailure(impl.plugin_name, dist, hook_name, _describe_exc(exc))
+                if hook_name == "backend" and isinstance(exc, StoreError) and not self.strict:
+                    # The plugin took the backend on and could not open it (a server that is not
+                    # there, a bad URL): ``open_backend`` raises this very reason as the command's
+                    # one error line, so it is recorded here, not also logged as a warning.
+                    self.failures.append(failure)
+                    log.debug("%s", failure.describe(), exc_info=exc)
+                    continue
+                self._fail(failure, exc)
                 continue
             if result is None:
                 continue

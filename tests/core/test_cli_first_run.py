@@ -216,3 +216,23 @@ def test_preview_record_makes_a_turn_explain_replay_and_snapshots_can_read(tmp_p
     # Without --record nothing is written.
     run("preview", "who approves deploys?", "--db", db, "--session", "mine")
     assert len(json.loads(run("injections", "--session", "mine", "--json", "--db", db).stdout)) == 2
+
+
+def test_a_server_backend_that_cannot_be_opened_is_one_error_line(tmp_path: Path) -> None:
+    """Issue 23 item 15: the backend plugin's failure was a `warning:` line and then the same
+    reason again as the `error:` line; it is one line, naming the configuration."""
+    import subprocess
+    import sys
+
+    config = tmp_path / "contextplane.toml"
+    config.write_text('[store]\nbackend = "postgres"\nurl = "postgresql://nobody@127.0.0.1:1/none"\n')
+    for args in (("memory", "list"), ("preview", "deploy window")):
+        done = subprocess.run(
+            [sys.executable, "-m", "contextplane", *args, "--config", str(config)],
+            capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        )
+        assert done.returncode != 0 and done.stdout == ""
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1, done.stderr
+        assert lines[0].startswith("error: cannot connect to the PostgreSQL server at postgresql://nobody@127.0.0.1:1")
+        assert f"(store.backend = 'postgres', in {config})" in lines[0]
