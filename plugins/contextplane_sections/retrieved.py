@@ -178,7 +178,8 @@ def draft(request: ProjectionRequest) -> Draft:
     if skip is not None:
         return skip
     k, deepest = _first(request)
-    store, fell_back = request.knowledge_store, {}
+    store = request.knowledge_store
+    fell_back: dict[str, Any] = {}
     while True:
         options = _options(request) | ({"full_text": True} if fell_back else {})
         try:
@@ -198,7 +199,8 @@ async def adraft(request: ProjectionRequest) -> Draft:
     if skip is not None:
         return skip
     k, deepest = _first(request)
-    store, fell_back = request.knowledge_store, {}
+    store = request.knowledge_store
+    fell_back: dict[str, Any] = {}
     while True:
         options = _options(request) | ({"full_text": True} if fell_back else {})
         try:
