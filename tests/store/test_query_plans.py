@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from contextplane.store import SQLiteKnowledgeStore, sql
+from contextplane.store import SQLiteKnowledgeStore, legs, sql
 from contextplane.store import migrate as m
 from tests.store.helpers import HashEmbedder
 
@@ -64,20 +64,31 @@ def test_always_on_list_reads_by_policy_and_scope(store: SQLiteKnowledgeStore) -
 
 
 @pytest.mark.parametrize("exact", [False, True], ids=["fast", "exact"])
-@pytest.mark.parametrize("hybrid", [False, True], ids=["fts", "hybrid"])
-def test_search_drives_from_the_legs_not_the_scope_index(
-    store: SQLiteKnowledgeStore, exact: bool, hybrid: bool
-) -> None:
+@pytest.mark.parametrize("leg", ["fts", "vector"])
+def test_search_drives_from_the_legs_not_the_scope_index(store: SQLiteKnowledgeStore, exact: bool, leg: str) -> None:
+    """The statements ``search`` runs (``store.legs``): the full-text leg and the vector leg's
+    index form are driven by their own candidates, never by the scope index."""
     where, params = search_params(exact)
-    statement = sql.search_sql('"deploy"', params["v"] if hybrid else None, where, exact=exact)
-    steps = plan(store, statement, params)
-    # every read of a memory row is by its id, and the full-text leg is a MATCH scan
+    fast, exact_form = legs.fts_statements(where) if leg == "fts" else legs.vector_statements(where)
+    steps = plan(store, exact_form if exact else fast, params)
+    # every read of a memory row is by its id
     chunk_reads = [s for s in steps if re.match(r"(SCAN|SEARCH) c( |$)", s)]
     assert chunk_reads and all(s == "SEARCH c USING INTEGER PRIMARY KEY (rowid=?)" for s in chunk_reads), steps
-    assert any(s.startswith("SCAN chunks_fts VIRTUAL TABLE INDEX 0:M") for s in steps), steps
     assert not any("chunks_namespace" in s or "chunks_always" in s for s in steps), steps
-    if hybrid:  # the vector leg reads each probed list as one key range
+    if leg == "fts":  # the full-text leg is a MATCH scan
+        assert any(s.startswith("SCAN chunks_fts VIRTUAL TABLE INDEX 0:M") for s in steps), steps
+    else:  # the vector leg reads each probed list as one key range
         assert "SEARCH cv USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)" in steps, steps
+
+
+def test_the_vector_scan_reads_each_row_s_vector_by_its_id(store: SQLiteKnowledgeStore) -> None:
+    """The scan form compares every row the filters admit (the planner may take the scope index
+    or, as here where one scope holds nearly every row, the table): each row's vector is read by
+    its unique chunk id, never by scanning the vector table."""
+    filters = sql.search_filters(SCOPES)
+    steps = plan(store, legs.scan_statement(filters.scan_where), {**filters.params, "v": b"\0" * 4 * 64, "n": 80})
+    assert any(s.startswith("SEARCH cv USING INDEX") and "chunk_id=?" in s for s in steps), steps
+    assert not any(s.startswith("SCAN cv") for s in steps), steps
 
 
 def test_read_indexes_step_is_idempotent(tmp_path: Path) -> None:

@@ -91,12 +91,25 @@ def fts_leg(
     """The best ``n`` deliverable full-text matches of ``params["q"]`` (caller sets ``q`` and
     ``ideal``; BM25 order, ties by id)."""
     args = {**params, "n": n}
-    fast = sql.fts_leg(where, exact=False, limit=":n")
-    exact = sql.fts_leg(where, exact=True, limit=":n")
+    fast, exact = fts_statements(where)
     rows, form, used = _widened(
         conn, fast, exact, args, base=2 * n, width=width, want=n, filtered=filtered, reachable=postings
     )
     return Leg("fts", tuple(int(r[0]) for r in rows), {int(r[0]): float(r[2]) for r in rows}, form, used)
+
+
+def fts_statements(where: str) -> tuple[str, str]:
+    """The full-text leg's fast and exact statements (see the module docstring)."""
+    return sql.fts_leg(where, exact=False, limit=":n"), sql.fts_leg(where, exact=True, limit=":n")
+
+
+def vector_statements(where: str) -> tuple[str, str]:
+    """The vector leg's index form: fast and exact statements (``vector_index.vector_leg``)."""
+    select = " SELECT id, sim FROM vec ORDER BY r"
+    return (
+        "WITH " + ", ".join(vector_index.vector_leg(where, exact=False)) + select,
+        "WITH " + ", ".join(vector_index.vector_leg(where, exact=True)) + select,
+    )
 
 
 def scope_rows(conn: apsw.Connection, scope_where: str, params: dict[str, Any], cap: int) -> int:
@@ -108,7 +121,8 @@ def scope_rows(conn: apsw.Connection, scope_where: str, params: dict[str, Any], 
     return int(found[0])
 
 
-def _scan_sql(where: str) -> str:
+def scan_statement(where: str) -> str:
+    """The vector leg's scan form in SQL (without numpy or past ``vector_matrix.MATRIX_MAX``)."""
     return (
         "WITH qv AS (SELECT vec_normalize(:v) AS v) SELECT id, 1.0 - d * d / 2.0 AS sim FROM ("
         "SELECT c.id AS id, vec_distance_l2(cv.embedding, (SELECT v FROM qv)) AS d FROM chunks AS c "
@@ -139,13 +153,11 @@ def vector_leg(
             ids, sims = held
             found = vector_matrix.scan(conn, ids, sims, scan_where, params, n)
             return Leg("vector", tuple(k for k, _ in found), dict(found), "scan", 1)
-        scanned: list[Any] = conn.execute(_scan_sql(scan_where), args).fetchall()
+        scanned: list[Any] = conn.execute(scan_statement(scan_where), args).fetchall()
         return Leg(
             "vector", tuple(int(r[0]) for r in scanned), {int(r[0]): float(r[1]) for r in scanned}, "scan", 1
         )
-    select = " SELECT id, sim FROM vec ORDER BY r"
-    fast = "WITH " + ", ".join(vector_index.vector_leg(where, exact=False)) + select
-    exact = "WITH " + ", ".join(vector_index.vector_leg(where, exact=True)) + select
+    fast, exact = vector_statements(where)
     rows, form, used = _widened(
         conn, fast, exact, args, base=2 * n, width=width, want=n, filtered=filtered, reachable=vectors
     )

@@ -120,16 +120,11 @@ def trace(
     search read (``legs``, same depth, same widening), so the fused list here is search's own;
     the row's rank in it is reported even past ``k``."""
     n = legs.depth(k)
-    params: dict[str, Any] = {"k": k, "n": n, "nc": 2 * n * max((leg.width for leg in found), default=1)}
-    clauses: list[str] = []
-    sql.scope_filter(namespaces, params, clauses, indexed=False)
-    scan_clauses: list[str] = []
-    sql.scope_filter(namespaces, params, scan_clauses, indexed=True)
-    scope_where = " AND ".join(scan_clauses) or "1"
-    sql.deliverable_filter(False, now, params, clauses)
-    sql.deliverable_filter(False, now, params, scan_clauses)
-    where = " AND ".join(clauses) or "1"
-    scan_where = " AND ".join(scan_clauses) or "1"
+    filters = sql.search_filters(namespaces, now=now)
+    where, scan_where, scope_where = filters.where, filters.scan_where, filters.scope_where
+    params: dict[str, Any] = {
+        **filters.params, "k": k, "n": n, "nc": 2 * n * max((leg.width for leg in found), default=1)
+    }
     expression = plan.expression
     if expression is None and vector is None:
         return SearchTrace(

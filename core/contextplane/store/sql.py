@@ -1,10 +1,9 @@
-"""The SQL of the store's reads: the filters, and the search statements (FTS, vector, fused).
+"""The SQL of the store's reads: the filters, and the full-text leg's statement.
 
-Search is hybrid when an embedder is configured: a BM25 top-n from FTS5 and a vector top-n,
-fused by relevance in one SQL statement; without one it is FTS-only. Each leg first takes its
-best ``:nc`` candidates unfiltered, then joins and filters only those (scope, deliverable);
-the store widens ``:nc`` when the filters starve the legs, and the *exact* form filters every
-candidate before the cut as the last step. Everything here builds text and
+Search ranks each leg on its own and fuses them in Python (``legs``, ``fusion``). The full-text
+leg first takes its best ``:nc`` candidates unfiltered, then joins and filters only those
+(scope, deliverable); ``legs`` widens ``:nc`` when the filters starve it, and the *exact* form
+filters every candidate before the cut as the last step. Everything here builds text and
 parameters; the store runs it.
 """
 
@@ -13,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
+
+import attrs
 
 from contextplane.errors import ValidationError
 from contextplane.memory.model import (
@@ -25,7 +26,6 @@ from contextplane.memory.model import (
     validate_review_state,
     validate_text,
 )
-from contextplane.store import vector_index
 from contextplane.store.columns import SELECT_COLUMNS
 
 
@@ -82,6 +82,50 @@ def event_time_filter(
     if occurred_before is not None:
         params["occurred_before"] = format_timestamp(parse_timestamp(occurred_before, "occurred_before"))
         clauses.append("c.occurred_at < :occurred_before")
+
+
+@attrs.frozen
+class SearchFilters:
+    """One search's filters, written twice: ``where`` for the legs driven by their own candidates
+    (the scope index kept out of the plan) and ``scan_where`` for the vector leg's scan form,
+    driven by the scope index; ``scope_where`` is the scope alone (indexed); ``filtered`` says
+    whether anything is filtered at all (a leg then widens its candidates when starved)."""
+
+    params: dict[str, Any]
+    where: str
+    scan_where: str
+    scope_where: str
+    filtered: bool
+
+
+def search_filters(
+    namespaces: Sequence[str] | None,
+    *,
+    deliverable: bool = True,
+    include_superseded: bool = False,
+    now: datetime | None = None,
+    occurred_after: datetime | str | None = None,
+    occurred_before: datetime | str | None = None,
+) -> SearchFilters:
+    """The filters of ``search`` (and of ``trace_search``, which must filter as it did)."""
+    params: dict[str, Any] = {}
+    clauses: list[str] = []
+    scope_filter(namespaces, params, clauses, indexed=False)
+    scoped: list[str] = []
+    scope_filter(namespaces, params, scoped, indexed=True)
+    scan = list(scoped)
+    event_time_filter(occurred_after, occurred_before, params, clauses)
+    event_time_filter(occurred_after, occurred_before, params, scan)
+    if deliverable:
+        deliverable_filter(include_superseded, now, params, clauses)
+        deliverable_filter(include_superseded, now, params, scan)
+    return SearchFilters(
+        params,
+        " AND ".join(clauses) or "1",
+        " AND ".join(scan) or "1",
+        " AND ".join(scoped) or "1",
+        bool(clauses),
+    )
 
 
 def list_sql(
@@ -169,40 +213,4 @@ def fts_leg(where: str, *, exact: bool, limit: str) -> str:
         "SELECT t.id AS id, t.s AS s, min(1.0, -t.s / :ideal) AS lex FROM (SELECT rowid AS id, "
         "bm25(chunks_fts) AS s FROM chunks_fts WHERE chunks_fts MATCH :q ORDER BY s LIMIT :nc) AS t "
         f"CROSS JOIN chunks AS c ON c.id = t.id WHERE {where} ORDER BY t.s, t.id LIMIT {limit}"
-    )
-
-
-def search_sql(expression: str | None, vector: bytes | None, where: str, *, exact: bool) -> str:
-    """The search statement: FTS-only without a query vector, else the vector leg fused with
-    the FTS leg (when the query has meaningful words). Rows are ``SELECT_COLUMNS`` followed by
-    the score and the relevance.
-
-    Fusion is by relevance, not rank: score = lexical relevance + cosine similarity (each in
-    [0, 1]; a leg that did not return the row adds 0), relevance = the larger of the lexical
-    relevance and the vector relevance, the similarity's share of the way from ``:chance``
-    (what the best unrelated row reaches: ``vector_index.chance_similarity``) to 1.
-    Reciprocal-rank fusion buried exact lexical matches: a row that is BM25 rank 1 but absent
-    from the vector top-n scored 1/61 and lost to rows ranked 2-3 by both legs (at 100k, rank
-    1 in 44 of 50 questions, delivered in 19). Adding relevances keeps a row that matches the
-    whole question first, and still ranks purely semantic neighbours by their similarity."""
-    if vector is None:  # FTS-only: one join, the rows come straight from the filtering join
-        leg = fts_leg(where, exact=exact, limit=":k")
-        return (
-            f"SELECT {SELECT_COLUMNS}, f.lex AS score, f.lex AS relevance FROM ({leg}) AS f "
-            "CROSS JOIN chunks AS c ON c.id = f.id ORDER BY f.s, f.id"
-        )
-    legs = vector_index.vector_leg(where, exact=exact)
-    union = "SELECT id, NULL AS lex, sim FROM vec"
-    if expression is not None:
-        legs.append(f"fts AS ({fts_leg(where, exact=exact, limit=':n')})")
-        union += " UNION ALL SELECT id, lex, NULL AS sim FROM fts"
-    legs.append(
-        "fused AS (SELECT id, coalesce(max(lex), 0.0) AS lex, max(coalesce(max(sim), 0.0), 0.0) AS sim "
-        f"FROM ({union}) GROUP BY id)"
-    )
-    return (
-        "WITH " + ", ".join(legs) + f" SELECT {SELECT_COLUMNS}, fused.lex + fused.sim AS score, "
-        "max(fused.lex, CASE WHEN fused.sim > :chance THEN (fused.sim - :chance) / (1.0 - :chance) "
-        "ELSE 0.0 END) AS relevance FROM fused CROSS JOIN chunks AS c ON c.id = fused.id "
-        "ORDER BY score DESC, c.id LIMIT :k"
     )

@@ -4,13 +4,11 @@ Why apsw: the stdlib ``sqlite3`` here cannot load extensions. WAL lets readers r
 writer; a busy timeout plus ``BEGIN IMMEDIATE`` makes concurrent writers (threads or
 processes) wait instead of failing (``connection``).
 
-Search is hybrid when an embedder is configured: a BM25 top-n from FTS5 over the query's
-meaningful terms (``query_terms``) and a vector top-n, fused by relevance in one SQL statement
-(``sql.search_sql``). Without an embedder, or when sqlite-vec cannot be loaded (one warning at
-open), search is FTS-only. Each leg first takes its best ``8k`` (at least 80) candidates
-unfiltered, then joins and filters only those (scope, deliverable); if that leaves fewer than
-``k`` results the candidates are widened 4x, then 16x, then every candidate is filtered before
-the cut, so filters can slow a search down but never hide a row.
+Search is hybrid when an embedder is configured: a BM25 ranking from FTS5 over the query's
+meaningful terms (``query_terms``) and a vector ranking, each deep and filtered on its own
+(``legs``), fused by rank (``fusion``). Without an embedder, or when sqlite-vec cannot be
+loaded (one warning at open), search is FTS-only. Filters can slow a leg down (it widens its
+candidates, then filters every one) but never hide a row.
 
 The vector leg is an inverted-file (IVF) index over sqlite-vec distances, in ``vector_index``
 (its layout, training, and why IVF rather than sqlite-vec's ``vec0`` KNN). The store is one
@@ -442,7 +440,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         _on: StoreView | None = None,
         _vector: bytes | None = None,
     ) -> list[SearchHit]:
-        """Hybrid (BM25 + vector, fused by relevance) or FTS-only search; each hit carries
+        """Hybrid (BM25 + vector, fused by rank) or FTS-only search; each hit carries
         its relevance (0 to 1, see ``SearchHit``). Raw user text is never FTS syntax (see
         ``fts_query``); function words and terms too common to inform are not scored.
         ``include_superseded`` admits superseded rows but still never rejected, expired or
@@ -456,18 +454,14 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
         k = min(k, SEARCH_K_MAX)
         n = legs.depth(k)
-        params: dict[str, Any] = {}
-        clauses: list[str] = []
-        sql.scope_filter(namespaces, params, clauses, indexed=False)
-        scan_clauses: list[str] = []
-        sql.scope_filter(namespaces, params, scan_clauses, indexed=True)
-        sql.event_time_filter(occurred_after, occurred_before, params, clauses)
-        sql.event_time_filter(occurred_after, occurred_before, params, scan_clauses)
-        if deliverable:
-            sql.deliverable_filter(include_superseded, now, params, clauses)
-            sql.deliverable_filter(include_superseded, now, params, scan_clauses)
-        where = " AND ".join(clauses) or "1"
-        scan_where = " AND ".join(scan_clauses) or "1"
+        filters = sql.search_filters(
+            namespaces,
+            deliverable=deliverable,
+            include_superseded=include_superseded,
+            now=now,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
+        )
         scope_key = None if namespaces is None else tuple(namespaces)
         # embed before taking the lock: a slow embedder must not stall other threads' reads
         vector = _vector
@@ -477,9 +471,7 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             plan = self._term_stats.plan(conn, query, _corpus_of(_on))
             if plan.expression is None and vector is None:
                 return []
-            found, chance = self._legs(
-                conn, plan, vector, params, where, scan_where, n, bool(clauses), scope_key
-            )
+            found, chance = self._legs(conn, plan, vector, filters, n, scope_key)
             order = fusion.fuse([leg.ids for leg in found])[:k]
             chunks = self._rows_by_id(conn, [key for key, _ in order])
         hits: list[SearchHit] = []
@@ -501,11 +493,8 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         conn: apsw.Connection,
         plan: Any,
         vector: bytes | None,
-        params: dict[str, Any],
-        where: str,
-        scan_where: str,
+        filters: sql.SearchFilters,
         n: int,
-        filtered: bool,
         scope_key: tuple[str, ...] | None,
     ) -> tuple[list[legs.Leg], float]:
         """Each leg's ranking for one search (``legs``), remembering per scope set the candidate
@@ -513,12 +502,13 @@ class SQLiteKnowledgeStore(StoreLifecycle):
         level the vector leg's similarities are measured from (0.0 without one)."""
         found: list[legs.Leg] = []
         chance = 0.0
+        params, filtered = filters.params, filters.filtered
         if len(self._widths) > 512:
             self._widths.clear()
         if plan.expression is not None:
             leg = legs.fts_leg(
                 conn,
-                where,
+                filters.where,
                 {**params, "q": plan.expression, "ideal": max(plan.ideal, 1e-6)},
                 n,
                 width=self._widths.get(("fts", scope_key), 1),
@@ -541,15 +531,12 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             if held is not None or scope_key is None:  # held: every vector is in memory anyway
                 scan = held is not None or vectors <= legs.EXACT_VECTOR_MAX
             else:
-                scope_only: list[str] = []
-                sql.scope_filter(scope_key, params, scope_only, indexed=True)
-                scan = legs.scope_rows(conn, " AND ".join(scope_only), params, legs.EXACT_VECTOR_MAX) <= (
-                    legs.EXACT_VECTOR_MAX
-                )
+                in_scope = legs.scope_rows(conn, filters.scope_where, params, legs.EXACT_VECTOR_MAX)
+                scan = in_scope <= legs.EXACT_VECTOR_MAX
             leg = legs.vector_leg(
                 conn,
-                where,
-                scan_where,
+                filters.where,
+                filters.scan_where,
                 {**params, "v": vector, "probes": 0 if scan else self._probes(conn)},
                 n,
                 scan=scan,
@@ -685,23 +672,14 @@ class SQLiteKnowledgeStore(StoreLifecycle):
             raise ValidationError(f"chunk_id: {chunk_id!r} names no memory")
         vector = self._embed([query])[0] if self._embedder is not None and query.strip() else None
         n = legs.depth(k)
-        params: dict[str, Any] = {}
-        clauses: list[str] = []
-        sql.scope_filter(namespaces, params, clauses, indexed=False)
-        scan_clauses: list[str] = []
-        sql.scope_filter(namespaces, params, scan_clauses, indexed=True)
-        sql.deliverable_filter(False, now, params, clauses)
-        sql.deliverable_filter(False, now, params, scan_clauses)
+        filters = sql.search_filters(namespaces, now=now)
         scope_key = None if namespaces is None else tuple(namespaces)
         with self._reading(_on) as conn:
             plan = self._term_stats.plan(conn, query, _corpus_of(_on))
             indexed = plan.postings if vector is None else max(plan.postings, self._vector_count(conn))
             found: list[legs.Leg] = []
             if plan.expression is not None or vector is not None:
-                found, _ = self._legs(
-                    conn, plan, vector, params, " AND ".join(clauses), " AND ".join(scan_clauses), n, True,
-                    scope_key,
-                )
+                found, _ = self._legs(conn, plan, vector, filters, n, scope_key)
             scan = any(leg.form == "scan" for leg in found)
             return ranks.trace(
                 conn,
