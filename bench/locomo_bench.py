@@ -98,11 +98,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from locomo_data import CATEGORIES, DATA, OFF_CORPUS, Conversation, Question, load
 from locomo_scoring import (
+    OrderMeasure,
     Overhead,
     control_limit,
     delivered_turns,
     evidence_recall,
     fit_overhead,
+    order_measure,
     percentile,
     recall_at,
 )
@@ -427,6 +429,33 @@ def score_store(name: str, ing: Ingested, composed: dict[tuple[int, str], Compos
             system.ms.setdefault(budget.label, []).append(c.ms)
             system.cpu_ms.setdefault(budget.label, []).append(c.cpu_ms)
     return system
+
+
+def layouts(ing: Ingested, composed: dict[tuple[int, str], Composed], questions: Sequence[Question],
+            plan: Sequence[Budget]) -> dict[str, dict[str, OrderMeasure]]:
+    """Both layouts of the retrieved section (``context.retrieved_order``) measured on the same
+    deliveries, per budget: the rows kept do not depend on the layout, only where they stand."""
+    said = {dia: i for turns in ing.turn_ids.values() for i, (dia, _) in enumerate(turns)}
+    out: dict[str, dict[str, OrderMeasure]] = {}
+    for b in plan:
+        by_rank, by_time = [], []
+        for pos, q in enumerate(questions):
+            shown = [ing.id_map[i][0] for i in composed[(pos, b.label)].delivered if i in ing.id_map]
+            by_rank.append((shown, q.evidence))
+            by_time.append((sorted(shown, key=said.__getitem__), q.evidence))
+        out[b.label] = {"rank": order_measure(by_rank, said), "chronological": order_measure(by_time, said)}
+    return out
+
+
+def layout_table(mode: str, measured: dict[str, dict[str, OrderMeasure]], plan: Sequence[Budget]) -> str:
+    lines = [f"layout of the delivered rows, {mode} (evidence position: 0 first row, 1 last; in time order: "
+             "share of delivered evidence pairs shown in the order said)", "",
+             "| layout | " + " | ".join(b.label for b in plan) + " |", "|---|" + "---|" * len(plan)]
+    for name in ("rank", "chronological"):
+        cells = [f"position {m.position:.2f} · in time order {m.in_time_order:.2f} ({m.pairs} pairs)"
+                 for m in (measured[b.label][name] for b in plan)]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def store_recall(system: System, ing: Ingested, questions: Sequence[Question]) -> None:
@@ -963,6 +992,10 @@ def main() -> int:
             start = time.perf_counter()
             composed = compose_all(ing, host, cfg, questions, plan, args.context_window)
             print(f"{mode}: composed {len(composed)} projections in {time.perf_counter() - start:.1f} s", flush=True)
+            laid = layouts(ing, composed, questions, plan)
+            report.setdefault("layouts", {})[mode] = {
+                b: {name: attrs.asdict(m) for name, m in by.items()} for b, by in laid.items()}
+            print(layout_table(mode, laid, plan), flush=True)
             if args.profile:
                 profile(ing, host, cfg, questions, plan, args.context_window, mode)
             if emb is not None and emb.misses:

@@ -100,3 +100,49 @@ def control_limit(chance: float) -> float:
     """The most a shuffled id map may score before the control counts as not collapsed: near 0
     (0.1), or a little above chance (the share of the scope delivered) when that is higher."""
     return max(0.1, chance + 0.05)
+
+
+@attrs.frozen
+class OrderMeasure:
+    """Where a layout puts the delivered evidence, over a set of composed questions.
+
+    The retrieved section keeps rows by rank and then lays the kept rows out (``context.
+    retrieved_order``); which rows are delivered does not depend on the layout, so both layouts
+    are measured on the same deliveries. ``position``: mean place of an evidence row in the
+    section, 0 the first row and 1 the last (a reader that attends to the start and end of its
+    input, "lost in the middle", prefers it low). ``in_time_order``: over questions with two or
+    more evidence rows delivered, the share of their pairs shown in the order they were said
+    (what a question about before/after or how long needs)."""
+
+    position: float
+    in_time_order: float
+    questions: int
+    pairs: int
+
+
+def order_measure(
+    deliveries: Iterable[tuple[Sequence[str], Sequence[str]]], said: Mapping[str, int]
+) -> OrderMeasure:
+    """``deliveries``: (the delivered ids in the layout's order, the question's evidence ids);
+    ``said``: each id's place in its conversation (the order things were said)."""
+    positions: list[float] = []
+    ordered = pairs = questions = 0
+    for shown, evidence in deliveries:
+        wanted = set(evidence)
+        at = [i for i, row in enumerate(shown) if row in wanted]
+        if not at:
+            continue
+        questions += 1
+        span = max(len(shown) - 1, 1)
+        positions.extend(i / span for i in at)
+        times = [said[shown[i]] for i in at]
+        for a in range(len(times)):
+            for b in range(a + 1, len(times)):
+                pairs += 1
+                ordered += times[a] < times[b]
+    return OrderMeasure(
+        position=statistics.fmean(positions) if positions else float("nan"),
+        in_time_order=ordered / pairs if pairs else float("nan"),
+        questions=questions,
+        pairs=pairs,
+    )

@@ -92,7 +92,7 @@ __all__ = [
     "warn_once",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Library etiquette: our records go to ``contextplane.*`` loggers and reach whatever handlers the
 # application configures; none are printed on their own (the CLI installs a one-line handler).

@@ -127,6 +127,12 @@ class ContextConfig:
     min_row_relevance: float = attrs.field(
         default=0.0, validator=_share, metadata=_expect("a number from 0 to 1")
     )
+    #: How the retrieved section lays out the rows the budget kept (which rows it keeps is
+    #: rank's business either way): "chronological" (oldest first, by when each happened, else
+    #: when it was stored) or "rank" (best match first). See README "Retrieval quality".
+    retrieved_order: Literal["chronological", "rank"] = attrs.field(
+        default="chronological", metadata=_expect('"chronological" or "rank"')
+    )
     inject_min_trust: int = attrs.field(default=1, validator=_tier, metadata=_expect("1, 2 or 3"))
     capture_full_text: bool = attrs.field(default=False, metadata=_expect("true or false"))
     provider_timeout_ms: int = attrs.field(

@@ -43,6 +43,7 @@ each against the path it stands for).
 
 from __future__ import annotations
 
+import logging
 import operator
 from collections.abc import Hashable, Mapping, Sequence
 from itertools import compress
@@ -52,7 +53,10 @@ import attrs
 
 from contextplane.escaping import escape_untrusted
 from contextplane.memo import MEMO_LIMIT, new_memo
+from contextplane.notices import log_failure
 from contextplane.sections import ContextSection, Envelope, Row, Shed
+
+log = logging.getLogger("contextplane.fitting")
 
 ROW_PREFIX = "- "
 CONTINUATION = "  "
@@ -181,6 +185,19 @@ class ShedStep:
 Step = tuple[str, str, int, int]
 
 
+def _render_order(name: str, indices: Sequence[int], rows: Sequence[Row], key: Any) -> Sequence[int]:
+    """``indices`` sorted by the draft's ``render_key``; rank order, logged once, when the key
+    fails on a row (a plugin's key must not take the turn down: its rows are still delivered)."""
+    try:
+        return sorted(indices, key=lambda i: key(rows[i]))
+    except Exception as exc:
+        log_failure(
+            log, ("render_key", name), "section %r: its render_key failed, rows kept in rank order: %s",
+            name, exc, exc=exc,
+        )
+        return indices
+
+
 class SectionPlan:
     """The mutable fitting state of one section's draft during one composition.
 
@@ -198,6 +215,7 @@ class SectionPlan:
         "cut",
         "envelope_index",
         "had",
+        "heading",
         "hidden",
         "lines",
         "meta",
@@ -206,6 +224,7 @@ class SectionPlan:
         "overhead",
         "plugin",
         "priority",
+        "render_key",
         "rendered",
         "restored",
         "rows",
@@ -261,7 +280,13 @@ class SectionPlan:
         #: The rendered lines of the degraded rows' short forms only, by index.
         self.short: dict[int, str] = _NO_LINES
         self.hidden = 0
-        heading, inner_tag = section.heading, section.inner_tag
+        inner_tag = section.inner_tag
+        heading = getattr(meta, "heading", None)  # a draft's own heading (``Draft.heading``)
+        #: The heading line as rendered: the draft's (escaped: it is built from stored values)
+        #: or the section's (trusted text).
+        self.heading = heading = section.heading if heading is None else escape_measured(heading)[0]
+        #: The delivered rows' render order when it is not rank order (``Draft.render_key``).
+        self.render_key = getattr(meta, "render_key", None)
         overhead = len(heading) + 1 if heading else 0
         if inner_tag:
             overhead += 2 * len(inner_tag) + 7  # "<t>\n" + "</t>\n"
@@ -336,12 +361,15 @@ class SectionPlan:
         if self.visible or self.restored:  # (a section shown as its marker alone needs no order)
             self.order()
         sec = self.section
-        head = sec.heading + "\n" if sec.heading else ""
+        head = self.heading + "\n" if self.heading else ""
         if sec.inner_tag:
             head += f"<{sec.inner_tag}>\n"
         short, lines, rows = self.short, self.lines, self.rows
-        if short or lines or self.restored:
+        key = self.render_key
+        if short or lines or self.restored or (key is not None and self.visible > 1):
             indices: Sequence[int] = self.kept() if self.restored else range(self.visible)
+            if key is not None:  # rendered in the draft's order; shed (above) by rank
+                indices = _render_order(self.name, indices, rows, key)
             body = "".join(
                 [
                     short[i] if i in short else lines[i] if i in lines else _line_of(rows[i].text)

@@ -37,7 +37,7 @@ from contextplane.notices import BudgetWarning, log_failure, log_once, warn_once
 from contextplane.plugins import PluginHost, Registered, get_host
 from contextplane.records.backend import is_backend
 from contextplane.request import FrozenDict, ProjectionRequest, Surface
-from contextplane.sections import ContextSection, Draft, Row
+from contextplane.sections import ContextSection, Draft, DraftMeta, Row
 
 log = logging.getLogger("contextplane.projection")
 
@@ -252,6 +252,8 @@ def _as_rows(result: Any, name: str) -> tuple[tuple[Row, ...], Mapping[str, Any]
         rows, meta = tuple(result), _NO_META
     elif isinstance(result, Draft):
         rows, meta = result.rows, result.meta
+        if result.heading is not None or result.render_key is not None:
+            meta = DraftMeta(meta, result.heading, result.render_key)
     elif isinstance(result, Iterable) and not isinstance(result, str | bytes | Mapping):
         rows, meta = tuple(result), _NO_META
     else:

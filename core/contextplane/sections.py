@@ -129,6 +129,42 @@ class Draft:
     rows: tuple[Row, ...] = attrs.field(converter=_row_tuple, factory=tuple)
     #: Free-form facts about how the draft was made (e.g. a digest's fallback reason).
     meta: Mapping[str, Any] = attrs.field(factory=dict, eq=False, hash=False)
+    #: This turn's heading, in place of the section's: for a heading that says what this
+    #: turn's rows have in common, so each row need not repeat it (the retrieved section names
+    #: the kind, trust and scope most of its rows share once). Escaped like row text, since
+    #: it is built from stored values; counted against the budget like the section's heading.
+    heading: str | None = attrs.field(default=None)
+    #: The order rows are *rendered* in, when it is not rank order: a key of a row. Shedding
+    #: still goes by rank (D6: the lowest-ranked row goes first); only the delivered rows are
+    #: then laid out by this key (stable, so equal keys keep rank order). Why: memories read
+    #: best in the order things happened, while the budget must keep the best-ranked ones.
+    render_key: Callable[[Row], Any] | None = attrs.field(default=None, eq=False, hash=False)
+
+    @heading.validator
+    def _check_heading(self, _attribute: attrs.Attribute[str | None], value: str | None) -> None:
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"Draft.heading must be str or None, got {type(value).__name__}")
+
+    @render_key.validator
+    def _check_key(self, _attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is not None and not callable(value):
+            raise ValueError(
+                f"Draft.render_key must be a function of a Row (or None), got {type(value).__name__}"
+            )
+
+
+class DraftMeta(dict[str, Any]):
+    """A draft's ``meta`` as the core hands it to fitting, with the draft's layout choices
+    (``heading``, ``render_key``) riding along: the composition passes (rows, meta) through
+    both drafting loops, and this keeps the layout with them without widening every step.
+    The section report reads it as a plain mapping."""
+
+    __slots__ = ("heading", "render_key")
+
+    def __init__(self, meta: Mapping[str, Any], heading: str | None, render_key: Callable[[Row], Any] | None):
+        super().__init__(meta)
+        self.heading = heading
+        self.render_key = render_key
 
 
 @attrs.frozen

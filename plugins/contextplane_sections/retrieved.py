@@ -24,12 +24,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from contextplane import ContextSection, Draft, ProjectionRequest, SearchHit, Shed, hookimpl
+from contextplane import ContextSection, Draft, ProjectionRequest, Row, SearchHit, Shed, hookimpl
 from contextplane.budget import budget_chars
 from contextplane.errors import EmbedderError
 from contextplane.notices import log_failure
 from contextplane.store.aio import asearch
-from contextplane_sections.attribution import memory_row, min_trust
+from contextplane_sections.attribution import common_attribution, compact_heading, compact_row, min_trust
 from contextplane_sections.envelopes import INJECTED_MEMORY
 
 log = logging.getLogger("contextplane.sections.retrieved")
@@ -74,6 +74,17 @@ def _options(request: ProjectionRequest) -> dict[str, Any]:
     return {"deliverable": True, "namespaces": list(request.namespaces)}
 
 
+def _candidates(hits: list[SearchHit], request: ProjectionRequest) -> list[SearchHit]:
+    """The hits this section may deliver (retrieved policy, trust at or above the floor): what
+    the heading's shared attribution is computed over."""
+    floor = min_trust(request.config)
+    return [
+        hit
+        for hit in hits
+        if (hit.chunk.delivery_policy or "retrieved") == "retrieved" and hit.chunk.trust_tier >= floor
+    ]
+
+
 def _draft_of(hits: list[SearchHit], request: ProjectionRequest, k: int) -> Draft:
     floor = min_trust(request.config)
     relevance_floor = request.config.context.min_relevance
@@ -88,6 +99,7 @@ def _draft_of(hits: list[SearchHit], request: ProjectionRequest, k: int) -> Draf
         request.config, budget_tokens=request.budget_tokens, context_window=request.context_window
     )
     cut = request.config.context.max_row_chars  # the core cuts a longer row to this (0: never)
+    common = common_attribution(hit.chunk for hit in _candidates(hits, request))
     rows = []
     dropped = irrelevant = 0
     used = 0
@@ -104,7 +116,7 @@ def _draft_of(hits: list[SearchHit], request: ProjectionRequest, k: int) -> Draf
             continue
         if room is not None and used > room:
             break  # the rows above fill the budget: the fitting stage need not see the rest
-        row = memory_row(chunk, hit.rank)
+        row = compact_row(chunk, hit.rank, common)
         cost = (min(len(row.text), cut) if cut else len(row.text)) + ROW_OVERHEAD
         if room is None or cost <= room:  # a row no budget holds is shed alone, taking no room
             used += cost
@@ -116,7 +128,17 @@ def _draft_of(hits: list[SearchHit], request: ProjectionRequest, k: int) -> Draf
         "below_min_relevance": irrelevant,
         "best_relevance": round(max(known), 6) if known else None,
     }
-    return Draft(rows, meta)
+    order = request.config.context.retrieved_order
+    return Draft(
+        rows,
+        meta,
+        heading=compact_heading(common, order) if rows else None,
+        render_key=_by_date if order == "chronological" else None,
+    )
+
+
+def _by_date(row: Row) -> str:
+    return str(row.meta["when"])
 
 
 def _full_text(request: ProjectionRequest, exc: EmbedderError) -> dict[str, Any]:
@@ -160,13 +182,12 @@ def _deeper(hits: list[SearchHit], request: ProjectionRequest, k: int, deepest: 
     )
     if room is None:
         return None
-    cut, floor = request.config.context.max_row_chars, min_trust(request.config)
+    cut = request.config.context.max_row_chars
+    candidates = _candidates(hits, request)
+    common = common_attribution(hit.chunk for hit in candidates)
     used = 0
-    for hit in hits:
-        chunk = hit.chunk
-        if (chunk.delivery_policy or "retrieved") != "retrieved" or chunk.trust_tier < floor:
-            continue
-        length = len(memory_row(chunk, hit.rank).text)
+    for hit in candidates:
+        length = len(compact_row(hit.chunk, hit.rank, common).text)
         used += (min(length, cut) if cut else length) + ROW_OVERHEAD
         if used > room:
             return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +19,7 @@ from contextplane.plugins import get_host
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from locomo_data import parse
-from locomo_scoring import Overhead, delivered_turns, evidence_recall, fit_overhead, recall_at
+from locomo_scoring import Overhead, delivered_turns, evidence_recall, fit_overhead, order_measure, recall_at
 
 
 def test_evidence_recall_is_the_share_delivered_and_all_only_when_every_turn_is() -> None:
@@ -223,3 +224,16 @@ def test_compare_sets_a_previous_run_beside_this_one_question_by_question(
     assert old["evidence_recall"] < new["evidence_recall"]  # one row a question vs up to eight
     assert f"{old['evidence_recall']:.3f} → {new['evidence_recall']:.3f}" in printed
     assert "questions, contextplane full text: 100 tok:" in printed and "0 lost" in printed
+
+
+def test_the_order_measure_tells_rank_from_time_order() -> None:
+    said = {"a": 0, "b": 1, "c": 2, "d": 3}
+    # evidence b and d delivered; rank order put d first, time order b first
+    by_rank = order_measure([(["d", "a", "b", "c"], ["b", "d"])], said)
+    by_time = order_measure([(["a", "b", "c", "d"], ["b", "d"])], said)
+    assert by_rank.in_time_order == 0.0 and by_time.in_time_order == 1.0
+    assert by_rank.position == pytest.approx((0 + 2 / 3) / 2)
+    assert by_time.position == pytest.approx((1 / 3 + 1) / 2)
+    assert (by_rank.questions, by_rank.pairs) == (1, 1)
+    none = order_measure([(["a"], ["z"])], said)
+    assert none.questions == 0 and math.isnan(none.position)

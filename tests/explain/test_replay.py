@@ -136,8 +136,9 @@ def test_a_summary_stamped_to_the_second_in_the_turn_s_second_is_named(tmp_path:
 
 def test_memories_not_delivered_and_purged_since_are_named_not_the_plugin(tmp_path: Path) -> None:
     """Rows that took part in the turn's search without being delivered, purged since: the
-    search replayed without them ranks differently, and the report says why."""
-    cfg = config(retrieved_k=2)
+    search replayed without them ranks differently, and the report says why. (Laid out in rank
+    order: chronologically the same two rows would read the same whichever ranks first.)"""
+    cfg = config(retrieved_k=2, retrieved_order="rank")
     host = host_with(cfg)
     with backend_at(tmp_path / "m.sqlite3", cfg) as backend:
         store = backend.memories
