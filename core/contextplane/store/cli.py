@@ -718,9 +718,8 @@ def import_command(
             )
         result = jsonl.import_rows(store, rows, by=curator(), new_ids=new_ids)
     if as_json:
-        click.echo(
-            json.dumps({"imported": len(result.ids), "exact": result.exact, "ids": dict(result.ids)}, indent=2)
-        )
+        report = {"imported": len(result.ids), "exact": result.exact, "ids": dict(result.ids)}
+        click.echo(json.dumps(report, indent=2))
         return
     if result.exact:
         click.echo(

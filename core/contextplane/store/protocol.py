@@ -265,4 +265,6 @@ class ExactRestore(Protocol):
     ids, in the order given. The store kit checks it (STORE-RESTORE-EXACT, capability
     ``exact_restore``); a store without it is imported with new ids."""
 
-    def restore_chunks(self, rows: Iterable[Mapping[str, Any] | MemoryChunk], *, by: str = "") -> list[str]: ...
+    def restore_chunks(
+        self, rows: Iterable[Mapping[str, Any] | MemoryChunk], *, by: str = ""
+    ) -> list[str]: ...

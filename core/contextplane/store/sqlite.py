@@ -55,9 +55,9 @@ from contextplane.store.columns import SEARCH_K_MAX, SELECT_COLUMNS, as_id, chun
 from contextplane.store.connection import SQLITE_HEADER as SQLITE_HEADER
 from contextplane.store.connection import connect as connect
 from contextplane.store.connection import is_read_only, store_error
-from contextplane.store.restore_writes import StoreRestore
 from contextplane.store.protocol import SearchHit, SearchTrace
 from contextplane.store.query_terms import TermStats
+from contextplane.store.restore_writes import StoreRestore
 
 # Re-exported: callers import the warning from here (and from ``contextplane.store``).
 from contextplane.store.vector_index import VectorSearchUnavailableWarning as VectorSearchUnavailableWarning

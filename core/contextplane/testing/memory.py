@@ -61,8 +61,8 @@ from contextplane.records.summaries import SessionSummary, summary_stamp, valida
 from contextplane.records.turn_inputs import TurnInputs
 from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE, superseding_row
 from contextplane.store.protocol import LegRank, SearchHit, SearchTrace
-from contextplane.store.restore import created_details, id_taken, restored_chunks
 from contextplane.store.query_terms import fts5_idf, meaningful_words
+from contextplane.store.restore import created_details, id_taken, restored_chunks
 
 _WORD = re.compile(r"\w+")
 #: ``add_chunk`` keywords and what a superseding row inherits, as every store has them.
