@@ -110,3 +110,27 @@ def test_postgres_refuses_a_held_or_purged_id_and_writes_nothing(pg_backend_fact
     # Ids the store never handed out restore beside its own rows.
     assert store.restore_chunks(rows[2:]) == [r["id"] for r in rows[2:]]
     assert len(store.list_chunks()) == 1 + len(rows) - 2
+
+
+def test_a_restored_embedded_store_copies_to_postgres_with_its_restored_history(
+    tmp_path: Path, pg_backend_factory: Any
+) -> None:
+    """``store copy`` reads the restore's history layout (a log entry per run of ids, with gaps)."""
+    from contextplane_postgres.copy import copy_store
+
+    with SQLiteKnowledgeStore(tmp_path / "a.sqlite3") as a:
+        ids = seed(a)
+        text = export_text(a)
+    with SQLiteKnowledgeStore(tmp_path / "b.sqlite3") as b:
+        assert import_lines(b, text.splitlines()).exact
+        b.invalidate_chunk(ids["later"], reason="cancelled")
+        histories = {i: b.history(i) for i in ids.values()}
+        changed = export_text(b)
+    backend = pg_backend_factory()
+    copy_store(tmp_path / "b.sqlite3", backend.db)
+    pg = backend.memories
+    assert export_text(pg) == changed
+    for chunk_id, events in histories.items():
+        assert pg.history(chunk_id) == events
+    assert [e.event for e in pg.history(ids["later"])] == ["created", "invalidated"]
+    assert int(pg.add_chunk("after the copy")) == max(int(i) for i in ids.values()) + 1

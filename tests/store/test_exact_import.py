@@ -222,3 +222,20 @@ def test_restore_refuses_bad_rows_before_writing(tmp_path: Path) -> None:
         with pytest.raises(ValidationError, match=message):
             store.restore_chunks([rows[0], bad])
         assert store.list_chunks() == [] and store.history(rows[0]["id"]) == []
+
+
+def test_a_restore_into_a_store_with_warm_caches_reads_as_a_cold_open(tmp_path: Path) -> None:
+    """The term statistics and the vector matrix are cached per corpus version: a restore must
+    move it, so the handle that searched before reads what a fresh handle on the file reads."""
+    with SQLiteKnowledgeStore(tmp_path / "a.sqlite3") as a:
+        ids = seed(a)
+        rows = rows_of(export_text(a))
+    path = tmp_path / "b.sqlite3"
+    with SQLiteKnowledgeStore(path, embedder=HashEmbedder()) as warm:
+        warm.restore_chunks(rows[:5])
+        for query in ("who approves deploys", "support group", "promo code"):
+            warm.search(query)  # caches filled for the corpus of five rows
+        warm.restore_chunks(rows[5:])
+        with SQLiteKnowledgeStore(path, embedder=HashEmbedder()) as cold:
+            same_reads(cold, warm)
+        assert {h.chunk.id for h in warm.search("support group")} >= {ids["said"], ids["said2"]}
