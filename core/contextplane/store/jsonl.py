@@ -12,7 +12,8 @@ PostgreSQL or a plugin's store, and back. What an import keeps, said in the expo
   is kept as exported: ids (so ``superseded_by:<id>`` links and recorded turns still name the
   same rows), ``created_at``, ``updated_at``, ``invalidated_at``, ``occurred_at``. Export, import
   into an empty store and export again gives the same lines. An id the store already holds is
-  refused by name and nothing is imported (``contextplane.store.restore``).
+  refused by name and nothing is imported (``contextplane.store.restore``); the embedded store
+  also refuses an id below one it has handed out (its as-of reads need ids in arrival order).
 - **New ids** (``--new-ids``, or a store without ``restore_chunks``, which the command says in
   one line): rows go through the public write API, so the store gives each row a new id and its
   ``created_at``, ``updated_at`` and ``invalidated_at`` are the import's time
@@ -22,6 +23,12 @@ PostgreSQL or a plugin's store, and back. What an import keeps, said in the expo
   exactly imported row has one ``created`` event at the import saying it was restored, with its
   state as exported; a row imported with a new id has its ``created`` event, then its review,
   expiry and invalidation as imported.
+
+Why exact is the default and new ids a flag: an export is a backup, or a move to another
+backend; whoever imports it into an empty store expects the same memories back, and an id is
+what supersession links, recorded turns (``explain``, ``replay``) and the injection log name.
+The one case exactness cannot serve, merging into a store that holds the same ids, is refused
+with a line naming the id and ``--new-ids``, so the default loses nothing and hides nothing.
 
 Consolidation must be off while importing with new ids (an exported store may hold duplicates
 and superseded rows on purpose; ``contextplane memory import`` opens the store with
