@@ -492,6 +492,13 @@ class PostgresKnowledgeStore:
         chunks = restored_chunks(rows)
         if not chunks:
             return []
+        for chunk in chunks:
+            if as_id(chunk.id) is None:  # a migrated version-1 file may hold ids of 0 or below
+                raise ValidationError(
+                    f"{self.db.shown}: memory {chunk.id}: this store's ids are whole numbers from 1, so it "
+                    "cannot keep this one; import with new ids (`contextplane memory import --new-ids`); "
+                    "nothing was restored"
+                )
         actor = validate_text(by, "by")
         with refused_write():
             vectors = self._embed([c.content for c in chunks]) if self._embedder is not None else None
@@ -525,10 +532,10 @@ class PostgresKnowledgeStore:
                 columns = [list(col) for col in zip(*prepared, strict=True)]
                 conn.execute(INSERT_SQL if vectors is None else INSERT_VECTORS_SQL,
                              columns if vectors is None else [*columns, vectors])
-            conn.execute(
-                "SELECT setval(s::regclass, greatest(%s, coalesce(pg_sequence_last_value(s::regclass), 0))) "
-                "FROM pg_get_serial_sequence('chunks', 'id') AS s",
-                (max(ids),),
+            conn.execute(  # new rows continue after the largest id, never before one handed out
+                "SELECT setval(s::regclass, %(high)s) FROM pg_get_serial_sequence('chunks', 'id') AS s "
+                "WHERE %(high)s > coalesce(pg_sequence_last_value(s::regclass), 0)",
+                {"high": max(ids)},
             )
             pg_history.record_restored(
                 conn, sorted(ids), {int(k): json.dumps(v) for k, v in details.items()}, now

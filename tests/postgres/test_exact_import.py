@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from contextplane.cli import main
-from contextplane.errors import StoreError
+from contextplane.errors import StoreError, ValidationError
 from contextplane.store import SQLiteKnowledgeStore
 from contextplane.store.check import check_file
 from contextplane.store.jsonl import import_lines
@@ -134,3 +134,18 @@ def test_a_restored_embedded_store_copies_to_postgres_with_its_restored_history(
         assert pg.history(chunk_id) == events
     assert [e.event for e in pg.history(ids["later"])] == ["created", "invalidated"]
     assert int(pg.add_chunk("after the copy")) == max(int(i) for i in ids.values()) + 1
+
+
+def test_ids_below_the_sequence_restore_and_new_rows_continue_after_it(pg_backend_factory: Any) -> None:
+    store = pg_backend_factory().memories
+    [store.add_chunk(f"row {n}", source_type="operator") for n in range(3)]
+    row = {"id": "100", "content": "restored far ahead", "created_at": "2020-01-01T00:00:00Z",
+           "updated_at": "2020-01-01T00:00:00Z"}
+    assert store.restore_chunks([row]) == ["100"]
+    assert store.add_chunk("next", source_type="operator") == "101"
+    assert store.restore_chunks([{**row, "id": "50", "content": "restored in a gap"}]) == ["50"]
+    assert store.add_chunk("after the gap", source_type="operator") == "102"  # the sequence never goes back
+    # A migrated version-1 file may hold an id of 0 or below: PostgreSQL's ids start at 1.
+    with pytest.raises(ValidationError, match=r"memory -2: this store's ids are whole numbers from 1.*--new-ids"):
+        store.restore_chunks([{**row, "id": "-2"}])
+    assert store.get("-2") is None and len(store.list_chunks()) == 7

@@ -179,6 +179,8 @@ def import_rows(
         try:
             kept = store.restore_chunks(rows, by=by)
         except ValidationError as exc:
+            if "--new-ids" in str(exc):
+                raise
             raise ValidationError(
                 f"{exc} (to have the store assign ids and times instead, import with --new-ids)"
             ) from None
