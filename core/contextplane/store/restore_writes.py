@@ -19,7 +19,7 @@ from typing import Any, Final
 from contextplane.embedding import refused_write
 from contextplane.errors import StoreError
 from contextplane.memory.consolidation import content_hash
-from contextplane.memory.model import MemoryChunk, format_timestamp, utc_now
+from contextplane.memory.model import MemoryChunk, format_timestamp, utc_now, validate_text
 from contextplane.store import history, migrate, restore, vector_index
 from contextplane.store.lifecycle import StoreLifecycle
 
@@ -83,6 +83,7 @@ class StoreRestore(StoreLifecycle):
         chunks = restore.restored_chunks(rows)
         if not chunks:
             return []
+        by = validate_text(by, "by")
         with refused_write():
             vectors = self._embed([c.content for c in chunks]) if self._embedder is not None else None
         ordered = sorted(range(len(chunks)), key=lambda i: int(chunks[i].id))
