@@ -239,3 +239,29 @@ def test_a_restore_into_a_store_with_warm_caches_reads_as_a_cold_open(tmp_path: 
         with SQLiteKnowledgeStore(path, embedder=HashEmbedder()) as cold:
             same_reads(cold, warm)
         assert {h.chunk.id for h in warm.search("support group")} >= {ids["said"], ids["said2"]}
+
+
+def test_a_restore_failing_after_its_inserts_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with SQLiteKnowledgeStore(tmp_path / "a.sqlite3") as a:
+        seed(a)
+        rows = rows_of(export_text(a))
+    with SQLiteKnowledgeStore(tmp_path / "b.sqlite3", embedder=HashEmbedder()) as b:
+        kept = b.add_chunk("written before", source_type="operator")
+        position = b.history_position().seq
+
+        def broken(*_a: Any, **_k: Any) -> None:
+            raise StoreError("the disk filled up while writing vectors")
+
+        monkeypatch.setattr("contextplane.store.vector_index.add_vectors", broken)
+        rows_above = [{**r, "id": str(int(r["id"]) + 100)} for r in rows]
+        for r in rows_above:
+            reason = r["invalidation_reason"] or ""
+            if reason.startswith("superseded_by:"):
+                r["invalidation_reason"] = f"superseded_by:{int(reason.split(':')[1]) + 100}"
+        with pytest.raises(StoreError, match="the disk filled up"):
+            b.restore_chunks(rows_above)
+        assert [c.id for c in b.list_chunks()] == [kept] and b.history_position().seq == position
+        monkeypatch.undo()
+        assert b.restore_chunks(rows_above) == [r["id"] for r in rows_above]  # and it can be done again
+        assert b.vectorless_count() == 0
+    assert check_file(tmp_path / "b.sqlite3").problems == ()
