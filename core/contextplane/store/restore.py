@@ -132,8 +132,9 @@ def created_details(chunks: Sequence[MemoryChunk], at: datetime, by: str = "") -
         if chunk.invalidated_at is not None and reason.startswith(SUPERSEDED_PREFIX):
             supersedes.setdefault(reason[len(SUPERSEDED_PREFIX) :], []).append(chunk.id)
     out: dict[str, dict[str, Any]] = {}
+    when = format_timestamp(at)
     for chunk in chunks:
-        detail: dict[str, Any] = {"note": RESTORED_NOTE, "restored_at": format_timestamp(at)}
+        detail: dict[str, Any] = {"note": RESTORED_NOTE, "restored_at": when}
         if by:
             detail["restored_by"] = by
         if chunk.id in supersedes:
