@@ -189,6 +189,22 @@ def record_created(conn: psycopg.Connection[Any], ids: Sequence[int], details: M
     )
 
 
+def record_restored(
+    conn: psycopg.Connection[Any], ids: Sequence[int], details: Mapping[int, str], at: datetime
+) -> None:
+    """One ``created`` event per restored row (``contextplane.store.restore``), at the restore's
+    time (``created_at`` is when the row was first written, elsewhere), in id order."""
+    if not ids:
+        return
+    _lock(conn)
+    conn.execute(
+        f"{_INSERT} SELECT c.id, %s, 'created', c.source_type, {_STATE_C}, d.detail "
+        "FROM unnest(%s::bigint[], %s::text[]) AS d(id, detail) JOIN chunks AS c ON c.id = d.id "
+        "ORDER BY c.id",
+        (at, list(ids), [details[i] for i in ids]),
+    )
+
+
 def record_change(
     conn: psycopg.Connection[Any],
     chunk_id: int,

@@ -50,6 +50,7 @@ from contextplane.store import vector_space
 from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE, SEARCH_K_MAX, superseding_row
 from contextplane.store.protocol import SearchHit
 from contextplane.store.query_terms import meaningful_words
+from contextplane.store.restore import created_details, id_taken, restored_chunks
 from contextplane_postgres import check as pg_check
 from contextplane_postgres import history as pg_history
 from contextplane_postgres import schema as pg_schema
@@ -481,6 +482,65 @@ class PostgresKnowledgeStore:
         else:
             conn.execute(INSERT_VECTORS_SQL, [*columns, vectors])
         return ids
+
+    def restore_chunks(self, rows: Iterable[Mapping[str, Any] | MemoryChunk], *, by: str = "") -> list[str]:
+        """``ExactRestore`` (``contextplane.store.restore``): rows back with their ids, times and
+        state, embedded through the store's embedder, nothing consolidated, one ``created`` event
+        each at the restore's time, in one transaction; the identity sequence then continues
+        after the largest id. An id the store holds, or held (a purged row's history keeps it),
+        is refused by name and nothing is written."""
+        chunks = restored_chunks(rows)
+        if not chunks:
+            return []
+        for chunk in chunks:
+            if as_id(chunk.id) is None:  # a migrated version-1 file may hold ids of 0 or below
+                raise ValidationError(
+                    f"{self.db.shown}: memory {chunk.id}: this store's ids are whole numbers from 1, so it "
+                    "cannot keep this one; import with new ids (`contextplane memory import --new-ids`); "
+                    "nothing was restored"
+                )
+        actor = validate_text(by, "by")
+        with refused_write():
+            vectors = self._embed([c.content for c in chunks]) if self._embedder is not None else None
+        now = utc_now()
+        details = created_details(chunks, now, actor)
+        ids = [int(c.id) for c in chunks]
+        prepared = [
+            [
+                int(c.id), enc(c.content), enc(c.domain), enc(c.source_type), c.memory_kind,
+                c.delivery_policy, c.review_state, c.expires_at, enc(c.heading), enc(c.source),
+                enc(c.subject), enc(c.namespace), enc(c.epoch), c.invalidated_at,
+                None if c.invalidation_reason is None else enc(c.invalidation_reason),
+                c.created_at, c.updated_at, c.occurred_at,
+            ]
+            for c in chunks
+        ]
+        with self.db.transaction() as conn:
+            for statement, purged in (
+                ("SELECT min(id) FROM chunks WHERE id = ANY(%s)", False),
+                ("SELECT min(chunk_id) FROM chunk_history WHERE chunk_id = ANY(%s)", True),
+            ):
+                row = conn.execute(statement, (ids,)).fetchone()
+                if row is not None and row[0] is not None:
+                    raise id_taken(self.db.shown, str(row[0]), purged=purged)
+            if vectors is not None:
+                assert self._embedder is not None
+                self._require_space(conn, self._embedder)
+            if len(prepared) >= COPY_MIN_ROWS:
+                copy_rows(conn, prepared, vectors)
+            else:
+                columns = [list(col) for col in zip(*prepared, strict=True)]
+                conn.execute(INSERT_SQL if vectors is None else INSERT_VECTORS_SQL,
+                             columns if vectors is None else [*columns, vectors])
+            conn.execute(  # new rows continue after the largest id, never before one handed out
+                "SELECT setval(s::regclass, %(high)s) FROM pg_get_serial_sequence('chunks', 'id') AS s "
+                "WHERE %(high)s > coalesce(pg_sequence_last_value(s::regclass), 0)",
+                {"high": max(ids)},
+            )
+            pg_history.record_restored(
+                conn, sorted(ids), {int(k): json.dumps(v) for k, v in details.items()}, now
+            )
+        return [c.id for c in chunks]
 
     def _require(self, conn: psycopg.Connection[Any], chunk_id: str) -> MemoryChunk:
         chunk = self._get(conn, chunk_id)

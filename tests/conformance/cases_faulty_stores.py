@@ -13,6 +13,7 @@ from tests.conformance.memstores import (
     NoRelevanceStore,
     PresentAsOfStore,
     ShallowPoolStore,
+    StampsOnRestoreStore,
     StoresEveryWriteStore,
     UnlockedSupersedeStore,
 )
@@ -63,3 +64,11 @@ class TestUnlockedSupersede(KnowledgeStoreConformance):
     @pytest.fixture
     def store(self) -> UnlockedSupersedeStore:
         return UnlockedSupersedeStore()
+
+
+class TestStampsOnRestore(KnowledgeStoreConformance):
+    capabilities = frozenset({"concurrent_writes", "consistent_read", "exact_restore"})
+
+    @pytest.fixture
+    def store(self) -> StampsOnRestoreStore:
+        return StampsOnRestoreStore()

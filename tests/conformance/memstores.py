@@ -20,6 +20,7 @@ from contextplane.memory.history import HistoryPosition
 from contextplane.memory.model import SUPERSEDED_PREFIX, MemoryChunk, utc_now
 from contextplane.store.columns import superseding_row
 from contextplane.store.protocol import SearchHit
+from contextplane.store.restore import restored_chunks
 from contextplane.testing.memory import InMemoryKnowledgeStore
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "InMemoryKnowledgeStore",
     "NoRelevanceStore",
     "PresentAsOfStore",
+    "StampsOnRestoreStore",
     "StoresEveryWriteStore",
     "UnlockedSupersedeStore",
 ]
@@ -136,3 +138,14 @@ class UnlockedSupersedeStore(InMemoryKnowledgeStore):
             )
             self._record(self._rows[old_id], "superseded", chunk.source_type, by=chunk.id)
             return chunk.id
+
+
+class StampsOnRestoreStore(InMemoryKnowledgeStore):
+    """Fault: ``restore_chunks`` keeps the ids but stamps the restore's time as each row's
+    ``created_at`` and ``updated_at`` (a restore built on the write path's stamping): every
+    export then comes back younger than it was."""
+
+    def restore_chunks(self, rows: Any, *, by: str = "") -> list[str]:
+        now = utc_now()
+        chunks = restored_chunks(rows)
+        return super().restore_chunks([attrs.evolve(c, created_at=now, updated_at=now) for c in chunks], by=by)

@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 
 
 class TestSQLiteStore(KnowledgeStoreConformance):
-    capabilities = frozenset({"migration", "concurrent_writes", "consistent_read", "vector_space"})
+    capabilities = frozenset({"migration", "concurrent_writes", "consistent_read", "vector_space", "exact_restore"})
 
     @pytest.fixture
     def store(self, tmp_path: Path) -> Iterator[SQLiteKnowledgeStore]:
@@ -66,6 +66,8 @@ class TestSQLiteStore(KnowledgeStoreConformance):
 
 
 class TestInMemoryStore(KnowledgeStoreConformance):
+    capabilities = frozenset({"concurrent_writes", "consistent_read", "exact_restore"})
+
     @pytest.fixture
     def store(self) -> InMemoryKnowledgeStore:
         return InMemoryKnowledgeStore()
@@ -154,6 +156,15 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
     assert set(unlocked) == every
     assert run.failing("TestUnlockedSupersede") == {"STORE-CONSOLIDATE-RACE"}
     assert "did not end with exactly one deliverable row" in unlocked["STORE-CONSOLIDATE-RACE"].message
+    # A restore that stamps its own times fails exact restore alone (the capability declared).
+    stamped = run.by_class("TestStampsOnRestore")
+    assert set(stamped) == every
+    assert run.failing("TestStampsOnRestore") == {"STORE-RESTORE-EXACT"}
+    assert "row 101: created_at was restored as datetime.datetime(2024, 3, 1, 10, 10, 5, 123456" in (
+        stamped["STORE-RESTORE-EXACT"].message
+    )
+    assert expiry["STORE-RESTORE-EXACT"].outcome == "skipped"
+    assert "capability 'exact_restore' not declared" in expiry["STORE-RESTORE-EXACT"].message
     # Undeclared capabilities skip, naming the capability.
     assert expiry["STORE-BACKFILL-TABLE"].outcome == "skipped"
     assert "capability 'migration' not declared" in expiry["STORE-BACKFILL-TABLE"].message

@@ -43,7 +43,7 @@ def configured_backend(pg_url: str) -> Iterator[Callable[[], Any]]:
 
 
 class TestPostgresStore(KnowledgeStoreConformance):
-    capabilities = frozenset({"migration", "concurrent_writes", "consistent_read", "vector_space"})
+    capabilities = frozenset({"migration", "concurrent_writes", "consistent_read", "vector_space", "exact_restore"})
 
     @pytest.fixture
     def reopen(self, pg_url: str, pg_schema: str) -> Iterator[Callable[[Any], Any]]:

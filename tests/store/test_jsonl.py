@@ -59,7 +59,7 @@ def comparable(row: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def test_export_import_export_carries_every_attribute(tmp_path: Path) -> None:
+def test_new_ids_import_carries_every_other_attribute(tmp_path: Path) -> None:
     src, dst = tmp_path / "a.sqlite3", tmp_path / "b.sqlite3"
     with SQLiteKnowledgeStore(src) as store:
         seed(store)
@@ -67,12 +67,16 @@ def test_export_import_export_carries_every_attribute(tmp_path: Path) -> None:
     head, before = rows(first)
     assert head["contextplane_export"] == 1 and head["rows"] == len(before) == 9
     assert head["attributes"] == list(CARRIED) == [f.name for f in attrs.fields(MemoryChunk)]
-    assert head["assigned_at_import"] == ["id", "created_at", "updated_at", "invalidated_at"]
+    assert head["exact_import_keeps"] == list(CARRIED)
+    assert head["new_id_import_assigns"] == ["id", "created_at", "updated_at", "invalidated_at"]
+    assert "keeps every attribute, ids and times included" in head["import"] and "--new-ids" in head["import"]
     assert head["history"].startswith("not carried: an imported row's lifecycle history starts at its import")
     (tmp_path / "e.jsonl").write_text(first, encoding="utf-8")
-    out = json.loads(run("memory", "import", str(tmp_path / "e.jsonl"), "--db", str(dst), "--json").stdout)
+    out = json.loads(
+        run("memory", "import", str(tmp_path / "e.jsonl"), "--new-ids", "--db", str(dst), "--json").stdout
+    )
     ids = out["ids"]
-    assert out["imported"] == 9 and list(ids) == [r["id"] for r in before]
+    assert out["imported"] == 9 and out["exact"] is False and list(ids) == [r["id"] for r in before]
     second = run("memory", "export", "--db", str(dst)).stdout
     _, after = rows(second)
     assert [comparable(r, ids) for r in before] == [
@@ -85,7 +89,7 @@ def test_export_import_export_carries_every_attribute(tmp_path: Path) -> None:
         assert found[0] == "Sam approves deploys" and "Priya approves deploys" not in found  # superseded
     # ... and into another backend (the in-memory reference), from the same lines.
     kit = InMemoryKnowledgeStore(consolidation=Consolidation(deduplicate=False, auto_supersede=False))
-    imported = import_lines(kit, first.splitlines())
+    imported = import_lines(kit, first.splitlines(), new_ids=True)
     assert [
         comparable({k: v for k, v in json.loads(json.dumps(c.to_dict())).items() if k in CARRIED},
                    {v: v for v in imported.ids.values()})

@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 from contextplane.embedding import Embedder
-from contextplane.store.protocol import KnowledgeStore, MemoryHistory, SearchHit
+from contextplane.store.protocol import ExactRestore, KnowledgeStore, MemoryHistory, SearchHit
 from contextplane.store.sqlite import SQLiteKnowledgeStore, VectorSearchUnavailableWarning
 
 __all__ = [
+    "ExactRestore",
     "KnowledgeStore",
     "MemoryHistory",
     "SQLiteKnowledgeStore",

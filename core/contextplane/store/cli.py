@@ -57,7 +57,7 @@ from contextplane.memory.trust import SOURCE_TYPE_TIERS
 from contextplane.plugins import PluginHost
 from contextplane.store import connection, jsonl, migrate
 from contextplane.store.api import check_write_size
-from contextplane.store.protocol import MemoryHistory, SearchHit
+from contextplane.store.protocol import ExactRestore, MemoryHistory, SearchHit
 from contextplane.textui import table
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -663,8 +663,9 @@ def _superseded_another(store: Any, chunk_id: str) -> bool:
 )
 @_store_options
 def export_command(output: Path | None, config_path: str | None, db: Path | None) -> None:
-    """Every memory as JSON Lines: a header line saying what an import assigns anew (ids,
-    timestamps) and that history starts at the import, then one row per line with every
+    """Every memory as JSON Lines: a header line saying what an import keeps (every attribute,
+    ids and times included, on a store that restores exactly; new ids and times with
+    `import --new-ids`) and that history starts at the import, then one row per line with every
     attribute. `contextplane memory import` reads it into any store."""
     with _open(config_path, db, write=False) as store:
         lines = list(jsonl.export_lines(store))
@@ -681,13 +682,22 @@ def export_command(output: Path | None, config_path: str | None, db: Path | None
 
 @memory.command("import")
 @click.argument("source", metavar="FILE")
+@click.option(
+    "--new-ids",
+    is_flag=True,
+    help="Let the store assign new ids and times (created_at, updated_at, invalidated_at) and re-link "
+    "supersessions to them: for merging into a store that already holds memories.",
+)
 @_store_options
 @_json_option
-def import_command(source: str, config_path: str | None, db: Path | None, as_json: bool) -> None:
+def import_command(
+    source: str, new_ids: bool, config_path: str | None, db: Path | None, as_json: bool
+) -> None:
     """Write the memories of an export (FILE, or '-' for standard input) into the store, each
-    line one row (consolidation off: duplicates and superseded rows are kept as exported).
-    Every line is checked first; new ids are assigned and printed old -> new. Creates the store
-    if there is none."""
+    line one row, exactly as exported: ids, times, supersession links and review state kept (an
+    id the store already holds is refused, nothing imported). A store that cannot restore exactly,
+    or --new-ids, gets new ids and times, printed old -> new. History starts at the import. Every
+    line is checked first; consolidation is off. Creates the store if there is none."""
     if source == "-":
         raw, where = sys.stdin.buffer.read(), "standard input"
     else:
@@ -698,13 +708,30 @@ def import_command(source: str, config_path: str | None, db: Path | None, as_jso
     verbatim = attrs_evolve(config, store=attrs_evolve(config.store, deduplicate=False, auto_supersede=False))
     host = PluginHost.from_entry_points(verbatim)
     with command_backend(config_path, db, write=True, create=True, host=host) as (_c, _h, backend):
-        result = jsonl.import_rows(backend.memories, rows, by=curator())
+        store = backend.memories
+        if not new_ids and not isinstance(store, ExactRestore):
+            shown = getattr(store, "name", None) or type(store).__name__
+            click.echo(
+                f"notice: {shown} cannot restore exactly (it has no restore_chunks), so it assigns new ids "
+                "and times; supersessions are re-linked to them",
+                err=True,
+            )
+        result = jsonl.import_rows(store, rows, by=curator(), new_ids=new_ids)
     if as_json:
-        click.echo(json.dumps({"imported": len(result.ids), "ids": dict(result.ids)}, indent=2))
+        report = {"imported": len(result.ids), "exact": result.exact, "ids": dict(result.ids)}
+        click.echo(json.dumps(report, indent=2))
         return
-    click.echo(f"imported {len(result.ids)} memories (history starts at the import)")
+    if result.exact:
+        click.echo(
+            f"imported {len(result.ids)} memories exactly: ids, times and state as exported "
+            "(history starts at the import)"
+        )
+        return
+    click.echo(f"imported {len(result.ids)} memories with new ids (history starts at the import)")
     for old, new in result.ids.items():
         click.echo(f"  {old} -> {new}")
+
+
 @memory.command("status")
 @_store_options
 @_json_option

@@ -67,6 +67,7 @@ from contextplane.memory.model import format_timestamp, read_timestamp
 from contextplane.store import migrate
 from contextplane.store.columns import SELECT_NAMES
 from contextplane.store.connection import temp_objects
+from contextplane.store.restore import restored_at
 
 #: The lifecycle columns an event carries, in table order; the overlay replaces exactly these.
 STATE_COLUMNS: Final[tuple[str, ...]] = (
@@ -268,8 +269,11 @@ def _row_events(
     after = [tuple(e[5:10]) for e in entries] + [final]
     found: list[HistoryEvent] = []
     if created_seq is not None:
+        # A restored row (``store.restore``) was created here at its restore, not at its
+        # ``created_at`` (the time it was first written, elsewhere).
+        created = restored_at(created_detail) or created_at
         found.append(
-            _event(int(created_seq), chunk_id, _stamp(created_at, f"memory {chunk_id}'s creation"),
+            _event(int(created_seq), chunk_id, _stamp(created, f"memory {chunk_id}'s creation"),
                    "created", source_type, after[0], created_detail)
         )
     elif baseline.started is not None and baseline.high is not None and chunk_id <= baseline.high:

@@ -250,3 +250,21 @@ class SearchTracer(Protocol):
         namespaces: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> SearchTrace: ...
+
+
+@runtime_checkable
+class ExactRestore(Protocol):
+    """Optional: a store that can put exported rows back exactly (``contextplane memory
+    import``; ``contextplane.store.restore`` says what every such store keeps).
+
+    ``restore_chunks(rows)`` inserts each row (a mapping of ``MemoryChunk`` attributes, as
+    ``memory export`` writes them, or a ``MemoryChunk``) with its id, times and lifecycle state
+    as given, nothing consolidated or stamped; keeps the full-text index, vectors and caches as a
+    write does; gives each row one ``created`` event at the restore's time whose detail says it
+    was restored; refuses an id the store holds, naming it; writes all rows or none. Returns the
+    ids, in the order given. The store kit checks it (STORE-RESTORE-EXACT, capability
+    ``exact_restore``); a store without it is imported with new ids."""
+
+    def restore_chunks(
+        self, rows: Iterable[Mapping[str, Any] | MemoryChunk], *, by: str = ""
+    ) -> list[str]: ...

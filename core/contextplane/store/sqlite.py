@@ -14,7 +14,8 @@ The vector leg is an inverted-file (IVF) index over sqlite-vec distances, in ``v
 (its layout, training, and why IVF rather than sqlite-vec's ``vec0`` KNN). The store is one
 class assembled from a module per seam (see ``base``): ``columns`` (the one column table),
 ``sql`` (filters and search statements), ``vector_upkeep``, ``writes`` (validation and D7
-stamping), ``lifecycle`` (review, expiry, invalidation, supersession, purge) and this module:
+stamping), ``lifecycle`` (review, expiry, invalidation, supersession, purge), ``restore_writes``
+(exact restore of exported rows) and this module:
 opening the store, consistent reads and the reads themselves.
 """
 
@@ -54,9 +55,9 @@ from contextplane.store.columns import SEARCH_K_MAX, SELECT_COLUMNS, as_id, chun
 from contextplane.store.connection import SQLITE_HEADER as SQLITE_HEADER
 from contextplane.store.connection import connect as connect
 from contextplane.store.connection import is_read_only, store_error
-from contextplane.store.lifecycle import StoreLifecycle
 from contextplane.store.protocol import SearchHit, SearchTrace
 from contextplane.store.query_terms import TermStats
+from contextplane.store.restore_writes import StoreRestore
 
 # Re-exported: callers import the warning from here (and from ``contextplane.store``).
 from contextplane.store.vector_index import VectorSearchUnavailableWarning as VectorSearchUnavailableWarning
@@ -67,7 +68,7 @@ T = TypeVar("T")
 WIDEST = legs.WIDEST
 
 
-class SQLiteKnowledgeStore(StoreLifecycle):
+class SQLiteKnowledgeStore(StoreRestore):
     """The embedded ``KnowledgeStore``. Thread-safe (one connection, one lock); process-safe
     through SQLite's own locking (WAL + busy timeout + ``BEGIN IMMEDIATE``)."""
 

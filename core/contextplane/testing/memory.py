@@ -62,6 +62,7 @@ from contextplane.records.turn_inputs import TurnInputs
 from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE, superseding_row
 from contextplane.store.protocol import LegRank, SearchHit, SearchTrace
 from contextplane.store.query_terms import fts5_idf, meaningful_words
+from contextplane.store.restore import created_details, id_taken, restored_chunks
 
 _WORD = re.compile(r"\w+")
 #: ``add_chunk`` keywords and what a superseding row inherits, as every store has them.
@@ -337,6 +338,41 @@ class InMemoryKnowledgeStore:
                     message=outdated_message(old),
                 )
         return outcomes
+
+    def restore_chunks(self, rows: Iterable[Mapping[str, Any] | MemoryChunk], *, by: str = "") -> list[str]:
+        """``ExactRestore``: rows back with their ids, times and state, nothing consolidated, one
+        ``created`` event each at the restore's time saying so; an id the store holds or held
+        (a purged row's events keep it) is refused and nothing is stored."""
+        chunks = restored_chunks(rows)
+        actor = validate_text(by, "by")
+        now = utc_now()
+        with self._lock:
+            held = {e.chunk_id for e in self._events}
+            for chunk in chunks:
+                if chunk.id in self._rows or chunk.id in held:
+                    raise id_taken("in-memory store", chunk.id, purged=chunk.id not in self._rows)
+            details = created_details(chunks, now, actor)
+            for chunk in sorted(chunks, key=lambda c: int(c.id)):
+                self._rows[chunk.id] = chunk
+                self._events.append(
+                    HistoryEvent(
+                        seq=len(self._events) + 1,
+                        chunk_id=chunk.id,
+                        at=now,
+                        event="created",
+                        actor=chunk.source_type,
+                        review_state=chunk.review_state,
+                        expires_at=chunk.expires_at,
+                        invalidated_at=chunk.invalidated_at,
+                        invalidation_reason=chunk.invalidation_reason,
+                        updated_at=chunk.updated_at,
+                        detail=details[chunk.id],
+                    )
+                )
+            # new rows continue after every id handed out (a restored one may be the largest)
+            used = [int(i) for i in self._rows] + [int(e.chunk_id) for e in self._events]
+            self._ids = itertools.count(max(used) + 1)
+        return [c.id for c in chunks]
 
     def _outdated(self, now: datetime) -> dict[tuple[str, str, str, datetime | None], tuple[str, str]]:
         """Superseded rows (not rejected) whose chain ends in a deliverable head: dedupe key ->
@@ -661,6 +697,9 @@ class _FrozenView(InMemoryKnowledgeStore):
 
     def purge(self, now: datetime | None = None, *, ids: Sequence[str] | None = None) -> int:
         return self._origin.purge(now, ids=ids)
+
+    def restore_chunks(self, rows: Iterable[Mapping[str, Any] | MemoryChunk], *, by: str = "") -> list[str]:
+        return self._origin.restore_chunks(rows, by=by)
 
 
 class InMemorySessionSummaries:

@@ -478,6 +478,16 @@ _ALL: tuple[Requirement, ...] = (
         "vector leg, and refuses the old one.",
         capability="vector_space",
     ),
+    Requirement(
+        "STORE-RESTORE-EXACT",
+        "store",
+        "restore_chunks(rows) puts exported rows back as given: get and list_chunks read every "
+        "attribute back (id, times, invalidation, supersession link, expiry and event time included), "
+        "search finds a restored row by its words, each row's history is one 'created' event at the "
+        "restore whose detail says it was restored, and a later write gets an id of its own; an id the "
+        "store already holds is refused with StoreError naming it, and nothing of that call is stored.",
+        capability="exact_restore",
+    ),
     # --- backends: the records beside the memories (ADR D5, D8, D9) ------------------------
     Requirement(
         "RECORDS-BACKEND",
@@ -561,7 +571,7 @@ REQUIREMENTS: Final[Mapping[str, Requirement]] = MappingProxyType({r.id: r for r
 
 #: Capabilities a store may declare; the kit skips the checks of an undeclared one.
 STORE_CAPABILITIES: Final[frozenset[str]] = frozenset(
-    {"migration", "concurrent_writes", "consistent_read", "vector_space"}
+    {"migration", "concurrent_writes", "consistent_read", "vector_space", "exact_restore"}
 )
 #: Capabilities a backend may declare for the records kit.
 RECORDS_CAPABILITIES: Final[frozenset[str]] = frozenset({"trajectory"})
