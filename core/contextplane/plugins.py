@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import importlib
 import importlib.metadata as md
 import inspect
 import logging
@@ -29,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import attrs
 import pluggy
@@ -39,16 +40,22 @@ from contextplane.config import Config, load_config
 from contextplane.embedding import CONFIGURED, Embedder
 from contextplane.errors import ConfigError, PluginLoadError, SectionError, StoreError
 from contextplane.notices import PluginWarning, log_failure, log_once, warn_once
-from contextplane.observability import observer as records_observer
 from contextplane.records.backend import check_backend
 from contextplane.sections import ContextSection, PromptSection
 from contextplane.store.protocol import KnowledgeStore
+from contextplane.types import PluginFailure as PluginFailure
+from contextplane.types import Registered as Registered
 
 ENTRY_POINT_GROUP = "contextplane"
 PLUGINS_ENV = "CONTEXTPLANE_PLUGINS"
 TRACE_ENV = "CONTEXTPLANE_TRACE_PLUGINS"
-#: The built-in plugins every host holds (they can be disabled like any other).
-BUILTIN_PLUGINS: tuple[tuple[str, object], ...] = ((records_observer.PLUGIN_NAME, records_observer),)
+#: The built-in plugins every host holds (they can be disabled like any other): each plugin's
+#: name and the module that is the plugin, imported when a host is made, not when this module
+#: is (as llm loads its default plugins). Importing the record pipeline here made a knot: the
+#: observer reads the turn's types, the engine imports this host, this host imported the observer.
+BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
+    ("contextplane.records", "contextplane.observability.observer"),
+)
 #: pluggy hookimpl options the facade does not honour, with why (shown in the refusal).
 UNHONOURED_OPTIONS: Mapping[str, str] = {
     "wrapper": "hooks are called one implementation at a time, so there is no call to wrap",
@@ -72,20 +79,6 @@ _SPEC_NAMES = frozenset(
 
 
 @attrs.frozen
-class PluginFailure:
-    """A plugin that could not load or whose hook failed; kept so ``contextplane plugins`` can show it."""
-
-    plugin: str
-    distribution: str | None
-    stage: str
-    error: str
-
-    def describe(self) -> str:
-        dist = f" (distribution {self.distribution})" if self.distribution else ""
-        return f"plugin {self.plugin!r}{dist} failed during {self.stage}: {self.error}"
-
-
-@attrs.frozen
 class PluginInfo:
     """What ``contextplane plugins`` reports about one plugin."""
 
@@ -103,14 +96,6 @@ class PluginInfo:
 
 
 T = TypeVar("T")
-
-
-@attrs.frozen
-class Registered(Generic[T]):
-    """A section together with the plugin that registered it."""
-
-    section: T
-    plugin: str
 
 
 def _describe_exc(exc: BaseException) -> str:
@@ -150,10 +135,11 @@ class PluginHost:
         self._embedder_lock = threading.Lock()
         self.trace = os.environ.get(TRACE_ENV, "").strip().lower() not in ("", "0", "false", "no")
         disabled = set(self.config.plugins.disabled)
-        for name, plugin in BUILTIN_PLUGINS:
+        for name, module in BUILTIN_PLUGINS:
             if name in disabled:
                 self._skipped.append(PluginInfo(name, "contextplane", None, loaded=False, builtin=True))
             else:
+                plugin = importlib.import_module(module)
                 self.register(plugin, name, distribution="contextplane", version=_core_version())
 
     # --- loading ------------------------------------------------------------------------

@@ -27,7 +27,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from contextplane.errors import StoreError
 from contextplane.hookspecs import hookimpl
@@ -39,10 +39,7 @@ from contextplane.records import aio as records_aio
 from contextplane.records.injections import InjectionRow
 from contextplane.records.turn_inputs import TurnInputs, TurnInputStore
 from contextplane.request import ProjectionRequest
-
-if TYPE_CHECKING:
-    from contextplane.delivery import ModelCall
-    from contextplane.projection import ProjectedContext
+from contextplane.types import ModelCall, ProjectedContext
 
 PLUGIN_NAME = "contextplane.records"
 log = logging.getLogger("contextplane.records")
