@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import json
 import sys
 from collections.abc import Iterable, Iterator
@@ -103,6 +104,7 @@ def edges_of(module: str, known: dict[str, Path]) -> list[Edge]:
     file = known[module]
     source = file.read_text(encoding="utf-8")
     tree = ast.parse(source, filename=str(file))
+    lines = source.splitlines()
     found: list[Edge] = []
     for node, kind in _walk(tree.body, "top"):
         if isinstance(node, ast.Import):
@@ -118,7 +120,7 @@ def edges_of(module: str, known: dict[str, Path]) -> list[Edge]:
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
         else:
             continue
-        text = " ".join((ast.get_source_segment(source, node) or "").split())
+        text = " ".join(" ".join(lines[node.lineno - 1 : node.end_lineno]).split())
         for target in dict.fromkeys(targets):
             resolved = _resolve(target, known)
             if resolved is not None and resolved != module:
@@ -126,9 +128,11 @@ def edges_of(module: str, known: dict[str, Path]) -> list[Edge]:
     return found
 
 
-def all_edges(package: Path = CORE) -> list[Edge]:
+@functools.cache
+def all_edges(package: Path = CORE) -> tuple[Edge, ...]:
+    """Every import edge of the package (read once per process: the files do not change under it)."""
     known = modules(package)
-    return [edge for module in known for edge in edges_of(module, known)]
+    return tuple(edge for module in known for edge in edges_of(module, known))
 
 
 def strongly_connected(nodes: Iterable[str], edges: Iterable[Edge]) -> list[list[str]]:
