@@ -16,12 +16,24 @@ CORE = ROOT / "core" / "contextplane"
 #: (in the trace, for brevity) under ``core/contextplane``.
 BASES = (ROOT, ROOT / "core", ROOT / "plugins", ROOT / "contrib", CORE)
 SPAN = re.compile(r"`([^`\n]+)`")
-PATH = re.compile(r"(?<![\w.])((?:[\w-]+/)+(?:[\w-]+\.py)?)(?![\w/])")
+PATH = re.compile(r"(?<![\w.+/])((?:[\w-]+/)+(?:[\w-]+\.py)?)(?![\w/])")
+#: A module the migration plan creates is written ``+contextplane/...``.
+PLANNED = re.compile(r"(?<![\w./])\+((?:[\w-]+/)+(?:[\w-]+\.py)?)(?![\w/])")
 
 
 def named_paths(text: str) -> list[str]:
     """Every path-like word inside a backtick span (``a/b.py``, ``a/b/``)."""
     return [m for span in SPAN.findall(text) for m in PATH.findall(span)]
+
+
+def planned_paths(text: str) -> list[str]:
+    """Every path marked ``+`` (a module the plan creates) inside a backtick span."""
+    return [m for span in SPAN.findall(text) for m in PLANNED.findall(span)]
+
+
+def stale_plans(text: str) -> list[str]:
+    """Planned modules that exist by now: the map should name them as they are."""
+    return sorted({p for p in planned_paths(text) if any((base / p).exists() for base in BASES)})
 
 
 def missing_paths(text: str) -> list[str]:
@@ -61,6 +73,16 @@ def test_every_path_the_architecture_doc_names_exists() -> None:
     )
 
 
+def test_no_module_the_plan_creates_exists_yet() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    assert "contextplane/runtime.py" in planned_paths(text), "the plan's + paths are not parsed"
+    stale = stale_plans(text)
+    assert not stale, (
+        "docs/architecture.md marks these modules as planned (+), but they exist: drop the + and "
+        "give each its line in the module map: " + ", ".join(stale)
+    )
+
+
 def test_every_core_package_and_top_level_module_is_in_the_module_map() -> None:
     text = DOC.read_text(encoding="utf-8")
     assert "contextplane/store/" in required_names() and "contextplane/projection.py" in required_names()
@@ -75,6 +97,9 @@ def test_the_checks_catch_a_stale_map(tmp_path: Path) -> None:
     """The two checks can fail: a path that is gone, and a module the map leaves out."""
     stale = "\n## Module map\n\n- `contextplane/nowhere.py` — gone.\n- `contextplane/a.py` — here.\n- `contextplane/projection.py` — real.\n"
     assert missing_paths(stale) == ["contextplane/a.py", "contextplane/nowhere.py"]
+    assert stale_plans("`+contextplane/projection.py` and `+contextplane/later.py`") == [
+        "contextplane/projection.py"
+    ]
     core = tmp_path / "contextplane"
     (core / "pkg").mkdir(parents=True)
     for name in ("__init__.py", "a.py", "b.py", "pkg/__init__.py"):
