@@ -135,7 +135,7 @@ class ShedStep:
     chars: int
 
 
-#: One shedding step as ``fit`` records it: a ``ShedStep``'s fields, (section, action, items,
+#: One shedding step as ``fitting.fit`` records it: a ``ShedStep``'s fields, (section, action, items,
 #: chars). A plain tuple, because most steps are never read: the projection makes the
 #: ``ShedStep`` objects when its ``overflow`` is first read.
 Step = tuple[str, str, int, int]
@@ -205,7 +205,7 @@ class _Deferred:
 
     Most projections are never explained, and a preview (``record=False``) is read for its
     text: building one report per section, every turn, was a fifth of the core's cost with 50
-    sections. So ``assemble`` leaves the ``sections`` slot empty and keeps the builder here; the
+    sections. So ``projection.assemble`` leaves the ``sections`` slot empty and keeps the builder here; the
     first read of ``sections`` (directly, or by ``==``, ``repr``, ``as_dict``, ``attrs.evolve``,
     pickling: every attrs method reads the attribute) builds the reports once and stores them.
     The builder only reads the fitted plans, so a read from another thread gets equal reports.
