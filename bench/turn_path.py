@@ -221,7 +221,7 @@ def langgraph_turns(root: Path) -> Iterator[Callable[[], object]]:
         def _llm_type(self) -> str:
             return "turn-path-fake"
 
-        def bind_tools(self, tools: Any, **kwargs: Any) -> Answering:  # type: ignore[override]
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Answering:
             return self
 
         def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
