@@ -18,17 +18,16 @@ import graphlib
 import hashlib
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-import attrs
-
+from contextplane.config import Config
 from contextplane.errors import ConfigError, SectionOrderError
 from contextplane.escaping import repair_text
 from contextplane.request import BuildContext
 from contextplane.sections import PromptSection
-
-if TYPE_CHECKING:
-    from contextplane.plugins import PluginHost, Registered
+from contextplane.types import PluginFailure, Registered
+from contextplane.types import PrefixSection as PrefixSection
+from contextplane.types import StablePrefix as StablePrefix
 
 #: The D3 authority order of the standard sections.
 AUTHORITY_ORDER = ("identity", "operating_model", "delegation_roster", "tool_guidance", "operator_guidelines")
@@ -37,31 +36,25 @@ SECTION_SEPARATOR = "\n\n"
 ORDER_STAGE = "prompt order"
 
 
-@attrs.frozen
-class PrefixSection:
-    """One stable-prefix section by reference: what snapshots store instead of the text."""
-
-    name: str
-    plugin: str
-    chars: int
-    sha256: str
-
-
-@attrs.frozen
-class StablePrefix:
-    """The composed system prompt and where each part of it came from."""
-
-    text: str
-    sections: tuple[PrefixSection, ...]
-    errors: tuple[str, ...] = ()
+class PromptSectionHost(Protocol):
+    """What ``build_stable_prefix`` asks of the plugin host (``contextplane.plugins.PluginHost``
+    is one). A protocol, not the class: the host prunes prompt sections with this module's
+    resolver, so the resolver must not import the host back."""
 
     @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()
+    def config(self) -> Config: ...
 
     @property
-    def order(self) -> tuple[str, ...]:
-        return tuple(s.name for s in self.sections)
+    def strict(self) -> bool: ...
+
+    @property
+    def failures(self) -> Sequence[PluginFailure]: ...
+
+    def prompt_sections(self) -> list[Registered[PromptSection]]: ...
+
+    def prefix_sections(self) -> list[Registered[PromptSection]]: ...
+
+    def notify_stable_prefix(self, prefix: StablePrefix) -> object: ...
 
 
 def _rank(section: PromptSection) -> tuple[int, float, str]:
@@ -185,7 +178,7 @@ def resolve_order(registered: Sequence[Registered[PromptSection]]) -> list[Regis
 
 
 def build_stable_prefix(
-    host: PluginHost,
+    host: PromptSectionHost,
     context: BuildContext | None = None,
     *,
     strict: bool | None = None,

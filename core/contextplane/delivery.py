@@ -15,16 +15,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any
 
-import attrs
-
-from contextplane.authority import StablePrefix
 from contextplane.plugins import PluginHost, get_host
-from contextplane.projection import ProjectedContext
-from contextplane.records.snapshots import StrippedFrame
-
-M = TypeVar("M")
+from contextplane.types import Delivered as Delivered
+from contextplane.types import M, ProjectedContext, StablePrefix, StrippedFrame
+from contextplane.types import ModelCall as ModelCall
 
 #: Keys that mark a plain (mapping) message as a context frame: v1's, and ours.
 PLAIN_FRAME_KEYS: tuple[str, ...] = ("context_frame", "is_context_frame", "contextplane_projection")
@@ -74,40 +70,6 @@ def frame_of(message: Any, text_of: Callable[[Any], str] = plain_text) -> Stripp
     return StrippedFrame(
         None if mid is None else str(mid), len(text), hashlib.sha256(text.encode()).hexdigest()
     )
-
-
-@attrs.frozen
-class ModelCall:
-    """One model call a projection is delivered to: what ``observe_model_call`` observers get.
-
-    ``prefix`` is what the model sees as its system message (a ``StablePrefix``, the agent's
-    own text, or None). ``full_text`` renders the whole request lazily, for the operator's
-    full-text capture mode; observers call it only when that mode is on."""
-
-    projection: ProjectedContext
-    call_index: int
-    prefix: StablePrefix | str | None
-    stripped: tuple[StrippedFrame, ...] = ()
-    history_messages: int = 0
-    history_chars: int = 0
-    full_text: Callable[[], str] | None = attrs.field(default=None, eq=False, repr=False)
-
-    @property
-    def session_id(self) -> str:
-        return self.projection.session_id
-
-    @property
-    def turn_index(self) -> int:
-        return self.projection.turn_index
-
-
-@attrs.frozen
-class Delivered(Generic[M]):
-    """What the adapter sends: the history without frames, then the projection message."""
-
-    messages: list[M]
-    stripped: tuple[M, ...]
-    call: ModelCall
 
 
 def deliver(

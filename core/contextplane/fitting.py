@@ -49,12 +49,12 @@ from collections.abc import Hashable, Mapping, Sequence
 from itertools import compress
 from typing import Any
 
-import attrs
-
 from contextplane.escaping import escape_untrusted
 from contextplane.memo import MEMO_LIMIT, new_memo
 from contextplane.notices import log_failure
 from contextplane.sections import ContextSection, Envelope, Row, Shed
+from contextplane.types import ShedStep as ShedStep
+from contextplane.types import Step as Step
 
 log = logging.getLogger("contextplane.fitting")
 
@@ -167,22 +167,6 @@ def _rank_order(rows: Sequence[Row]) -> list[int] | None:
     else:
         index = sorted(range(n), key=lambda i: _row_key(rows[i]))
     return None if index == list(range(n)) else index
-
-
-@attrs.frozen
-class ShedStep:
-    """One kind of shedding applied to one section: how many items and how many chars it freed."""
-
-    section: str
-    action: str  # "drop_row" | "degrade_row" | "drop_to_floor" | "drop_below_floor" | "drop_section"
-    items: int
-    chars: int
-
-
-#: One shedding step as ``fit`` records it: a ``ShedStep``'s fields, (section, action, items,
-#: chars). A plain tuple, because most steps are never read: the projection makes the
-#: ``ShedStep`` objects when its ``overflow`` is first read.
-Step = tuple[str, str, int, int]
 
 
 def _render_order(name: str, indices: Sequence[int], rows: Sequence[Row], key: Any) -> Sequence[int]:

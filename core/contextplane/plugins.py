@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import importlib
 import importlib.metadata as md
 import inspect
 import logging
@@ -29,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar, cast
 
 import attrs
 import pluggy
@@ -39,16 +40,24 @@ from contextplane.config import Config, load_config
 from contextplane.embedding import CONFIGURED, Embedder
 from contextplane.errors import ConfigError, PluginLoadError, SectionError, StoreError
 from contextplane.notices import PluginWarning, log_failure, log_once, warn_once
-from contextplane.observability import observer as records_observer
-from contextplane.records.backend import check_backend
+from contextplane.records.backend import Backend, check_backend
+from contextplane.request import ProjectionRequest
 from contextplane.sections import ContextSection, PromptSection
 from contextplane.store.protocol import KnowledgeStore
+from contextplane.types import ModelCall, ProjectedContext, StablePrefix
+from contextplane.types import PluginFailure as PluginFailure
+from contextplane.types import Registered as Registered
 
 ENTRY_POINT_GROUP = "contextplane"
 PLUGINS_ENV = "CONTEXTPLANE_PLUGINS"
 TRACE_ENV = "CONTEXTPLANE_TRACE_PLUGINS"
-#: The built-in plugins every host holds (they can be disabled like any other).
-BUILTIN_PLUGINS: tuple[tuple[str, object], ...] = ((records_observer.PLUGIN_NAME, records_observer),)
+#: The built-in plugins every host holds (they can be disabled like any other): each plugin's
+#: name and the module that is the plugin, imported when a host is made, not when this module
+#: is (as llm loads its default plugins). Importing the record pipeline here made a knot: the
+#: observer reads the turn's types, the engine imports this host, this host imported the observer.
+BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
+    ("contextplane.records", "contextplane.observability.observer"),
+)
 #: pluggy hookimpl options the facade does not honour, with why (shown in the refusal).
 UNHONOURED_OPTIONS: Mapping[str, str] = {
     "wrapper": "hooks are called one implementation at a time, so there is no call to wrap",
@@ -72,20 +81,6 @@ _SPEC_NAMES = frozenset(
 
 
 @attrs.frozen
-class PluginFailure:
-    """A plugin that could not load or whose hook failed; kept so ``contextplane plugins`` can show it."""
-
-    plugin: str
-    distribution: str | None
-    stage: str
-    error: str
-
-    def describe(self) -> str:
-        dist = f" (distribution {self.distribution})" if self.distribution else ""
-        return f"plugin {self.plugin!r}{dist} failed during {self.stage}: {self.error}"
-
-
-@attrs.frozen
 class PluginInfo:
     """What ``contextplane plugins`` reports about one plugin."""
 
@@ -103,14 +98,6 @@ class PluginInfo:
 
 
 T = TypeVar("T")
-
-
-@attrs.frozen
-class Registered(Generic[T]):
-    """A section together with the plugin that registered it."""
-
-    section: T
-    plugin: str
 
 
 def _describe_exc(exc: BaseException) -> str:
@@ -146,14 +133,15 @@ class PluginHost:
         self._versions: Mapping[str, str | None] | None = None
         self._lock = threading.Lock()
         #: The configured embedder (or the error saying why there is none), made once.
-        self._embedder: tuple[Any] | None = None
+        self._embedder: tuple[Embedder | ConfigError | None] | None = None
         self._embedder_lock = threading.Lock()
         self.trace = os.environ.get(TRACE_ENV, "").strip().lower() not in ("", "0", "false", "no")
         disabled = set(self.config.plugins.disabled)
-        for name, plugin in BUILTIN_PLUGINS:
+        for name, module in BUILTIN_PLUGINS:
             if name in disabled:
                 self._skipped.append(PluginInfo(name, "contextplane", None, loaded=False, builtin=True))
             else:
+                plugin = importlib.import_module(module)
                 self.register(plugin, name, distribution="contextplane", version=_core_version())
 
     # --- loading ------------------------------------------------------------------------
@@ -443,7 +431,7 @@ class PluginHost:
     def _first(
         self,
         hook_name: str,
-        fits: Any = None,
+        fits: Callable[[object], list[str]] | None = None,
         what: str = "",
         lazy: Mapping[str, Callable[[], Any]] | None = None,
     ) -> Any:
@@ -487,21 +475,23 @@ class PluginHost:
             return result
         return None
 
-    def backend(self, embedder: Any = CONFIGURED) -> Any:
+    def backend(self, embedder: Embedder | None = CONFIGURED) -> Backend | None:
         """The first ``Backend`` a plugin offers (plugins asked in name order), else None. A
         backend that takes an ``embedder`` gets the configured one (``embedder()``), or the one
         given here (None: open it for full text only, as ``memory reindex --rebuild`` does)."""
 
-        def chosen() -> Any:
+        def chosen() -> Embedder | None:
             return self.embedder() if embedder is CONFIGURED else embedder
 
-        return self._first("backend", check_backend, "a contextplane Backend", {"embedder": chosen})
+        found = self._first("backend", check_backend, "a contextplane Backend", {"embedder": chosen})
+        return cast(Backend | None, found)
 
-    def knowledge_store(self) -> Any:
+    def knowledge_store(self) -> KnowledgeStore | None:
         """The first ``KnowledgeStore`` a plugin offers (plugins asked in name order), else None."""
-        return self._first("knowledge_store", _protocol_problems(KnowledgeStore), "a KnowledgeStore")
+        found = self._first("knowledge_store", _protocol_problems(KnowledgeStore), "a KnowledgeStore")
+        return cast(KnowledgeStore | None, found)
 
-    def embedder(self) -> Any:
+    def embedder(self) -> Embedder | None:
         """The first ``Embedder`` a plugin offers (plugins asked in name order), else None; made
         once per host (a local model loads once). When ``[embedder] provider`` is set and no
         plugin offers it, raise ``ConfigError`` naming why: never full text by surprise."""
@@ -567,23 +557,27 @@ class PluginHost:
                 failures.append(self._observer_failed(impl, hook_name, exc))
         return failures
 
-    def notify_projection(self, projection: Any, request: Any) -> list[PluginFailure]:
+    def notify_projection(
+        self, projection: ProjectedContext, request: ProjectionRequest
+    ) -> list[PluginFailure]:
         """Hand a composed projection to every observer; failures are recorded, not raised."""
         return self._notify("observe_projection", {"projection": projection, "request": request})
 
-    def notify_model_call(self, call: Any, request: Any) -> list[PluginFailure]:
+    def notify_model_call(self, call: ModelCall, request: ProjectionRequest) -> list[PluginFailure]:
         """Tell every observer about one model call a projection is delivered to."""
         return self._notify("observe_model_call", {"call": call, "request": request})
 
-    async def anotify_projection(self, projection: Any, request: Any) -> list[PluginFailure]:
+    async def anotify_projection(
+        self, projection: ProjectedContext, request: ProjectionRequest
+    ) -> list[PluginFailure]:
         """``notify_projection`` for an event loop (see ``_anotify``)."""
         return await self._anotify("observe_projection", {"projection": projection, "request": request})
 
-    async def anotify_model_call(self, call: Any, request: Any) -> list[PluginFailure]:
+    async def anotify_model_call(self, call: ModelCall, request: ProjectionRequest) -> list[PluginFailure]:
         """``notify_model_call`` for an event loop (see ``_anotify``)."""
         return await self._anotify("observe_model_call", {"call": call, "request": request})
 
-    def notify_stable_prefix(self, prefix: Any) -> list[PluginFailure]:
+    def notify_stable_prefix(self, prefix: StablePrefix) -> list[PluginFailure]:
         """Hand a composed stable prefix to every observer."""
         return self._notify("observe_stable_prefix", {"prefix": prefix, "config": self.config})
 
@@ -627,7 +621,7 @@ def _core_version() -> str | None:
         return None
 
 
-def _protocol_problems(protocol: type) -> Any:
+def _protocol_problems(protocol: type) -> Callable[[object], list[str]]:
     def check(obj: object) -> list[str]:
         if isinstance(obj, protocol):
             return []

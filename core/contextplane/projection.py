@@ -13,225 +13,36 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import enum
 import functools
-import hashlib
 import inspect
-import itertools
 import logging
 import operator
 import time
 import types
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeGuard, cast
+from typing import Any, TypeGuard, cast
 
 import attrs
 
 from contextplane.aio import overran, run_to_completion
 from contextplane.backends import resolve_backend
-from contextplane.budget import approx_tokens, budget_chars
+from contextplane.budget import budget_chars
 from contextplane.config import Config
 from contextplane.errors import SectionError, ValidationError
-from contextplane.fitting import Layout, SectionPlan, ShedStep, Step, fit, overflow_key
+from contextplane.fitting import Layout, SectionPlan, fit, overflow_key
 from contextplane.notices import BudgetWarning, log_failure, log_once, warn_once
 from contextplane.plugins import PluginHost, Registered, get_host
 from contextplane.records.backend import is_backend
 from contextplane.request import FrozenDict, ProjectionRequest, Surface
 from contextplane.sections import ContextSection, Draft, DraftMeta, Row
+from contextplane.types import InjectionRecord as InjectionRecord
+from contextplane.types import ProjectedContext as ProjectedContext
+from contextplane.types import SectionReport as SectionReport
+from contextplane.types import approx_tokens
 
 log = logging.getLogger("contextplane.projection")
 
 
-def _frozen(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return dict(value or {})
-
-
-@attrs.frozen
-class SectionReport:
-    """What happened to one context section this turn."""
-
-    name: str
-    plugin: str
-    priority: int
-    chars: int = 0
-    item_ids: tuple[str, ...] = ()
-    offered: int = 0
-    truncated: bool = False
-    error: str | None = None
-    #: Why ``draft`` was not called: "incognito", "goal_turn" or "not_selected".
-    suppressed: str | None = None
-    #: Ids of the rows cut to ``context.max_row_chars`` (each ends with a "cut" marker line).
-    cut: tuple[str, ...] = ()
-    meta: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen)
-    #: The section's rendered part of its envelope (kept for ``sha256``; not compared).
-    rendered: str = attrs.field(default="", repr=False, eq=False)
-    #: Every row the draft offered, in delivery order, before shedding (not compared).
-    drafted: Sequence[Row] = attrs.field(default=(), repr=False, eq=False)
-
-    @property
-    def sha256(self) -> str | None:
-        """sha256 of the rendered part (what snapshots reference); hashed when asked, because
-        most projections (previews, unrecorded turns) never are."""
-        if not self.rendered:
-            return None
-        # surrogatepass: a hash must never fail a turn, whatever a plugin's heading holds
-        return hashlib.sha256(self.rendered.encode("utf-8", "surrogatepass")).hexdigest()
-
-    @property
-    def label(self) -> str:
-        return self.name
-
-    @property
-    def offered_ids(self) -> tuple[str, ...]:
-        """Ids of every row the draft offered, delivered or shed (``explain`` reads it)."""
-        return tuple(r.id for r in self.drafted)
-
-
-@attrs.frozen
-class InjectionRecord:
-    """The ids actually delivered, after shedding: what the injection log stores (ADR 0069 D6)."""
-
-    session_id: str
-    turn_index: int
-    at: str
-    delivered: Mapping[str, tuple[str, ...]] = attrs.field(converter=_frozen)
-    approx_tokens: int = 0
-    #: Sections that degraded this turn, with why (a draft's ``meta["fallback"]``: the
-    #: retrieved section searched full text because the embedder failed).
-    fallbacks: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen)
-
-
-class _Deferred:
-    """Where a composed projection keeps how to build its ``sections`` until they are first read.
-
-    Most projections are never explained, and a preview (``record=False``) is read for its
-    text: building one report per section, every turn, was a fifth of the core's cost with 50
-    sections. So ``assemble`` leaves the ``sections`` slot empty and keeps the builder here; the
-    first read of ``sections`` (directly, or by ``==``, ``repr``, ``as_dict``, ``attrs.evolve``,
-    pickling: every attrs method reads the attribute) builds the reports once and stores them.
-    The builder only reads the fitted plans, so a read from another thread gets equal reports.
-    """
-
-    __slots__ = ("_reports", "_steps")
-
-    _reports: Callable[[], tuple[SectionReport, ...]] | None
-    #: The shedding steps as ``fitting.fit`` recorded them, until ``overflow`` is first read.
-    _steps: Sequence[Step] | None
-
-
-@attrs.frozen
-class ProjectedContext(_Deferred):
-    """The composed projection for one request, with everything needed to explain it."""
-
-    text: str
-    sections: tuple[SectionReport, ...]
-    overflow: tuple[ShedStep, ...]
-    budget_chars: int | None
-    used_chars: int
-    injection: InjectionRecord | None
-    warnings: tuple[str, ...] = ()
-    session_id: str = ""
-    turn_index: int = 0
-    incognito: bool = False
-    goal_turn: bool = False
-    surface: Surface = Surface.NATIVE
-    #: The request this projection was composed for (observers and delivery read it).
-    request: ProjectionRequest | None = attrs.field(default=None, eq=False, repr=False)
-    #: Recorded turns only: the history position of the store state the sections read
-    #: (``contextplane.memory.history``), so the turn can be explained and replayed.
-    as_of: Any = attrs.field(default=None, eq=False, repr=False)
-    #: Recorded turns only: ``{plugin: version}`` of the host that composed it.
-    plugins: Mapping[str, str | None] = attrs.field(factory=dict, eq=False, repr=False)
-    #: What became of the turn's records, set by the records observer: "recorded" (every record
-    #: written so far is stored), "not recorded" (a preview, an incognito turn, no backend,
-    #: recording off) or "failed: <what went wrong>" (a record write failed: the turn was
-    #: composed, but it cannot be explained or replayed; logged once). A model call's snapshot
-    #: is written at delivery, so "recorded" can become "failed: ..." then.
-    record_status: str = attrs.field(default="not recorded", eq=False, repr=False)
-
-    @property
-    def mode(self) -> str:
-        """One label for logs and records: incognito, goal_turn, else the surface."""
-        if self.incognito:
-            return "incognito"
-        if self.goal_turn:
-            return "goal_turn"
-        return self.surface.value
-
-    @property
-    def approx_tokens(self) -> int:
-        return approx_tokens(self.used_chars)
-
-    @property
-    def within_budget(self) -> bool:
-        return self.budget_chars is None or self.used_chars <= self.budget_chars
-
-    @property
-    def delivered_ids(self) -> dict[str, tuple[str, ...]]:
-        return {s.name: s.item_ids for s in self.sections if s.item_ids}
-
-    def section(self, name: str) -> SectionReport | None:
-        return next((s for s in self.sections if s.name == name), None)
-
-    if not TYPE_CHECKING:  # (for the type checker every attribute is declared)
-
-        def __getattr__(self, name: str) -> Any:
-            # Reached only for an empty slot: ``sections`` or ``overflow`` not read yet.
-            if name == "sections":
-                return _built_sections(self)
-            if name == "overflow":
-                return _built_overflow(self)
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready: enums as their values, each section with its ``sha256`` (not its rendered
-        text, which ``text`` already holds), and without the request (a store, a config)."""
-
-        def plain(_inst: Any, _field: Any, value: Any) -> Any:
-            return value.value if isinstance(value, enum.Enum) else value
-
-        out = attrs.asdict(self, filter=_AS_DICT_FILTER, value_serializer=plain)
-        for report, section in zip(self.sections, out["sections"], strict=True):
-            section["sha256"] = report.sha256
-        return out
-
-
-def _built_sections(projection: ProjectedContext) -> tuple[SectionReport, ...]:
-    """Build the reports of a projection whose ``sections`` are read for the first time."""
-    try:
-        build = object.__getattribute__(projection, "_reports")
-    except AttributeError:  # not a deferred projection: the slot was emptied some other way
-        raise AttributeError("'ProjectedContext' object has no attribute 'sections'") from None
-    if build is None:  # built by another thread meanwhile
-        return cast(tuple[SectionReport, ...], object.__getattribute__(projection, "sections"))
-    sections = cast(tuple[SectionReport, ...], build())
-    object.__setattr__(projection, "sections", sections)
-    object.__setattr__(projection, "_reports", None)
-    return sections
-
-
-def _built_overflow(projection: ProjectedContext) -> tuple[ShedStep, ...]:
-    """Make the ``ShedStep`` objects of a projection whose ``overflow`` is read the first time."""
-    try:
-        steps = object.__getattribute__(projection, "_steps")
-    except AttributeError:
-        raise AttributeError("'ProjectedContext' object has no attribute 'overflow'") from None
-    if steps is None:  # made by another thread meanwhile
-        return cast(tuple[ShedStep, ...], object.__getattribute__(projection, "overflow"))
-    overflow = tuple(itertools.starmap(ShedStep, steps))
-    object.__setattr__(projection, "overflow", overflow)
-    object.__setattr__(projection, "_steps", None)
-    return overflow
-
-
-_AS_DICT_FILTER = attrs.filters.exclude(
-    attrs.fields(ProjectedContext).request,
-    attrs.fields(ProjectedContext).as_of,
-    attrs.fields(ProjectedContext).plugins,
-    attrs.fields(ProjectedContext).record_status,
-    attrs.fields(SectionReport).rendered,
-    attrs.fields(SectionReport).drafted,
-)
 _ROW_ID = operator.attrgetter("id")
 _ROWS_ONLY = frozenset((Row,))
 _CUT = operator.attrgetter("cut")

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 if TYPE_CHECKING:
     from contextplane.config import Config
-    from contextplane.sections import ContextSection
 
 
 class Surface(enum.Enum):
@@ -97,6 +96,21 @@ def thaw(value: Any) -> Any:
     if isinstance(value, frozenset):
         return {thaw(v) for v in value}
     return value
+
+
+class SectionFlags(Protocol):
+    """What ``ProjectionRequest.suppression`` reads of a section (``ContextSection`` is one). A
+    protocol, not the class: a section's ``draft`` takes the request, so ``sections`` imports
+    this module, and this module must not import it back."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def carries_memory(self) -> bool: ...
+
+    @property
+    def goal_suppressed(self) -> bool: ...
 
 
 def _names(value: Iterable[str]) -> tuple[str, ...]:
@@ -182,7 +196,7 @@ class ProjectionRequest:
             return "goal_turn"
         return self.surface.value
 
-    def suppression(self, section: ContextSection) -> str | None:
+    def suppression(self, section: SectionFlags) -> str | None:
         """Why ``section`` must not be drafted this turn, or None. The one place mode rules live:
         a subagent's subset, incognito (no memory, ADR D6), goal turn (no digest, ADR D9)."""
         if self.only_sections is not None and section.name not in self.only_sections:

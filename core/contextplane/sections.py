@@ -18,12 +18,11 @@ import inspect
 import re
 import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
-if TYPE_CHECKING:
-    from contextplane.request import BuildContext, ProjectionRequest
+from contextplane.request import BuildContext, ProjectionRequest
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*(?:[.-][a-z0-9_]+)*$")
 _TAG = re.compile(r"^[a-z][a-z0-9_]*$")

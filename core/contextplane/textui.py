@@ -7,10 +7,9 @@ Presenters live here, not in a command module, so anything that prints a project
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from contextplane.projection import ProjectedContext
+from contextplane.types import ProjectedContext
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

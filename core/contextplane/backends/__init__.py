@@ -13,11 +13,11 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from contextplane.embedding import CONFIGURED
+from contextplane.embedding import CONFIGURED, Embedder
 from contextplane.errors import StoreError
-from contextplane.records.backend import backend_of
+from contextplane.records.backend import Backend, backend_of
 
 if TYPE_CHECKING:
     from contextplane.config import Config
@@ -49,8 +49,8 @@ def open_backend(
     *,
     read_only: bool = False,
     create: bool = True,
-    embedder: Any = CONFIGURED,
-) -> Any:
+    embedder: Embedder | None = CONFIGURED,
+) -> Backend:
     """The plugin-chosen backend, else the embedded SQLite one (``path`` forces SQLite there).
     ``read_only`` opens the embedded one for inspection: it must exist and nothing changes;
     ``create=False`` opens it for writing but refuses a path with no store (a typo).
@@ -97,7 +97,7 @@ def open_backend(
     return SQLiteBackend(target, config=cfg, embedder=embedder, read_only=read_only)
 
 
-def resolve_backend(store: Any, config: Config) -> Any:
+def resolve_backend(store: object, config: Config) -> Backend | None:
     """The backend ``store`` belongs to; an embedded SQLite store that was opened on its own
     gets one around it (its records in its own file). None for a store with no backend."""
     if store is None:

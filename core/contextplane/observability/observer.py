@@ -27,7 +27,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 from contextplane.errors import StoreError
 from contextplane.hookspecs import hookimpl
@@ -36,13 +36,11 @@ from contextplane.observability.redaction import Redactor
 from contextplane.observability.snapshots import PromptRecorder, TurnRecord
 from contextplane.observability.turn_inputs import turn_inputs
 from contextplane.records import aio as records_aio
+from contextplane.records.backend import Backend
 from contextplane.records.injections import InjectionRow
 from contextplane.records.turn_inputs import TurnInputs, TurnInputStore
 from contextplane.request import ProjectionRequest
-
-if TYPE_CHECKING:
-    from contextplane.delivery import ModelCall
-    from contextplane.projection import ProjectedContext
+from contextplane.types import ModelCall, ProjectedContext
 
 PLUGIN_NAME = "contextplane.records"
 log = logging.getLogger("contextplane.records")
@@ -71,7 +69,7 @@ def _policy(request: ProjectionRequest) -> Policy:
     )
 
 
-def recorder_for(backend: Any, request: ProjectionRequest) -> PromptRecorder:
+def recorder_for(backend: Backend, request: ProjectionRequest) -> PromptRecorder:
     """The recorder writing to ``backend`` under the request's recording policy (made on first
     use; a request with another policy, e.g. full-text capture on, gets its own)."""
     policy = _policy(request)
@@ -100,8 +98,8 @@ def recorder_for(backend: Any, request: ProjectionRequest) -> PromptRecorder:
         return recorder
 
 
-def _backend(request: ProjectionRequest) -> Any:
-    backend = request.backend
+def _backend(request: ProjectionRequest) -> Backend | None:
+    backend: Backend | None = request.backend
     if backend is None:
         log_once(
             log,
@@ -176,7 +174,7 @@ def observe_projection(projection: ProjectedContext, request: ProjectionRequest)
         _observe_projection(backend, projection, request)
 
 
-def _observe_projection(backend: Any, projection: ProjectedContext, request: ProjectionRequest) -> None:
+def _observe_projection(backend: Backend, projection: ProjectedContext, request: ProjectionRequest) -> None:
     backend.injections.record(_injection_row(projection))
     if request.config.observability.snapshots:
         recorder = recorder_for(backend, request)
@@ -203,7 +201,7 @@ def _injection_row(projection: ProjectedContext) -> InjectionRow:
 
 
 def _inputs_of(
-    backend: Any, projection: ProjectedContext, request: ProjectionRequest, turn: TurnRecord
+    backend: Backend, projection: ProjectedContext, request: ProjectionRequest, turn: TurnRecord
 ) -> TurnInputs | None:
     """The turn's inputs, or None (said once) when the backend's snapshot store keeps none."""
     store = backend.snapshots
@@ -226,11 +224,11 @@ def _inputs_of(
 
 
 def _record_inputs(
-    backend: Any, projection: ProjectedContext, request: ProjectionRequest, turn: TurnRecord
+    backend: Backend, projection: ProjectedContext, request: ProjectionRequest, turn: TurnRecord
 ) -> None:
     inputs = _inputs_of(backend, projection, request, turn)
-    if inputs is not None:
-        backend.snapshots.put_inputs(inputs)
+    if inputs is not None:  # not None only when the snapshot store is a TurnInputStore
+        cast(TurnInputStore, backend.snapshots).put_inputs(inputs)
 
 
 @hookimpl
@@ -246,7 +244,7 @@ def observe_model_call(call: ModelCall, request: ProjectionRequest) -> None:
         _observe_model_call(backend, call, request)
 
 
-def _observe_model_call(backend: Any, call: ModelCall, request: ProjectionRequest) -> None:
+def _observe_model_call(backend: Backend, call: ModelCall, request: ProjectionRequest) -> None:
     recorder = recorder_for(backend, request)
     projection = call.projection
     turn = _turn_of(projection, recorder, request)
@@ -270,7 +268,7 @@ def _observe_model_call(backend: Any, call: ModelCall, request: ProjectionReques
 # --- the async twins: what ``PluginHost.anotify_*`` awaits on the async path --------------------
 
 
-def _in_threads(backend: Any, request: ProjectionRequest, *parts: str) -> bool:
+def _in_threads(backend: Backend, request: ProjectionRequest, *parts: str) -> bool:
     """True when writing the turn's records to ``backend`` would hop to worker threads anyway:
     a part's async methods are thread hops (``records.aio.in_threads``: the embedded SQLite
     parts), or the trajectory (a file) is kept. The records are then written in one worker
@@ -294,7 +292,7 @@ async def aobserve_projection(projection: ProjectedContext, request: ProjectionR
 
 
 async def _aobserve_projection(
-    backend: Any, projection: ProjectedContext, request: ProjectionRequest, snapshots: bool
+    backend: Backend, projection: ProjectedContext, request: ProjectionRequest, snapshots: bool
 ) -> None:
     await records_aio.arecord(backend.injections, _injection_row(projection))
     if snapshots:
@@ -322,7 +320,7 @@ async def aobserve_model_call(call: ModelCall, request: ProjectionRequest) -> No
         await _aobserve_model_call(backend, call, request)
 
 
-async def _aobserve_model_call(backend: Any, call: ModelCall, request: ProjectionRequest) -> None:
+async def _aobserve_model_call(backend: Backend, call: ModelCall, request: ProjectionRequest) -> None:
     recorder = recorder_for(backend, request)
     projection = call.projection
     turn = _turn_of(projection, recorder, request)

@@ -23,11 +23,10 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
-from contextplane.authority import PrefixSection, StablePrefix
 from contextplane.observability.redaction import Redactor, capture_text
 from contextplane.observability.trajectory import TrajectoryWriter
 from contextplane.records.aio import aput, aregister_prefix
@@ -39,9 +38,7 @@ from contextplane.records.snapshots import (
     SnapshotStore,
     StrippedFrame,
 )
-
-if TYPE_CHECKING:
-    from contextplane.projection import ProjectedContext
+from contextplane.types import PrefixSection, ProjectedContext, StablePrefix
 
 __all__ = [
     "PrefixRef",

@@ -12,7 +12,7 @@ import json
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -20,9 +20,7 @@ from contextplane.config import Config
 from contextplane.memory.model import format_timestamp
 from contextplane.records.turn_inputs import TurnInputs
 from contextplane.request import ProjectionRequest, thaw
-
-if TYPE_CHECKING:
-    from contextplane.projection import ProjectedContext
+from contextplane.types import ProjectedContext
 
 _INTERNAL = ("base_dir", "source")
 _config_cache: dict[int, tuple[Config, str, str]] = {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeGuard, cast, runtime_checkable
 
 from contextplane.records.injections import InjectionLog
 from contextplane.records.snapshots import SnapshotStore
@@ -74,19 +74,19 @@ def check_backend(obj: object) -> list[str]:
     return problems
 
 
-_owners: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-_by_id: dict[int, Any] = {}
+_owners: weakref.WeakKeyDictionary[Any, Backend] = weakref.WeakKeyDictionary()
+_by_id: dict[int, tuple[Any, Backend]] = {}
 _lock = threading.Lock()
 
 
-def register_backend(backend: Any) -> None:
+def register_backend(backend: Backend) -> None:
     """Remember which backend ``backend.memories`` belongs to, so a caller that passes only the
     memory store (the ADR D8 signature) still gets its injection log and digest.
 
     A store that declares a ``backend`` attribute (the embedded and in-memory stores do) gets
     it set; any other store is remembered here for the life of the process (backends are
     long-lived, so keeping the pair is cheaper than asking every store author for a slot)."""
-    store = backend.memories
+    store: Any = backend.memories  # its ``backend`` slot is not part of the protocol
     try:
         declared = object.__getattribute__(store, "backend")
     except AttributeError:
@@ -101,14 +101,14 @@ def register_backend(backend: Any) -> None:
             _by_id[id(store)] = (store, backend)
 
 
-def is_backend(obj: object) -> bool:
+def is_backend(obj: object) -> TypeGuard[Backend]:
     """True when ``obj``'s class has the backend's parts. Asked of the class, not the instance,
     so a proxy's ``__getattr__`` (a spy, a lazy wrapper) is never triggered by the question."""
     kind = type(obj)
     return all(hasattr(kind, attr) for attr, _ in _PARTS)
 
 
-def backend_of(store: Any) -> Any:
+def backend_of(store: object) -> Backend | None:
     """The backend ``store`` belongs to: ``store`` itself if it is one, the store's own
     ``backend`` attribute, else the one that registered it; None when it belongs to none.
 
@@ -123,7 +123,7 @@ def backend_of(store: Any) -> Any:
     except AttributeError:
         own = None
     if own is not None:
-        return own
+        return cast(Backend, own)
     with _lock:
         try:
             found = _owners.get(store)

@@ -17,7 +17,8 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from contextplane.authority import PrefixSection
+from contextplane.types import PrefixSection
+from contextplane.types import StrippedFrame as StrippedFrame
 
 
 @attrs.frozen
@@ -29,15 +30,6 @@ class SectionRef:
     sha256: str | None
     ids: tuple[str, ...] = ()
     truncated: bool = False
-
-
-@attrs.frozen
-class StrippedFrame:
-    """A context frame found in the checkpoint and kept out of the model's view (D2 migration)."""
-
-    message_id: str | None
-    chars: int
-    sha256: str | None
 
 
 @attrs.frozen
