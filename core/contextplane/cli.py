@@ -118,16 +118,16 @@ def _plugged_entry_points() -> Mapping[str, md.EntryPoint]:
 
 @functools.cache
 def _plugged_command(name: str) -> click.Command | None:
-    """The command of the ``contextplane.commands`` entry point ``name``, loaded once; None
-    (with a warning naming it) when there is none or it cannot be loaded."""
+    """The command of the ``contextplane.commands`` entry point ``name``, loaded once (a
+    stand-in that says why, if it cannot run); None when there is no such entry point."""
     ep = _plugged_entry_points().get(name)
     return None if ep is None else load_entry_point(name, ep)
 
 
 def _plugged_commands() -> Mapping[str, click.Command]:
     """Every command of the ``contextplane.commands`` entry points, loaded (tests walk them)."""
-    loaded = {name: _plugged_command(name) for name in _plugged_entry_points()}
-    return {name: command for name, command in loaded.items() if command is not None}
+    found = {name: _plugged_command(name) for name in _plugged_entry_points()}
+    return {name: command for name, command in found.items() if command is not None}
 
 
 @functools.cache

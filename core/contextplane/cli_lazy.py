@@ -210,7 +210,8 @@ def entry_point_listing(name: str, ep: md.EntryPoint) -> Listing:
     hint = missing_extra(ep)
     if hint is not None:
         return Listing(f"Not installed: {hint}.", f"(not installed: {hint})", False, False)
-    return read_listing(ep.value) or unlisted(name, ep.dist.name if ep.dist is not None else ep.value)
+    target = f"{ep.module}:{ep.attr}"  # ``ep.value`` may end in `` [extra]``
+    return read_listing(target) or unlisted(name, ep.dist.name if ep.dist is not None else target)
 
 
 def _extra_for(dist: md.Distribution | None, module: str) -> str | None:
@@ -224,9 +225,25 @@ def _extra_for(dist: md.Distribution | None, module: str) -> str | None:
     return None
 
 
+def unavailable(name: str, why: str, short: str) -> click.Command:
+    """A stand-in for a command that cannot run here: running it (with any arguments) is
+    ``why`` as one error line, and ``--help`` lists ``short``."""
+
+    def run() -> None:
+        raise ContextPlaneError(f"`contextplane {name}` {why}")
+
+    return click.Command(
+        name,
+        callback=run,
+        help=short,
+        short_help=f"({short})",
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+        add_help_option=False,
+    )
+
+
 def not_installed(name: str, dist: md.Distribution | None, exc: ModuleNotFoundError) -> click.Command:
-    """A stand-in for a command whose dependencies are missing: running it is the install hint
-    as one error line."""
+    """A stand-in for a command whose dependencies are missing: running it is the install hint."""
     missing = exc.name or str(exc)
     extra = _extra_for(dist, missing)
     project = dist.name if dist is not None else "contextplane"
@@ -235,47 +252,26 @@ def not_installed(name: str, dist: md.Distribution | None, exc: ModuleNotFoundEr
         if extra
         else f"install the module {missing!r} it needs (pip install {missing})"
     )
-
-    def run() -> None:
-        raise ContextPlaneError(
-            f"`contextplane {name}` is not installed: {hint} (no module named {missing!r})"
-        )
-
-    return click.Command(
-        name,
-        callback=run,
-        help=f"Not installed: {hint}.",
-        short_help=f"(not installed: {hint})",
-        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
-        add_help_option=False,
+    return unavailable(
+        name, f"is not installed: {hint} (no module named {missing!r})", f"not installed: {hint}"
     )
 
 
-def load_entry_point(name: str, ep: md.EntryPoint) -> click.Command | None:
-    """The command an entry point names; a stand-in if its module's dependencies are missing;
-    None, with one warning naming it, if it cannot be loaded or is not a ``click.Command``."""
-    dist = ep.dist.name if ep.dist is not None else "?"
+def load_entry_point(name: str, ep: md.EntryPoint) -> click.Command:
+    """The command an entry point names, or a stand-in that says when run why it cannot run:
+    its module's dependencies are missing, its module fails to import, or it names something
+    that is not a ``click.Command``. The failure is also logged once, with its traceback."""
+    where = f"entry point {ep.module}:{ep.attr} of {ep.dist.name if ep.dist is not None else '?'}"
     try:
         command = ep.load()
     except ModuleNotFoundError as exc:
         return not_installed(name, ep.dist, exc)
     except Exception as exc:
-        log.warning(
-            "command %r (entry point %s of %s) could not be loaded, so it is not available: %s: %s",
-            name,
-            ep.value,
-            dist,
-            type(exc).__name__,
-            exc,
-        )
-        return None
+        log.warning("command %r (%s) could not be loaded", name, where, exc_info=True)
+        why = f"could not be loaded ({where}): {type(exc).__name__}: {exc}"
+        return unavailable(name, why, f"broken: {where} fails to load")
     if not isinstance(command, click.Command):
-        log.warning(
-            "command %r (entry point %s of %s) is a %s, not a click.Command; skipped",
-            name,
-            ep.value,
-            dist,
-            type(command).__name__,
-        )
-        return None
+        why = f"is not available: {where} is a {type(command).__name__}, not a click.Command"
+        log.warning("command %r %s", name, why)
+        return unavailable(name, why, f"broken: {where} is not a command")
     return command

@@ -9,6 +9,7 @@ test process has long since imported everything.
 from __future__ import annotations
 
 import inspect
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,56 @@ def test_the_docstring_and_contributing_sort_every_export_into_a_face() -> None:
     for name in contextplane.__all__:
         assert f"``{name}``" in doc, f"{name} is in no face of contextplane's docstring"
         assert f"`{name}`" in faces, f"{name} is in no face of CONTRIBUTING.md"
+
+
+# --- the kit's pytest plugin --------------------------------------------------------------
+
+RECORD_MODULES = """
+import sys
+from pathlib import Path
+
+
+def test_records_what_is_loaded():
+    assert ("contextplane.testing.pytest_plugin" in sys.modules) is {enabled}
+    Path("modules.txt").write_text("\\n".join(sorted(sys.modules)))
+"""
+
+USES_THE_KIT = """
+import sys
+
+
+def test_the_kit_loads_when_used():
+    from contextplane.testing import SectionInput  # here, not at collection: after test_a
+
+    assert SectionInput.__module__ == "contextplane.testing.inputs"
+    assert "contextplane.testing.inputs" in sys.modules
+"""
+
+
+def pytest_run(where: Path, tests: dict[str, str], *flags: str) -> subprocess.CompletedProcess[str]:
+    where.mkdir()
+    for name, text in tests.items():
+        (where / name).write_text(text)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *sorted(tests), *flags],
+        capture_output=True, text=True, timeout=180, cwd=where, env=env,
+    )
+
+
+def test_the_kit_plugin_loads_nothing_heavy_until_a_kit_class_is_used(tmp_path: Path) -> None:
+    # In the run with the plugin, a second file (run after the first) then uses the kit.
+    on = pytest_run(
+        tmp_path / "on", {"test_a.py": RECORD_MODULES.format(enabled=True), "test_b.py": USES_THE_KIT}
+    )
+    off = pytest_run(tmp_path / "off", {"test_a.py": RECORD_MODULES.format(enabled=False)}, "-p", "no:contextplane")
+    assert on.returncode == 0 and off.returncode == 0, on.stdout + off.stdout
+    assert "2 passed" in on.stdout, on.stdout
+    with_plugin = set((tmp_path / "on" / "modules.txt").read_text().split())
+    without = set((tmp_path / "off" / "modules.txt").read_text().split())
+    added = with_plugin - without
+    assert "contextplane.testing.pytest_plugin" in added
+    heavy = sorted(m for m in added if m.split(".")[0] in HEAVY or m.startswith("contextplane.store"))
+    assert not heavy, f"the kit's pytest plugin imported {heavy}"
+    ours = sorted(m for m in added if m.startswith("contextplane"))
+    assert ours == ["contextplane", "contextplane.testing", "contextplane.testing.pytest_plugin"], ours
