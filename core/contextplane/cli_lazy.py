@@ -24,6 +24,7 @@ entry point without extras is found out only when it is run (the same hint, as a
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import importlib.metadata as md
 import importlib.util
@@ -116,6 +117,15 @@ def _flag(call: ast.Call, keyword: str) -> bool:
     )
 
 
+@functools.cache
+def _parsed(path: Path) -> ast.Module | None:
+    """A module's syntax tree, parsed once per process (two commands may share a module)."""
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
 def read_listing(target: str) -> Listing | None:
     """The help of the command ``module:function`` names, read from its source; None when the
     source is not at hand or the command is not a decorated function."""
@@ -123,9 +133,8 @@ def read_listing(target: str) -> Listing | None:
     path = _source_file(module)
     if path is None or not attr or "." in attr:
         return None
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    except (OSError, SyntaxError, ValueError):
+    tree = _parsed(path)
+    if tree is None:
         return None
     for node in tree.body:
         if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or node.name != attr:
