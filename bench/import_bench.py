@@ -170,6 +170,7 @@ def _plugin_import_s() -> float:
 def pytest_plugin(runs: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="cp-import-bench-") as tmp:
         Path(tmp, "test_trivial.py").write_text("def test_nothing():\n    assert 1 + 1 == 2\n")
+        Path(tmp, "pytest.ini").write_text("[pytest]\n")  # the rootdir, whatever lies above it
         base = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_trivial.py"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
         on_cmd, off_cmd = base, [*base, "-p", "no:contextplane"]

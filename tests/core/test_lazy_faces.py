@@ -111,6 +111,7 @@ def test_the_kit_loads_when_used():
 
 def pytest_run(where: Path, tests: dict[str, str], *flags: str) -> subprocess.CompletedProcess[str]:
     where.mkdir()
+    (where / "pytest.ini").write_text("[pytest]\n")  # this folder is the rootdir, whatever is above
     for name, text in tests.items():
         (where / name).write_text(text)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
