@@ -137,3 +137,24 @@ def test_the_kit_plugin_loads_nothing_heavy_until_a_kit_class_is_used(tmp_path: 
     assert not heavy, f"the kit's pytest plugin imported {heavy}"
     ours = sorted(m for m in added if m.startswith("contextplane"))
     assert ours == ["contextplane", "contextplane.testing", "contextplane.testing.pytest_plugin"], ours
+
+
+def test_what_mypy_sees_is_what_runs() -> None:
+    """The ``TYPE_CHECKING`` imports (what mypy and IDEs read), ``_WHERE`` (what ``__getattr__``
+    loads) and ``__all__`` name the same names from the same modules: a name added to one and
+    not the others would be invisible to the type checker or missing at run time."""
+    import ast
+
+    tree = ast.parse(Path(contextplane.__file__).read_text(encoding="utf-8"))
+    guarded = next(
+        node for node in tree.body
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+    )
+    seen = {
+        alias.asname or alias.name: node.module
+        for node in guarded.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert seen == contextplane._WHERE
+    assert sorted(seen) == sorted(contextplane.__all__)
