@@ -7,8 +7,13 @@ Commands from other distributions (``contextplane demo`` from ``contextplane_dem
 plug in through the ``contextplane.commands`` entry-point group: each entry point names a
 ``click.Command``. Why an entry point rather than a lazy import here: the core must not name
 the packages that plug into it (tests/core/test_layout.py holds it to that, lazy imports
-included), a command module is loaded only when its command is asked for (or listed by
-``--help``), and a third party adds a command the same way our own demo does.
+included), and a third party adds a command the same way our own demo does.
+
+No subcommand is imported to be listed: ``--help`` reads each one's short help from its source
+(contextplane.cli_lazy), and a command's module, with the MCP server, Starlette, psycopg or the
+store it needs, is imported only when that command runs. The core's own commands that live
+beside the code they drive are named in ``BUILTIN`` for the same reason; the ones defined
+below import what they run inside their bodies.
 
 While a command runs, Python warnings and ``contextplane.*`` log records at WARNING and above
 reach stderr as one line each (``warning: ...``), never with the warning's source line or a
@@ -22,17 +27,14 @@ import functools
 import importlib.metadata as md
 import json
 import logging
-import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-import attrs
 import click
 
 from contextplane import __version__
-from contextplane.authority import build_stable_prefix, section_texts
 from contextplane.cli_common import (
     USAGE_EXIT,
     command_backend,
@@ -43,13 +45,16 @@ from contextplane.cli_common import (
     report_errors,
     usage_line,
 )
+from contextplane.cli_lazy import (
+    entry_point_listing,
+    entry_points,
+    listed,
+    load_entry_point,
+    load_target,
+    read_listing,
+)
 from contextplane.cli_params import Whole
-from contextplane.delivery import deliver, plain_projection_message
-from contextplane.embedding import FULL_TEXT_ONLY
-from contextplane.errors import ContextPlaneError
-from contextplane.projection import compose_projected_context
-from contextplane.request import BuildContext
-from contextplane.textui import budget_table, one_line, table
+from contextplane.textui import one_line
 
 #: Entry-point group of commands other distributions add to ``contextplane``.
 COMMANDS_GROUP = "contextplane.commands"
@@ -94,80 +99,42 @@ def _one_line_notices() -> Iterator[None]:
         warnings.showwarning = previous
 
 
+#: The core's own commands that live beside the code they drive: name -> ``module:attr``,
+#: imported when the command runs.
+BUILTIN: Mapping[str, str] = {
+    "explain": "contextplane.explain.cli:explain_command",
+    "memory": "contextplane.store.cli:memory",
+    "migrate": "contextplane.store.cli:migrate_command",
+    "replay": "contextplane.explain.cli:replay_command",
+    "snapshots": "contextplane.observability.cli:snapshots",
+    "store": "contextplane.store.commands:store",
+}
+
+
 @functools.cache
+def _plugged_entry_points() -> Mapping[str, md.EntryPoint]:
+    return entry_points(COMMANDS_GROUP)
+
+
+@functools.cache
+def _plugged_command(name: str) -> click.Command | None:
+    """The command of the ``contextplane.commands`` entry point ``name``, loaded once (a
+    stand-in that says why, if it cannot run); None when there is no such entry point."""
+    ep = _plugged_entry_points().get(name)
+    return None if ep is None else load_entry_point(name, ep)
+
+
 def _plugged_commands() -> Mapping[str, click.Command]:
-    """The commands of the ``contextplane.commands`` entry points, loaded once; one that fails
-    to load is skipped with a warning naming it."""
-    found: dict[str, click.Command] = {}
-    for ep in sorted(md.entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
-        dist = ep.dist.name if ep.dist is not None else "?"
-        try:
-            command = ep.load()
-        except ModuleNotFoundError as exc:
-            # A command whose extra is not installed (``console`` without jinja2, say): listed
-            # with how to install it, and an error only when it is run.
-            found.setdefault(ep.name, _not_installed(ep.name, ep.dist, exc))
-            continue
-        except Exception as exc:
-            log.warning(
-                "command %r (entry point %s of %s) could not be loaded, so it is not available: %s: %s",
-                ep.name,
-                ep.value,
-                dist,
-                type(exc).__name__,
-                exc,
-            )
-            continue
-        if not isinstance(command, click.Command):
-            log.warning(
-                "command %r (entry point %s of %s) is a %s, not a click.Command; skipped",
-                ep.name,
-                ep.value,
-                dist,
-                type(command).__name__,
-            )
-            continue
-        found.setdefault(ep.name, command)
-    return found
+    """Every command of the ``contextplane.commands`` entry points, loaded (tests walk them)."""
+    found = {name: _plugged_command(name) for name in _plugged_entry_points()}
+    return {name: command for name, command in found.items() if command is not None}
 
 
-def _extra_for(dist: md.Distribution | None, module: str) -> str | None:
-    """The extra of ``dist`` that requires the distribution named like ``module`` (jinja2,
-    mcp, starlette...), if any."""
-    want = module.split(".")[0].lower().replace("_", "-")
-    for requirement in (dist.requires or []) if dist is not None else []:
-        name = re.match(r"[A-Za-z0-9_.-]+", requirement)
-        extra = re.search(r"""extra\s*==\s*["']([^"']+)["']""", requirement)
-        if name and extra and extra[1] != "test" and name[0].lower().replace("_", "-") == want:
-            return extra[1]
-    return None
-
-
-def _not_installed(name: str, dist: md.Distribution | None, exc: ModuleNotFoundError) -> click.Command:
-    """A stand-in for a command whose dependencies are missing: ``--help`` lists it with the
-    install hint, and running it is that hint as one error line."""
-    missing = exc.name or str(exc)
-    extra = _extra_for(dist, missing)
-    project = dist.name if dist is not None else "contextplane"
-    hint = (
-        f"pip install '{project}[{extra}]'"
-        if extra
-        else f"install the module {missing!r} it needs (pip install {missing})"
-    )
-
-    def run() -> None:
-        raise ContextPlaneError(
-            f"`contextplane {name}` is not installed: {hint} (no module named {missing!r})"
-        )
-
-    return click.Command(
-        name,
-        callback=run,
-        help=f"Not installed: {hint}.",
-        short_help=f"(not installed: {hint})",
-        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
-        add_help_option=False,
-    )
+@functools.cache
+def _builtin(name: str) -> click.Command:
+    command = load_target(BUILTIN[name])
+    assert isinstance(command, click.Command), f"{BUILTIN[name]} is not a click.Command"
+    return command
 
 
 class _Group(click.Group):
@@ -194,11 +161,38 @@ class _Group(click.Group):
         return report_errors(ctx, lambda: super(_Group, self).invoke(ctx))
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *_plugged_commands()})
+        return sorted({*super().list_commands(ctx), *BUILTIN, *_plugged_entry_points()})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         own = super().get_command(ctx, cmd_name)
-        return own if own is not None else _plugged_commands().get(cmd_name)
+        if own is not None:
+            return own
+        return _builtin(cmd_name) if cmd_name in BUILTIN else _plugged_command(cmd_name)
+
+    def listed_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """What ``--help`` lists for ``cmd_name``: the command if it is defined here, else a
+        stand-in with the help read from its source (nothing imported)."""
+        own = super().get_command(ctx, cmd_name)
+        if own is not None:
+            return own
+        if cmd_name in BUILTIN:
+            listing = read_listing(BUILTIN[cmd_name])
+            return listed(cmd_name, listing) if listing is not None else _builtin(cmd_name)
+        ep = _plugged_entry_points().get(cmd_name)
+        return None if ep is None else listed(cmd_name, entry_point_listing(cmd_name, ep))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Click's own, with ``listed_command`` where Click calls ``get_command``.
+        commands = [
+            (name, cmd)
+            for name in self.list_commands(ctx)
+            if (cmd := self.listed_command(ctx, name)) is not None and not cmd.hidden
+        ]
+        if not commands:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _cmd in commands)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in commands])
 
 
 @click.group(cls=_Group)
@@ -212,6 +206,8 @@ def main() -> None:
 @click.option("--strict", is_flag=True, default=None, help="Fail on the first plugin error.")
 def plugins_cmd(config_path: str | None, strict: bool | None) -> None:
     """List loaded plugins as JSON: name, distribution, version, hooks, sections and errors."""
+    import attrs
+
     _config, host = load(config_path, strict)
     out = [attrs.asdict(info) for info in host.plugin_infos()]
     click.echo(json.dumps(out, indent=2))
@@ -263,6 +259,15 @@ def preview_cmd(
     """Show the stable prefix (its sections and their text) and the projected context for QUERY,
     with a budget table. Reads the store a runtime would, read-only: nothing is written (the
     store must exist), unless --record records the turn."""
+    import attrs
+
+    from contextplane.authority import build_stable_prefix, section_texts
+    from contextplane.delivery import deliver, plain_projection_message
+    from contextplane.embedding import FULL_TEXT_ONLY
+    from contextplane.projection import compose_projected_context
+    from contextplane.request import BuildContext
+    from contextplane.textui import budget_table, table
+
     query = query_text(query)
     config, host = load(config_path)
     notes: list[str] = []
@@ -348,6 +353,10 @@ def _next_turn(backend: Any, session_id: str) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def injections_cmd(config_path: str | None, db: Path | None, session_id: str | None, as_json: bool) -> None:
     """Show the injection log: per projection, the ids delivered after shedding."""
+    import attrs
+
+    from contextplane.textui import table
+
     with command_backend(config_path, db, write=False) as (_config, _host, backend):
         rows = backend.injections.rows(session_id)
     if as_json:
@@ -362,21 +371,3 @@ def injections_cmd(config_path: str | None, db: Path | None, session_id: str | N
             [[r.session_id, r.turn_index, r.at, r.mode, r.approx_tokens, " ".join(r.ids)] for r in rows],
         )
     )
-
-
-def _add_commands() -> None:
-    # The store and observability command groups live beside the code they drive.
-    from contextplane.explain.cli import explain_command, replay_command
-    from contextplane.observability.cli import snapshots
-    from contextplane.store.cli import memory, migrate_command
-    from contextplane.store.commands import store
-
-    main.add_command(memory)
-    main.add_command(migrate_command)
-    main.add_command(snapshots)
-    main.add_command(explain_command)
-    main.add_command(replay_command)
-    main.add_command(store)
-
-
-_add_commands()

@@ -22,19 +22,26 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from contextplane.backends import open_backend, store_path
-from contextplane.config import Config, load_config
-from contextplane.embedding import CONFIGURED
 from contextplane.errors import ContextPlaneError
-from contextplane.memory.model import validate_text
-from contextplane.plugins import PluginHost
 from contextplane.textui import one_line
 
+if TYPE_CHECKING:
+    from contextplane.config import Config
+    from contextplane.plugins import PluginHost
+
+# What a command runs (the configuration, the plugin host, the store) is imported when it runs:
+# every command module imports this one, and ``contextplane --help`` must stay light
+# (contextplane.cli_lazy).
+
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: ``command_backend``'s default: the embedder the configuration names
+#: (``contextplane.embedding.CONFIGURED``, looked up when a store is opened).
+_AS_CONFIGURED: Any = object()
 
 #: Exit status of every usage error and every deliberate error (``error: ...``).
 USAGE_EXIT = 2
@@ -83,6 +90,8 @@ def query_text(query: str, field: str = "query") -> str:
     """A query from the command line, held to the rule ``memory add`` holds its text to: bytes
     that are not UTF-8 (a lone surrogate after the shell's decoding) are refused by name
     rather than silently matching nothing."""
+    from contextplane.memory.model import validate_text
+
     return validate_text(query, field)
 
 
@@ -104,12 +113,17 @@ def db_option(func: F) -> F:
 
 def load(config_path: str | None, strict: bool | None = None) -> tuple[Config, PluginHost]:
     """The configuration and a plugin host built from it, as a runtime builds them."""
+    from contextplane.config import load_config
+    from contextplane.plugins import PluginHost
+
     config = load_config(config_path)
     return config, PluginHost.from_entry_points(config, strict=strict)
 
 
 def command_store_path(config: Config, db: str | os.PathLike[str] | None) -> Path:
     """The embedded store file a command names: the runtime's rule, ``--db`` first."""
+    from contextplane.backends import store_path
+
     return store_path(config, db)
 
 
@@ -121,12 +135,17 @@ def command_backend(
     write: bool,
     create: bool = False,
     host: PluginHost | None = None,
-    embedder: Any = CONFIGURED,
+    embedder: Any = _AS_CONFIGURED,
 ) -> Iterator[tuple[Config, PluginHost, Any]]:
     """``(config, host, backend)`` for one command, closed afterwards: the backend a runtime
     with this configuration opens (``--db`` forces the embedded store at that file). Without
     ``write`` the embedded store is opened read-only; without ``create`` it must exist (only
     the commands documented to create a store pass it: a typo must not make an empty one)."""
+    from contextplane.backends import open_backend
+    from contextplane.embedding import CONFIGURED
+
+    if embedder is _AS_CONFIGURED:
+        embedder = CONFIGURED
     if host is None:
         config, host = load(config_path)
     else:

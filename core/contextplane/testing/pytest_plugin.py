@@ -7,23 +7,32 @@ plugin adds what only a plugin can:
 * a "contextplane conformance" section in every failed check's report naming the requirement
   and its sentence, even when the failure is an exception raised inside the plugin under test;
 * assertion rewriting for the kit's helper modules (``contextplane.testing`` registers them).
+
+It loads nothing heavy until a kit class is used: this module is imported by every pytest run
+in an environment where contextplane is installed, so it imports only ``contextplane.testing``
+(lazy itself) and reads a test's requirement only when the test has one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
+from typing import TYPE_CHECKING
 
 import pytest
 
 import contextplane.testing  # noqa: F401  (registers the check modules for assertion rewriting)
-from contextplane.testing.requirements import Requirement
+
+if TYPE_CHECKING:
+    from contextplane.testing.requirements import Requirement
 
 
 def _requirement(item: pytest.Item) -> Requirement | None:
     callspec = getattr(item, "callspec", None)
-    if callspec is None:
+    if callspec is None or "requirement" not in callspec.params:
         return None
-    found = callspec.params.get("requirement")
+    from contextplane.testing.requirements import Requirement
+
+    found = callspec.params["requirement"]
     return found if isinstance(found, Requirement) else None
 
 
