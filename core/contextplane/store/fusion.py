@@ -22,7 +22,7 @@ the fused order is a pure function of the two rankings: replaying a search repro
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
@@ -37,7 +37,13 @@ def fuse(legs: Sequence[Sequence[K]], *, c: int = FUSION_C) -> list[tuple[K, flo
     for leg in legs:
         for rank, key in enumerate(leg, start=1):
             scores[key] = scores.get(key, 0.0) + 1.0 / (c + rank)
+    if all(type(key) is int for key in scores):  # the embedded store's ids: one cheap key
+        return sorted(scores.items(), key=_by_score_then_int)
     return sorted(scores.items(), key=lambda item: (-item[1], _tiebreak(item[0])))
+
+
+def _by_score_then_int(item: tuple[Any, float]) -> tuple[float, Any]:
+    return (-item[1], item[0])
 
 
 def _tiebreak(key: Hashable) -> tuple[int, object]:
