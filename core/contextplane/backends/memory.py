@@ -27,6 +27,7 @@ from typing import Any, Self
 
 import attrs
 
+from contextplane.backends.spec import ChunkWrites, check_fields, validate_write
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.consolidation import (
     NEAR_DUPLICATE_CANDIDATES,
@@ -44,30 +45,26 @@ from contextplane.memory.history import EventName, HistoryEvent, HistoryPosition
 from contextplane.memory.model import (
     SUPERSEDED_PREFIX,
     MemoryChunk,
-    parse_occurred_at,
     parse_timestamp,
     to_utc,
     utc_now,
     validate_delivery_policy,
     validate_memory_kind,
-    validate_namespace,
     validate_review_state,
     validate_text,
 )
-from contextplane.memory.stamps import creation_stamps
 from contextplane.records.backend import register_backend
 from contextplane.records.injections import InjectionRow
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
 from contextplane.records.summaries import SessionSummary, summary_stamp, validate_summary
 from contextplane.records.turn_inputs import TurnInputs
-from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE, superseding_row
+from contextplane.store.columns import INHERITED_ON_SUPERSEDE, superseding_row
 from contextplane.store.protocol import LegRank, SearchHit, SearchTrace
 from contextplane.store.query_terms import fts5_idf, meaningful_words
 from contextplane.store.restore import created_details, id_taken, restored_chunks
 
 _WORD = re.compile(r"\w+")
-#: ``add_chunk`` keywords and what a superseding row inherits, as every store has them.
-_FIELDS = ADD_FIELDS
+#: What a superseding row inherits, as every store has it.
 _INHERITED = INHERITED_ON_SUPERSEDE
 
 
@@ -120,7 +117,7 @@ def _scored(query: str, rows: Sequence[MemoryChunk]) -> list[tuple[float, Memory
     return [(relevance, c) for relevance, _, c in scored]
 
 
-class InMemoryKnowledgeStore:
+class InMemoryKnowledgeStore(ChunkWrites):
     """A dict of ``MemoryChunk`` values under one lock; search is word overlap."""
 
     def __init__(self, *, consolidation: Consolidation | None = None) -> None:
@@ -198,60 +195,40 @@ class InMemoryKnowledgeStore:
     # ------------------------------------------------------------------ writes
 
     def _make(self, row: Mapping[str, Any], now: datetime) -> MemoryChunk:
-        """Validate and stamp one row (its id is given when it is stored)."""
-        unknown = set(row) - set(_FIELDS)
-        if unknown:
-            raise ValidationError(f"{sorted(unknown)[0]}: not a memory attribute")
-        content = validate_text(row.get("content"), "content", allow_empty=False)
-        occurred_at = parse_occurred_at(row.get("occurred_at"))
-        domain = validate_text(row.get("domain", "general"), "domain")
-        source_type = validate_text(row.get("source_type", ""), "source_type")
-        stamp = creation_stamps(
-            domain=domain,
-            source_type=source_type,
-            memory_kind=row.get("memory_kind"),
-            delivery_policy=row.get("delivery_policy"),
-            review_state=row.get("review_state"),
-            expires_at=row.get("expires_at"),
-            expires_in_days=row.get("expires_in_days"),
-            now=now,
-        )
+        """Validate and stamp one row by the write spec (its id is given when it is stored). A
+        batch's rows have their fields checked first, by index (``_write``)."""
+        w = validate_write(row, 0, now)
         return MemoryChunk(
             id="",
-            content=content,
+            content=w.content,
             created_at=now,
             updated_at=now,
-            domain=domain,
-            source_type=source_type,
-            memory_kind=stamp.memory_kind,
-            delivery_policy=stamp.delivery_policy,
-            review_state=stamp.review_state,
-            namespace=validate_namespace(row.get("namespace", "")),
-            heading=validate_text(row.get("heading", ""), "heading"),
-            source=validate_text(row.get("source", ""), "source"),
-            subject=validate_text(row.get("subject", ""), "subject"),
-            epoch=validate_text(row.get("epoch", ""), "epoch"),
-            expires_at=stamp.expires_at,
-            occurred_at=occurred_at,
+            domain=w.domain,
+            source_type=w.source_type,
+            memory_kind=w.stamp.memory_kind,
+            delivery_policy=w.stamp.delivery_policy,
+            review_state=w.stamp.review_state,
+            namespace=w.namespace,
+            heading=w.heading,
+            source=w.source,
+            subject=w.subject,
+            epoch=w.epoch,
+            expires_at=w.stamp.expires_at,
+            occurred_at=w.occurred_at,
         )
 
-    def add_chunk(
-        self, content: str, domain: str = "general", source_type: str = "", **kw: Any
-    ) -> WriteOutcome:
-        row = {"content": content, "domain": domain, "source_type": source_type, **kw}
-        return self._add([row], single=True)[0]
-
-    def add_chunks(self, rows: Iterable[Mapping[str, Any]]) -> list[str]:
-        return list(self._add(rows, single=False))
-
-    def _add(self, rows: Iterable[Mapping[str, Any]], *, single: bool) -> list[WriteOutcome]:
-        """Validate every row first (all or none), then consolidate and store them in one go
-        under the lock, deciding as the embedded store's ``writes`` does: duplicates against
-        the rows deliverable before the write (and earlier rows of the batch), near duplicates
-        on single writes only, then same-subject supersession in id order."""
+    def _write(self, rows: Iterable[Mapping[str, Any]], *, single: bool) -> list[WriteOutcome]:
+        """``add_chunk``/``add_chunks`` (``ChunkWrites``). Validate every row first (all or
+        none), then consolidate and store them in one go under the lock, deciding as the
+        embedded store's ``writes`` does: duplicates against the rows deliverable before the
+        write (and earlier rows of the batch), near duplicates on single writes only, then
+        same-subject supersession in id order."""
         now = utc_now()
         with self._lock:
-            made = [self._make(row, now) for row in rows]
+            made = []
+            for index, row in enumerate(rows):
+                check_fields(row, index)  # an unknown field names its row
+                made.append(self._make(row, now))
             policy = self._consolidation
             seen: dict[tuple[str, str, str, datetime | None], str | int] = {}  # key -> id / batch index
             if policy.deduplicate:
@@ -672,8 +649,8 @@ class _FrozenView(InMemoryKnowledgeStore):
             options["now"] = self.now
         return super().trace_search(query, chunk_id, k, **options)
 
-    def _add(self, rows: Iterable[Mapping[str, Any]], *, single: bool) -> list[WriteOutcome]:
-        return self._origin._add(rows, single=single)
+    def _write(self, rows: Iterable[Mapping[str, Any]], *, single: bool) -> list[WriteOutcome]:
+        return self._origin._write(rows, single=single)
 
     def set_review_state(self, chunk_id: str, state: str, *, by: str = "") -> MemoryChunk:
         return self._origin.set_review_state(chunk_id, state, by=by)
