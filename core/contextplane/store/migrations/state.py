@@ -105,3 +105,14 @@ def meta_set(conn: apsw.Connection, key: str, value: str) -> None:
 def cursor_key(name: str) -> str:
     """The ``_kb_meta`` key a resumable pass keeps its cursor under."""
     return f"{name}_cursor"
+
+
+def add_columns(conn: apsw.Connection, columns: tuple[tuple[str, str], ...]) -> list[str]:
+    """Add those of a step's ``chunks`` columns the table lacks, in order (nullable, so each
+    ``ALTER`` is O(1)); return the names added. Caller holds the write transaction."""
+    present = column_names(conn, "chunks")
+    added = [name for name, _ in columns if name not in present]
+    for name, decl in columns:
+        if name in added:
+            conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {decl}")
+    return added

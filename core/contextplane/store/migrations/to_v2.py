@@ -19,6 +19,7 @@ from contextplane.store.migrations.stamp import STAMPED_COLUMNS, stamp_current
 from contextplane.store.migrations.state import (
     META_SQL,
     SCHEMA_VERSION,
+    add_columns,
     column_names,
     schema_version,
     table_exists,
@@ -62,11 +63,7 @@ CREATE INDEX IF NOT EXISTS chunks_namespace ON chunks(namespace);
 def ensure_v2_objects(conn: apsw.Connection) -> list[str]:
     """Version 2's columns and the full-text index with its triggers (caller holds the write
     transaction); return the columns added."""
-    present = column_names(conn, "chunks")
-    added = [name for name, _ in V2_COLUMNS if name not in present]
-    for name, decl in V2_COLUMNS:
-        if name in added:
-            conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {decl}")
+    added = add_columns(conn, V2_COLUMNS)
     ensure_fts(conn)
     return added
 

@@ -20,6 +20,7 @@ from contextplane.memory.model import format_timestamp, utc_now
 from contextplane.store.migrations.state import (
     HISTORY_BACKFILL,
     META_SQL,
+    add_columns,
     column_names,
     cursor_key,
     meta_get,
@@ -93,11 +94,7 @@ def ensure_v3_objects(conn: apsw.Connection) -> list[str]:
     """Create what version 3 adds (caller holds the write transaction); return columns added.
     Its ``chunk_history`` table is not among them any more: version 4 keeps the history in the
     rows (``ensure_v4_objects``), and converts a version-3 table (``ensure_v4_history``)."""
-    present = column_names(conn, "chunks")
-    added = [name for name, _ in V3_COLUMNS if name not in present]
-    for name, decl in V3_COLUMNS:
-        if name in added:
-            conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {decl}")
+    added = add_columns(conn, V3_COLUMNS)
     conn.execute(_V3_INDEXES)
     conn.execute(_CONTENT_HASH_INDEX)
     return added

@@ -15,7 +15,7 @@ from typing import Final
 import apsw
 
 from contextplane.store.migrations.stamp import stamp_current
-from contextplane.store.migrations.state import column_names, table_exists, write_transaction
+from contextplane.store.migrations.state import add_columns, column_names, table_exists, write_transaction
 from contextplane.store.migrations.to_v3 import V3_TRIGGERS
 
 #: Version 4 keeps each row's history in the row (``contextplane.store.history`` says why):
@@ -76,11 +76,7 @@ _KEPT: Final[str] = "chunks_history_kept"
 
 def ensure_v4_objects(conn: apsw.Connection) -> list[str]:
     """Create what version 4 adds (caller holds the write transaction); return columns added."""
-    present = column_names(conn, "chunks")
-    added = [name for name, _ in V4_COLUMNS if name not in present]
-    for name, decl in V4_COLUMNS:
-        if name in added:
-            conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {decl}")
+    added = add_columns(conn, V4_COLUMNS)
     conn.execute(V4_HISTORY_SQL)
     return added
 

@@ -12,7 +12,7 @@ from typing import Final
 
 import apsw
 
-from contextplane.store.migrations.state import column_names
+from contextplane.store.migrations.state import add_columns
 
 #: Version 5: the event time (``MemoryChunk.occurred_at``), nullable, so the ALTER is O(1), and
 #: a partial index for the time filters of ``list_chunks``: a store without event times pays
@@ -26,10 +26,6 @@ V5_INDEX_SQL: Final[str] = (
 
 def ensure_v5_objects(conn: apsw.Connection) -> list[str]:
     """Version 5's column and index (caller holds the write transaction); return columns added."""
-    present = column_names(conn, "chunks")
-    added = [name for name, _ in V5_COLUMNS if name not in present]
-    for name, decl in V5_COLUMNS:
-        if name in added:
-            conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {decl}")
+    added = add_columns(conn, V5_COLUMNS)
     conn.execute(V5_INDEX_SQL)
     return added
