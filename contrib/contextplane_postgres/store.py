@@ -30,6 +30,7 @@ from typing import Any, Final, NoReturn, Self
 import numpy as np
 import psycopg
 
+from contextplane.backends.spec import ChunkWrites, validate_write
 from contextplane.embedding import Embedder, embedder_failed, refused_write
 from contextplane.errors import EmbedderError, StoreError, ValidationError
 from contextplane.memory.consolidation import Consolidation, WriteOutcome
@@ -37,17 +38,14 @@ from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import (
     SUPERSEDED_PREFIX,
     MemoryChunk,
-    parse_occurred_at,
     parse_timestamp,
     to_utc,
     utc_now,
-    validate_namespace,
     validate_review_state,
     validate_text,
 )
-from contextplane.memory.stamps import creation_stamps
 from contextplane.store import vector_space
-from contextplane.store.columns import ADD_FIELDS, INHERITED_ON_SUPERSEDE, SEARCH_K_MAX, superseding_row
+from contextplane.store.columns import INHERITED_ON_SUPERSEDE, SEARCH_K_MAX, superseding_row
 from contextplane.store.protocol import SearchHit
 from contextplane.store.query_terms import meaningful_words
 from contextplane.store.restore import created_details, id_taken, restored_chunks
@@ -126,53 +124,28 @@ def copy_rows(
 
 
 def prepare_row(row: Mapping[str, Any], now: datetime, index: int) -> list[Any]:
-    """Validate and stamp one row (ADR D7) into ``INSERT_COLUMNS`` order, id left empty. The
-    checks and their wording are the embedded store's."""
-    if not row.keys() <= ADD_FIELDS:
-        unknown = sorted(set(row) - ADD_FIELDS)
-        raise ValidationError(
-            f"{unknown[0]}: not a memory attribute (row {index}); known: {', '.join(sorted(ADD_FIELDS))}"
-        )
-    if "content" not in row:
-        raise ValidationError(f"content: missing (row {index})")
-    content = validate_text(row["content"], "content", allow_empty=False)
-    occurred_at = parse_occurred_at(row.get("occurred_at"))
-    domain = validate_text(row.get("domain", "general"), "domain")
-    source_type = validate_text(row.get("source_type", ""), "source_type")
-    stamp = creation_stamps(
-        domain=domain,
-        source_type=source_type,
-        memory_kind=row.get("memory_kind"),
-        delivery_policy=row.get("delivery_policy"),
-        review_state=row.get("review_state"),
-        expires_at=row.get("expires_at"),
-        expires_in_days=row.get("expires_in_days"),
-        now=now,
-    )
-    heading = validate_text(row.get("heading", ""), "heading")
-    source = validate_text(row.get("source", ""), "source")
-    subject = validate_text(row.get("subject", ""), "subject")
-    namespace = validate_namespace(row.get("namespace", ""))
-    epoch = validate_text(row.get("epoch", ""), "epoch")
+    """Validate and stamp one row (ADR D7) into ``INSERT_COLUMNS`` order, id left empty, by the
+    write spec every store shares (``contextplane.backends.spec``)."""
+    w = validate_write(row, index, now)
     return [
         None,
-        enc(content),
-        enc(domain),
-        enc(source_type),
-        stamp.memory_kind,
-        stamp.delivery_policy,
-        stamp.review_state,
-        stamp.expires_at,
-        enc(heading),
-        enc(source),
-        enc(subject),
-        enc(namespace),
-        enc(epoch),
+        enc(w.content),
+        enc(w.domain),
+        enc(w.source_type),
+        w.stamp.memory_kind,
+        w.stamp.delivery_policy,
+        w.stamp.review_state,
+        w.stamp.expires_at,
+        enc(w.heading),
+        enc(w.source),
+        enc(w.subject),
+        enc(w.namespace),
+        enc(w.epoch),
         None,
         None,
         now,
         now,
-        occurred_at,
+        w.occurred_at,
     ]
 
 
@@ -207,7 +180,7 @@ def _corpus_of(view: PostgresStoreView) -> tuple[Any, ...]:
     return ("present", seq) if not purged else ("as of", seq, purged)
 
 
-class PostgresKnowledgeStore:
+class PostgresKnowledgeStore(ChunkWrites):
     """``KnowledgeStore`` on PostgreSQL (``contextplane_postgres.PostgresBackend`` opens it)."""
 
     def __init__(
@@ -398,52 +371,9 @@ class PostgresKnowledgeStore:
 
     # ------------------------------------------------------------------ writes
 
-    def add_chunk(
-        self,
-        content: str,
-        domain: str = "general",
-        source_type: str = "",
-        *,
-        memory_kind: str | None = None,
-        delivery_policy: str | None = None,
-        review_state: str | None = None,
-        namespace: str = "",
-        heading: str = "",
-        source: str = "",
-        subject: str = "",
-        epoch: str = "",
-        expires_at: datetime | str | None = None,
-        expires_in_days: int | None = None,
-        occurred_at: datetime | str | None = None,
-    ) -> WriteOutcome:
-        """Store one row stamped per D7, consolidated per ``memory.consolidation``; return its
-        id as a ``WriteOutcome`` (stored, a duplicate, superseded rows, near duplicates).
-        ``occurred_at``: the event time, as on the embedded store."""
-        row = {
-            "content": content,
-            "domain": domain,
-            "source_type": source_type,
-            "memory_kind": memory_kind,
-            "delivery_policy": delivery_policy,
-            "review_state": review_state,
-            "namespace": namespace,
-            "heading": heading,
-            "source": source,
-            "subject": subject,
-            "epoch": epoch,
-            "expires_at": expires_at,
-            "expires_in_days": expires_in_days,
-            "occurred_at": occurred_at,
-        }
-        return self._write([row], single=True)[0]
-
-    def add_chunks(self, rows: Iterable[Mapping[str, Any]]) -> list[str]:
-        """Bulk insert in one transaction (all rows or none), validated and embedded first.
-        Exact duplicates and same-subject rows are consolidated as for ``add_chunk``; near
-        duplicates are looked for on single writes only (as on the embedded store)."""
-        return list(self._write(rows, single=False))
-
     def _write(self, rows: Iterable[Mapping[str, Any]], *, single: bool) -> list[WriteOutcome]:
+        """``add_chunk``/``add_chunks`` (``ChunkWrites``): rows validated and embedded first, then
+        written in one transaction, consolidated as on the embedded store."""
         now = utc_now()
         prepared = [prepare_row(row, now, index) for index, row in enumerate(rows)]
         if not prepared:

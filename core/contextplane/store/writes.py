@@ -1,7 +1,8 @@
 """Writes: validating a row, stamping it (ADR D7), consolidating it, and inserting it with its
 vector and its ``created`` event (all in one transaction).
 
-Every write path goes through ``_prepare``: a row is checked against ``ADD_FIELDS``, its text
+Every write path goes through ``_prepare``: a row is checked against the write spec
+(``write_spec``: ``add_chunk``'s fields and checks, shared by every store), its text
 validated and its creation stamps (kind, delivery policy, review state, expiry) decided once,
 before the write lock is taken, and laid out in ``INSERT_COLUMNS`` order. Bulk rows usually
 share their attributes, so the stamps are memoised per attribute tuple within a batch.
@@ -17,7 +18,7 @@ from typing import Any, Final
 import apsw
 
 from contextplane.embedding import refused_write
-from contextplane.errors import StoreError, ValidationError
+from contextplane.errors import StoreError
 from contextplane.memory.consolidation import (
     NEAR_DUPLICATE_CANDIDATES,
     Consolidation,
@@ -38,10 +39,8 @@ from contextplane.memory.model import (
     validate_namespace,
     validate_text,
 )
-from contextplane.memory.stamps import creation_stamps
-from contextplane.store import history, migrate, unkeyed, vector_index
+from contextplane.store import history, migrate, unkeyed, vector_index, write_spec
 from contextplane.store.columns import (
-    ADD_FIELDS,
     ATTRIBUTE_FIELDS,
     BULK_INSERT_SQL,
     INSERT_COLUMNS,
@@ -104,63 +103,15 @@ def _match(candidates: list[tuple[str, Any]] | None, content: str) -> Any | None
     return None
 
 
-class StoreWrites(VectorUpkeep):
+class StoreWrites(write_spec.ChunkWrites, VectorUpkeep):
     """Adding rows: one or a batch, all or none."""
 
     #: Set once the store's rows all have their content key (``_keys_complete``).
     _all_keyed: bool = False
 
-    def add_chunk(
-        self,
-        content: str,
-        domain: str = "general",
-        source_type: str = "",
-        *,
-        memory_kind: str | None = None,
-        delivery_policy: str | None = None,
-        review_state: str | None = None,
-        namespace: str = "",
-        heading: str = "",
-        source: str = "",
-        subject: str = "",
-        epoch: str = "",
-        expires_at: datetime | str | None = None,
-        expires_in_days: int | None = None,
-        occurred_at: datetime | str | None = None,
-    ) -> WriteOutcome:
-        """Store one row stamped per D7 (kind, delivery policy, review state, expiry), consolidated
-        per ``memory.consolidation``; return its id as a ``WriteOutcome`` (a ``str`` that also
-        says whether it was stored, a duplicate, superseded rows or has near duplicates).
-        ``domain`` and ``source_type`` may be positional, as old-style callers pass them.
-        ``occurred_at`` (aware datetime or ISO-8601 text with an offset) is the event time:
-        when what the memory describes happened, kept apart from ``created_at``."""
-        row = {
-            "content": content,
-            "domain": domain,
-            "source_type": source_type,
-            "memory_kind": memory_kind,
-            "delivery_policy": delivery_policy,
-            "review_state": review_state,
-            "namespace": namespace,
-            "heading": heading,
-            "source": source,
-            "subject": subject,
-            "epoch": epoch,
-            "expires_at": expires_at,
-            "expires_in_days": expires_in_days,
-            "occurred_at": occurred_at,
-        }
-        return self._write([row], single=True)[0]
-
-    def add_chunks(self, rows: Iterable[Mapping[str, Any]]) -> list[str]:
-        """Bulk insert in one transaction (all rows or none). Each mapping holds ``add_chunk``
-        keywords. Rows are validated and embedded before the write lock is taken. Exact
-        duplicates and same-subject rows are consolidated as for ``add_chunk``; near duplicates
-        are looked for on single writes only (a full-text search per row would make bulk
-        ingest a search workload). Each returned id is a ``WriteOutcome``."""
-        return list(self._write(rows, single=False))
-
     def _write(self, rows: Iterable[Mapping[str, Any]], *, single: bool) -> list[WriteOutcome]:
+        """``add_chunk``/``add_chunks`` (``ChunkWrites``): rows are validated and embedded before
+        the write lock is taken, then written in one transaction, consolidated."""
         now_text, prepared = self._prepared(rows)
         if not prepared:
             return []
@@ -531,13 +482,7 @@ class StoreWrites(VectorUpkeep):
         """Validate and stamp one row into insert order. ``cache`` memoises everything but the
         content per distinct attribute tuple: bulk rows usually share their attributes, and the
         stamps depend only on those attributes and ``now`` (fixed for the batch)."""
-        if not row.keys() <= ADD_FIELDS:
-            unknown = sorted(set(row) - ADD_FIELDS)
-            raise ValidationError(
-                f"{unknown[0]}: not a memory attribute (row {index}); known: {', '.join(sorted(ADD_FIELDS))}"
-            )
-        if "content" not in row:
-            raise ValidationError(f"content: missing (row {index})")
+        write_spec.check_fields(row, index)
         content = validate_text(row["content"], "content", allow_empty=False)
         occurred = parse_occurred_at(row.get("occurred_at"))
         key = tuple(map(row.get, ATTRIBUTE_FIELDS))
@@ -555,18 +500,7 @@ class StoreWrites(VectorUpkeep):
     @staticmethod
     def _stamp_tail(row: Mapping[str, Any], now: datetime, now_text: str) -> tuple[Any, ...]:
         """Everything after the content, in ``INSERT_COLUMNS`` order."""
-        domain = validate_text(row.get("domain", "general"), "domain")
-        source_type = validate_text(row.get("source_type", ""), "source_type")
-        stamp = creation_stamps(
-            domain=domain,
-            source_type=source_type,
-            memory_kind=row.get("memory_kind"),
-            delivery_policy=row.get("delivery_policy"),
-            review_state=row.get("review_state"),
-            expires_at=row.get("expires_at"),
-            expires_in_days=row.get("expires_in_days"),
-            now=now,
-        )
+        domain, source_type, stamp = write_spec.stamped(row, now)
         stamped: dict[str, Any] = {
             "domain": domain,
             "source_type": source_type,
