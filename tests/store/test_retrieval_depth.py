@@ -147,3 +147,34 @@ def test_an_always_on_match_does_not_open_the_gate_for_retrieved_rows(tmp_path: 
         report = p.section("retrieved")
         assert report is not None and report.item_ids == ()
         assert report.meta["best_relevance"] < 0.3
+
+
+def test_the_scope_size_is_counted_once_per_corpus_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The vector leg counts the rows in scope to choose its form (every row compared, or the
+    index): counted once per scope set while nothing is written, and again after a write, so
+    a scope that grew past the scan bound is searched through the index."""
+    from contextplane.store import legs, vector_matrix
+
+    monkeypatch.setattr(vector_matrix, "MATRIX_MAX", 0)  # no in-memory matrix: the count decides
+    monkeypatch.setattr(legs, "EXACT_VECTOR_MAX", 3)
+    counted: list[int] = []
+    real = legs.scope_rows
+
+    def counting(*args: object, **kw: object) -> int:
+        counted.append(real(*args, **kw))  # type: ignore[arg-type]
+        return counted[-1]
+
+    monkeypatch.setattr(legs, "scope_rows", counting)
+    with SQLiteKnowledgeStore(tmp_path / "m.sqlite3", embedder=HashEmbedder()) as store:
+        for i in range(3):
+            store.add_chunk(f"deploy note {i}", namespace="project:a")
+        store.add_chunk("other scope", namespace="project:b")
+        scope = {"namespaces": ["project:a"]}
+        for _ in range(3):
+            store.search("deploy", 5, **scope)
+        assert counted == [3]
+        store.add_chunk("deploy note 4", namespace="project:a")
+        hits = store.search("deploy", 5, **scope)
+        assert counted == [3, 4] and len(hits) == 4

@@ -115,6 +115,8 @@ class SQLiteKnowledgeStore(StoreRestore):
         self._matrix = vector_matrix.VectorMatrix()
         #: Per scope set, the candidate widening the last search needed (see ``search``).
         self._widths: dict[tuple[str, tuple[str, ...] | None], int] = {}
+        #: Rows in a scope set (counted up to the vector leg's scan bound), per corpus version.
+        self._scope_sizes: dict[tuple[tuple[str, ...] | None, Hashable], int] = {}
         try:
             if self._read_only:
                 migrate.require_current(self._conn, self.path)
@@ -469,10 +471,13 @@ class SQLiteKnowledgeStore(StoreRestore):
         if vector is None and self._embedder is not None and query.strip() and not full_text:
             vector = self._embed([query])[0]
         with self._reading(_on) as conn:
-            plan = self._term_stats.plan(conn, query, _corpus_of(_on))
+            version = _corpus_of(_on)
+            if version is None:
+                version = query_terms.corpus_version(conn)
+            plan = self._term_stats.plan(conn, query, version)
             if plan.expression is None and vector is None:
                 return []
-            found, chance = self._legs(conn, plan, vector, filters, n, scope_key)
+            found, chance = self._legs(conn, plan, vector, filters, n, scope_key, version)
             order = fusion.fuse([leg.ids for leg in found])[:k]
             chunks = self._rows_by_id(conn, [key for key, _ in order])
         hits: list[SearchHit] = []
@@ -497,6 +502,7 @@ class SQLiteKnowledgeStore(StoreRestore):
         filters: sql.SearchFilters,
         n: int,
         scope_key: tuple[str, ...] | None,
+        version: Hashable,
     ) -> tuple[list[legs.Leg], float]:
         """Each leg's ranking for one search (``legs``), remembering per scope set the candidate
         widening each needed, so the next turn in the same scopes starts there; and the chance
@@ -532,7 +538,15 @@ class SQLiteKnowledgeStore(StoreRestore):
             if held is not None or scope_key is None:  # held: every vector is in memory anyway
                 scan = held is not None or vectors <= legs.EXACT_VECTOR_MAX
             else:
-                in_scope = legs.scope_rows(conn, filters.scope_where, params, legs.EXACT_VECTOR_MAX)
+                # counted once per scope set and corpus version: a turn's scopes rarely change
+                # between writes, and the count was 5% of a turn at 100k memories
+                sized = (scope_key, version)
+                in_scope = self._scope_sizes.get(sized)
+                if in_scope is None:
+                    if len(self._scope_sizes) > 512:
+                        self._scope_sizes.clear()
+                    in_scope = legs.scope_rows(conn, filters.scope_where, params, legs.EXACT_VECTOR_MAX)
+                    self._scope_sizes[sized] = in_scope
                 scan = in_scope <= legs.EXACT_VECTOR_MAX
             leg = legs.vector_leg(
                 conn,
@@ -676,11 +690,14 @@ class SQLiteKnowledgeStore(StoreRestore):
         filters = sql.search_filters(namespaces, now=now)
         scope_key = None if namespaces is None else tuple(namespaces)
         with self._reading(_on) as conn:
-            plan = self._term_stats.plan(conn, query, _corpus_of(_on))
+            version = _corpus_of(_on)
+            if version is None:
+                version = query_terms.corpus_version(conn)
+            plan = self._term_stats.plan(conn, query, version)
             indexed = plan.postings if vector is None else max(plan.postings, self._vector_count(conn))
             found: list[legs.Leg] = []
             if plan.expression is not None or vector is not None:
-                found, _ = self._legs(conn, plan, vector, filters, n, scope_key)
+                found, _ = self._legs(conn, plan, vector, filters, n, scope_key, version)
             scan = any(leg.form == "scan" for leg in found)
             return ranks.trace(
                 conn,
