@@ -34,6 +34,7 @@ from contextplane.hookspecs import hookimpl
 from contextplane.notices import log_once
 from contextplane.observability.redaction import Redactor
 from contextplane.observability.snapshots import PromptRecorder, TurnRecord
+from contextplane.observability.turn import Policy, TurnState, ensure, state_of
 from contextplane.observability.turn_inputs import turn_inputs
 from contextplane.records import aio as records_aio
 from contextplane.records.backend import Backend
@@ -45,16 +46,12 @@ from contextplane.types import ModelCall, ProjectedContext
 PLUGIN_NAME = "contextplane.records"
 log = logging.getLogger("contextplane.records")
 
-#: What decides how a turn is recorded: full text, trajectory, redaction, the text bound.
-Policy = tuple[bool, bool, tuple[str, ...], bool, int]
-
 _lock = threading.Lock()
 #: One recorder per backend (it caches prefix hashes and per-session trajectory refs); weak, so
-#: a closed and dropped backend takes its recorder with it.
+#: a closed and dropped backend takes its recorder with it. Only for turns composed outside a
+#: runtime: a ``Runtime`` keeps the recorders of its backend itself (``TurnState.recorders``).
 _recorders: weakref.WeakKeyDictionary[Any, dict[Policy, PromptRecorder]] = weakref.WeakKeyDictionary()
 _recorders_by_id: dict[int, tuple[Any, dict[Policy, PromptRecorder]]] = {}
-#: The turn record of each live projection, dropped when the projection is collected.
-_turns: dict[int, TurnRecord] = {}
 
 
 def _policy(request: ProjectionRequest) -> Policy:
@@ -69,37 +66,53 @@ def _policy(request: ProjectionRequest) -> Policy:
     )
 
 
-def recorder_for(backend: Backend, request: ProjectionRequest) -> PromptRecorder:
+def recorder_for(
+    backend: Backend, request: ProjectionRequest, state: TurnState | None = None
+) -> PromptRecorder:
     """The recorder writing to ``backend`` under the request's recording policy (made on first
-    use; a request with another policy, e.g. full-text capture on, gets its own)."""
+    use; a request with another policy, e.g. full-text capture on, gets its own): the runtime's
+    (``state.recorders``) for a turn a runtime composed, else the process-wide one."""
     policy = _policy(request)
     with _lock:
-        try:
-            by_policy = _recorders.get(backend)
-            if by_policy is None:
-                by_policy = _recorders[backend] = {}
-        except TypeError:  # not weak-referenceable: keep it for the life of the process
-            pair = _recorders_by_id.get(id(backend))
-            if pair is None or pair[0] is not backend:
-                pair = _recorders_by_id[id(backend)] = (backend, {})
-            by_policy = pair[1]
+        by_policy = state.recorders if state is not None and state.recorders is not None else None
+        if by_policy is None:
+            by_policy = _process_recorders(backend)
         found = by_policy.get(policy)
         if found is not None:
             return found
-        capture, trajectory, patterns, defaults, max_bytes = policy
-        recorder = PromptRecorder(
-            backend.snapshots,
-            backend.trajectory if trajectory else None,
-            capture_full_text=capture,
-            redactor=Redactor.from_patterns(list(patterns), defaults=defaults),
-            full_text_max_bytes=max_bytes,
-        )
-        by_policy[policy] = recorder
+        recorder = by_policy[policy] = new_recorder(backend, policy)
         return recorder
 
 
-def _backend(request: ProjectionRequest) -> Backend | None:
-    backend: Backend | None = request.backend
+def _process_recorders(backend: Backend) -> dict[Policy, PromptRecorder]:
+    try:
+        by_policy = _recorders.get(backend)
+        if by_policy is None:
+            by_policy = _recorders[backend] = {}
+    except TypeError:  # not weak-referenceable: keep it for the life of the process
+        pair = _recorders_by_id.get(id(backend))
+        if pair is None or pair[0] is not backend:
+            pair = _recorders_by_id[id(backend)] = (backend, {})
+        by_policy = pair[1]
+    return by_policy
+
+
+def new_recorder(backend: Backend, policy: Policy) -> PromptRecorder:
+    """A recorder writing to ``backend`` under ``policy``."""
+    capture, trajectory, patterns, defaults, max_bytes = policy
+    return PromptRecorder(
+        backend.snapshots,
+        backend.trajectory if trajectory else None,
+        capture_full_text=capture,
+        redactor=Redactor.from_patterns(list(patterns), defaults=defaults),
+        full_text_max_bytes=max_bytes,
+    )
+
+
+def _backend(projection: ProjectedContext, request: ProjectionRequest) -> Backend | None:
+    """Where the turn's records go: the backend its runtime attached, else the request's."""
+    state = state_of(projection)
+    backend: Backend | None = state.backend if state is not None else request.backend
     if backend is None:
         log_once(
             log,
@@ -113,28 +126,21 @@ def _backend(request: ProjectionRequest) -> Backend | None:
     return backend
 
 
-def _remember(projection: ProjectedContext, turn: TurnRecord) -> None:
-    key = id(projection)
-    with _lock:
-        _turns[key] = turn
-    weakref.finalize(projection, _forget, key)
-
-
-def _forget(key: int) -> None:
-    with _lock:
-        _turns.pop(key, None)
+def _remember(projection: ProjectedContext, backend: Backend, turn: TurnRecord) -> None:
+    """Keep the turn's record on the turn itself (its ``TurnState``), for its model calls."""
+    ensure(projection, backend).record = turn
 
 
 def _turn_of(
-    projection: ProjectedContext, recorder: PromptRecorder, request: ProjectionRequest
+    projection: ProjectedContext, backend: Backend, recorder: PromptRecorder, request: ProjectionRequest
 ) -> TurnRecord:
-    with _lock:
-        turn = _turns.get(id(projection))
+    state = state_of(projection)
+    turn = state.record if state is not None else None
     if turn is None:  # an incognito turn (never observed at composition), or a record turned on late
         turn = recorder.begin_turn(
             projection, query=request.query, reason=str(request.extra.get("reason", "turn"))
         )
-        _remember(projection, turn)
+        _remember(projection, backend, turn)
     return turn
 
 
@@ -167,7 +173,7 @@ def _reporting(projection: ProjectedContext, what: str) -> Iterator[None]:
 @hookimpl
 def observe_projection(projection: ProjectedContext, request: ProjectionRequest) -> None:
     """The injection-log row and the turn's trajectory entry."""
-    backend = _backend(request)
+    backend = _backend(projection, request)
     if backend is None or projection.injection is None or projection.incognito:
         return
     with _reporting(projection, "storing the turn's injection-log row and inputs"):
@@ -177,10 +183,10 @@ def observe_projection(projection: ProjectedContext, request: ProjectionRequest)
 def _observe_projection(backend: Backend, projection: ProjectedContext, request: ProjectionRequest) -> None:
     backend.injections.record(_injection_row(projection))
     if request.config.observability.snapshots:
-        recorder = recorder_for(backend, request)
+        recorder = recorder_for(backend, request, state_of(projection))
         reason = str(request.extra.get("reason", "turn"))
         turn = recorder.begin_turn(projection, query=request.query, reason=reason)
-        _remember(projection, turn)
+        _remember(projection, backend, turn)
         if request.config.observability.turn_inputs:
             _record_inputs(backend, projection, request, turn)
 
@@ -236,18 +242,18 @@ def observe_model_call(call: ModelCall, request: ProjectionRequest) -> None:
     """One prompt snapshot for the call (references and sizes only when incognito)."""
     if not request.config.observability.snapshots:
         return
-    backend = _backend(request)
+    projection = call.projection
+    backend = _backend(projection, request)
     if backend is None:
         return
-    projection = call.projection
     with _reporting(projection, f"storing the prompt snapshot of model call {call.call_index}"):
         _observe_model_call(backend, call, request)
 
 
 def _observe_model_call(backend: Backend, call: ModelCall, request: ProjectionRequest) -> None:
-    recorder = recorder_for(backend, request)
     projection = call.projection
-    turn = _turn_of(projection, recorder, request)
+    recorder = recorder_for(backend, request, state_of(projection))
+    turn = _turn_of(projection, backend, recorder, request)
     incognito = projection.incognito
     prefix = recorder.register_prefix(call.prefix, session_id=projection.session_id, incognito=incognito)
     recorder.capture(
@@ -280,7 +286,7 @@ def _in_threads(backend: Backend, request: ProjectionRequest, *parts: str) -> bo
 
 async def aobserve_projection(projection: ProjectedContext, request: ProjectionRequest) -> None:
     """``observe_projection`` for an event loop: the same rows, never blocking the loop."""
-    backend = _backend(request)
+    backend = _backend(projection, request)
     if backend is None or projection.injection is None or projection.incognito:
         return
     snapshots = request.config.observability.snapshots
@@ -296,10 +302,10 @@ async def _aobserve_projection(
 ) -> None:
     await records_aio.arecord(backend.injections, _injection_row(projection))
     if snapshots:
-        recorder = recorder_for(backend, request)
+        recorder = recorder_for(backend, request, state_of(projection))
         reason = str(request.extra.get("reason", "turn"))
         turn = recorder.begin_turn(projection, query=request.query, reason=reason)  # no trajectory: no I/O
-        _remember(projection, turn)
+        _remember(projection, backend, turn)
         if request.config.observability.turn_inputs:
             inputs = _inputs_of(backend, projection, request, turn)
             if inputs is not None:
@@ -310,7 +316,7 @@ async def aobserve_model_call(call: ModelCall, request: ProjectionRequest) -> No
     """``observe_model_call`` for an event loop: the same snapshot, never blocking the loop."""
     if not request.config.observability.snapshots:
         return
-    backend = _backend(request)
+    backend = _backend(call.projection, request)
     if backend is None:
         return
     if _in_threads(backend, request, "snapshots"):
@@ -321,9 +327,9 @@ async def aobserve_model_call(call: ModelCall, request: ProjectionRequest) -> No
 
 
 async def _aobserve_model_call(backend: Backend, call: ModelCall, request: ProjectionRequest) -> None:
-    recorder = recorder_for(backend, request)
     projection = call.projection
-    turn = _turn_of(projection, recorder, request)
+    recorder = recorder_for(backend, request, state_of(projection))
+    turn = _turn_of(projection, backend, recorder, request)
     incognito = projection.incognito
     prefix = await recorder.aregister_prefix(
         call.prefix, session_id=projection.session_id, incognito=incognito
