@@ -72,11 +72,11 @@ class MessageCodec(Protocol[M]):
         """True for a context frame a checkpoint may still hold (stripped, never sent)."""
         ...
 
-    def text(self, message: M) -> str:
+    def text_of(self, message: M) -> str:
         """The message's text (what a full-text snapshot and the history size count)."""
         ...
 
-    def role(self, message: M) -> str:
+    def role_of(self, message: M) -> str:
         """The message's chat role (``user``, ``assistant``, ...), for a full-text snapshot."""
         ...
 
@@ -92,10 +92,10 @@ class PlainCodec:
     def is_frame(self, message: Any) -> bool:
         return plain_is_frame(message)
 
-    def text(self, message: Any) -> str:
+    def text_of(self, message: Any) -> str:
         return plain_text(message)
 
-    def role(self, message: Any) -> str:
+    def role_of(self, message: Any) -> str:
         return plain_role(message)
 
     def wrap(self, text: str) -> Any:
@@ -123,10 +123,10 @@ class Callables(Generic[M]):
     def is_frame(self, message: M) -> bool:
         return self._is_frame(message)
 
-    def text(self, message: M) -> str:
+    def text_of(self, message: M) -> str:
         return self._text_of(message)
 
-    def role(self, message: M) -> str:
+    def role_of(self, message: M) -> str:
         return self._role_of(message)
 
     def wrap(self, text: str) -> M:
@@ -202,7 +202,7 @@ def placed(
 ) -> Delivered[M]:
     """The messages of one model call and what observers are told about it (every delivery:
     ``deliver``, ``adeliver``, ``Runtime.deliver``). Notifies no one."""
-    is_frame, text_of, role_of = codec.is_frame, codec.text, codec.role
+    is_frame, text_of, role_of = codec.is_frame, codec.text_of, codec.role_of
     kept: list[M] = []
     stripped: list[M] = []
     for message in history:
