@@ -34,6 +34,7 @@ from contextplane.config import Config
 from contextplane.delivery import PLAIN, MessageCodec, placed
 from contextplane.observability.snapshots import PromptRecorder
 from contextplane.observability.turn import Policy, TurnState, ensure
+from contextplane.observability.turn_inputs import dump_config
 from contextplane.plugins import PluginHost, get_host
 from contextplane.projection import compose_turn
 from contextplane.records.backend import Backend, is_backend
@@ -122,6 +123,8 @@ class Runtime:
         #: The recorders of this runtime's backend by recording policy (prefix hashes and
         #: per-session trajectory refs live in them), shared by every turn it composes.
         self._recorders: dict[Policy, PromptRecorder] = {}
+        #: The configuration with its JSON and hash, dumped once (what turn inputs record).
+        self._config_json: tuple[Config, str, str] | None = None
         self._closed = False
 
     # --- wiring ----------------------------------------------------------------------------
@@ -276,7 +279,16 @@ class Runtime:
         project = request.project if request.project is not None else self.config.context.project
         if store is not request.knowledge_store or backend is not request.backend or project != request.project:
             request = attrs.evolve(request, knowledge_store=store, backend=backend, project=project)
-        return request, TurnState(backend, self._recorders)
+        return request, TurnState(backend, self._recorders, self._dumped_config(request))
+
+    def _dumped_config(self, request: ProjectionRequest) -> tuple[Config, str, str] | None:
+        """The configuration dumped once, for a turn whose inputs will be recorded."""
+        if not (request.record and request.config.observability.turn_inputs):
+            return None
+        dumped = self._config_json
+        if dumped is None:
+            dumped = self._config_json = (self.config, *dump_config(self.config))
+        return dumped
 
     @staticmethod
     def _turn(projection: ProjectedContext, state: TurnState | None) -> Turn:

@@ -31,7 +31,7 @@ from contextplane import PluginHost
 from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.config import structure
 from contextplane.delivery import PLAIN, deliver, plain_projection_message
-from contextplane.observability import observer
+from contextplane.observability import observer, turn_inputs
 from contextplane.records import backend as records_backend
 from contextplane.runtime import Runtime, Turn, open_runtime
 from contextplane.testing.memory import InMemoryBackend
@@ -111,6 +111,7 @@ def no_registries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(observer, "_recorders_by_id", Refusing())
     monkeypatch.setattr(records_backend, "_owners", Refusing())
     monkeypatch.setattr(records_backend, "_by_id", Refusing())
+    monkeypatch.setattr(turn_inputs, "_config_cache", Refusing())
 
 
 def test_compose_then_deliver_records_through_the_turn_and_no_registry(
@@ -130,6 +131,8 @@ def test_compose_then_deliver_records_through_the_turn_and_no_registry(
         assert snap.projection_sha256 == sha(turns[snap.turn_index].text)
         assert snap.prefix_sha256 == sha("SYSTEM PREFIX")
     assert {t.projection.record_status for t in turns} == {"recorded"}
+    inputs = [backend.snapshots.get_inputs("s", n) for n in range(3)]  # what explain and replay read
+    assert [i.query if i else None for i in inputs] == ["q0", "q1", "q2"]
 
 
 def test_a_turn_handle_outlives_every_other_reference_to_its_projection(

@@ -221,11 +221,13 @@ def _inputs_of(
             type(store).__name__,
         )
         return None
+    state = state_of(projection)
     return turn_inputs(
         projection,
         request,
         trajectory_ref=turn.trajectory_ref,
         projection_sha256=turn.projection_sha256,
+        config=state.config_json(request.config) if state is not None else None,
     )
 
 

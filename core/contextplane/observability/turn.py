@@ -16,6 +16,7 @@ import threading
 
 import attrs
 
+from contextplane.config import Config
 from contextplane.observability.snapshots import PromptRecorder, TurnRecord
 from contextplane.records.backend import Backend
 from contextplane.types import ProjectedContext
@@ -32,12 +33,19 @@ class TurnState:
 
     ``backend`` is where the turn's records go (None: nowhere). ``recorders`` is the runtime's
     recorders for that backend by recording policy, or None when the turn was composed outside
-    a runtime (the records observer then uses its process-wide ones). ``record`` is set by the
-    records observer when it first records the turn."""
+    a runtime (the records observer then uses its process-wide ones). ``config`` is the
+    runtime's configuration with its JSON and hash (dumped once per runtime, for the turn
+    inputs). ``record`` is set by the records observer when it first records the turn."""
 
     backend: Backend | None
     recorders: dict[Policy, PromptRecorder] | None = None
+    config: tuple[Config, str, str] | None = None
     record: TurnRecord | None = None
+
+    def config_json(self, config: Config) -> tuple[str, str] | None:
+        """The JSON and hash of ``config`` when it is the runtime's (dumped already), else None."""
+        known = self.config
+        return (known[1], known[2]) if known is not None and known[0] is config else None
 
 
 def state_of(projection: ProjectedContext) -> TurnState | None:
