@@ -219,7 +219,7 @@ class Runtime:
         codec: MessageCodec[M] = PLAIN,
         *,
         call_index: int,
-        prefix: StablePrefix | str | None | _Default = _RUNTIME_PREFIX,
+        prefix: StablePrefix | str | _Default | None = _RUNTIME_PREFIX,
     ) -> Delivered[M]:
         """Prepare one model call of ``turn``: ``history`` without context frames, then the
         projection (``codec.wrap``); the call's snapshot is recorded when the turn was composed
@@ -237,7 +237,7 @@ class Runtime:
         codec: MessageCodec[M] = PLAIN,
         *,
         call_index: int,
-        prefix: StablePrefix | str | None | _Default = _RUNTIME_PREFIX,
+        prefix: StablePrefix | str | _Default | None = _RUNTIME_PREFIX,
     ) -> Delivered[M]:
         """``deliver`` for an event loop: the same messages; the snapshot is written without
         blocking the loop, before the model is called."""
@@ -277,7 +277,11 @@ class Runtime:
         elif backend is not wiring.backend or store is not wiring.knowledge_store:
             return request, None
         project = request.project if request.project is not None else self.config.context.project
-        if store is not request.knowledge_store or backend is not request.backend or project != request.project:
+        if (
+            store is not request.knowledge_store
+            or backend is not request.backend
+            or project != request.project
+        ):
             request = attrs.evolve(request, knowledge_store=store, backend=backend, project=project)
         return request, TurnState(backend, self._recorders, self._dumped_config(request))
 
@@ -300,7 +304,7 @@ class Runtime:
         history: Sequence[M],
         codec: MessageCodec[M],
         call_index: int,
-        prefix: StablePrefix | str | None | _Default,
+        prefix: StablePrefix | str | _Default | None,
     ) -> tuple[Delivered[M], ProjectionRequest | None]:
         if isinstance(turn, ProjectedContext):
             turn = Turn.of(turn)

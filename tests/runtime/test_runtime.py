@@ -244,7 +244,9 @@ def test_one_codec_strips_frames_places_the_projection_and_reads_the_messages(ho
     assert delivered.stripped == (history[1],)
     assert delivered.call.history_chars == len("hello") + len("hi")
     (snap,) = backend.snapshots.list("c")
-    assert snap.full_text is not None and snap.full_text.startswith("[system]\nSYS\n\n[user]\nhello\n\n[assistant]\nhi")
+    assert snap.full_text is not None and snap.full_text.startswith(
+        "[system]\nSYS\n\n[user]\nhello\n\n[assistant]\nhi"
+    )
 
 
 def test_deliver_with_four_callables_still_delivers_as_before(host: PluginHost) -> None:
@@ -252,8 +254,13 @@ def test_deliver_with_four_callables_still_delivers_as_before(host: PluginHost) 
     backend = InMemoryBackend()
     runtime = Runtime(host=host, backend=backend)
     turn = runtime.compose(runtime.request("q", session_id="d", turn_index=1))
-    history = [{"role": "user", "content": "hi"}, {"role": "user", "content": "f", "metadata": {"context_frame": 1}}]
-    old = deliver(turn.projection, history, prefix=None, call_index=0, wrap=plain_projection_message, host=host)
+    history = [
+        {"role": "user", "content": "hi"},
+        {"role": "user", "content": "f", "metadata": {"context_frame": 1}},
+    ]
+    old = deliver(
+        turn.projection, history, prefix=None, call_index=0, wrap=plain_projection_message, host=host
+    )
     new = runtime.deliver(turn, history, call_index=1, prefix=None)
     assert old.messages == new.messages and old.stripped == new.stripped
     assert [s.key for s in backend.snapshots.list("d")] == [("d", 1, 0), ("d", 1, 1)]
