@@ -89,16 +89,16 @@ class PlainCodec:
     """The codec of plain messages: ``{"role", "content"}`` mappings (or objects with a
     ``content``), frames marked by one of ``PLAIN_FRAME_KEYS``."""
 
-    def is_frame(self, message: Any) -> bool:
+    def is_frame(self, message: object) -> bool:
         return plain_is_frame(message)
 
-    def text_of(self, message: Any) -> str:
+    def text_of(self, message: object) -> str:
         return plain_text(message)
 
-    def role_of(self, message: Any) -> str:
+    def role_of(self, message: object) -> str:
         return plain_role(message)
 
-    def wrap(self, text: str) -> Any:
+    def wrap(self, text: str) -> dict[str, object]:
         return plain_projection_message(text)
 
 

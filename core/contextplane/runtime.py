@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import attrs
 
@@ -39,6 +39,7 @@ from contextplane.plugins import PluginHost, get_host
 from contextplane.projection import compose_turn
 from contextplane.records.backend import Backend, is_backend
 from contextplane.request import BuildContext, ProjectionRequest, Surface
+from contextplane.store.protocol import KnowledgeStore
 from contextplane.types import Delivered, M, ProjectedContext, StablePrefix
 
 __all__ = ["PLAIN", "MessageCodec", "Runtime", "Turn", "open_runtime"]
@@ -75,7 +76,7 @@ class Turn:
 class Wiring:
     """The memory store sections read and the backend the records go to, resolved once."""
 
-    knowledge_store: Any
+    knowledge_store: KnowledgeStore | None
     backend: Backend | None
 
 
@@ -103,7 +104,7 @@ class Runtime:
         host: PluginHost | None = None,
         config: Config | None = None,
         backend: Backend | None = None,
-        knowledge_store: Any = None,
+        knowledge_store: KnowledgeStore | Backend | None = None,
         skills_index: Sequence[Any] | None = None,
         prefix: StablePrefix | str | None = None,
         build: BuildContext | None = None,
@@ -144,7 +145,7 @@ class Runtime:
         return self.wiring().backend
 
     @property
-    def knowledge_store(self) -> Any:
+    def knowledge_store(self) -> KnowledgeStore | None:
         return self.wiring().knowledge_store
 
     @property
@@ -313,23 +314,26 @@ class Runtime:
         return placed(projection, history, chosen, call_index, codec), projection.request
 
 
-def _resolved(store: Any, backend: Backend | None, config: Config) -> Wiring:
+def _resolved(store: KnowledgeStore | Backend | None, backend: Backend | None, config: Config) -> Wiring:
     """The store and backend from each other, as ``projection`` resolves a bare request's."""
+    memories: KnowledgeStore | None
     if store is not None and is_backend(store):  # a backend passed as the store
         backend = backend if backend is not None else store
-        store = store.memories
+        memories = store.memories
+    else:
+        memories = cast(KnowledgeStore | None, store)
     if backend is None:
-        backend = resolve_backend(store, config)
-    if store is None and backend is not None:
-        store = backend.memories
-    return Wiring(store, backend)
+        backend = resolve_backend(memories, config)
+    if memories is None and backend is not None:
+        memories = backend.memories
+    return Wiring(memories, backend)
 
 
 def open_runtime(
     config: Config | None = None,
     *,
     backend: Backend | None = None,
-    knowledge_store: Any = None,
+    knowledge_store: KnowledgeStore | Backend | None = None,
     host: PluginHost | None = None,
     prefix: StablePrefix | str | None = None,
     tools: Sequence[str] = (),
