@@ -35,6 +35,7 @@ from contextplane.projection import (
 )
 from contextplane.records import Backend, InjectionLog, SessionSummaries, SnapshotStore
 from contextplane.request import BuildContext, ProjectionRequest, Surface
+from contextplane.runtime import MessageCodec, Runtime, Turn, open_runtime
 from contextplane.sections import ContextSection, Draft, Envelope, PromptSection, Row, Shed
 from contextplane.store.protocol import AsyncKnowledgeStore, KnowledgeStore, SearchHit
 
@@ -57,6 +58,7 @@ __all__ = [
     "InjectionRecord",
     "KnowledgeStore",
     "MemoryChunk",
+    "MessageCodec",
     "ModelCall",
     "PluginHost",
     "PluginLoadError",
@@ -66,6 +68,7 @@ __all__ = [
     "ProjectionRequest",
     "PromptSection",
     "Row",
+    "Runtime",
     "SearchHit",
     "SectionError",
     "SectionOrderError",
@@ -76,6 +79,7 @@ __all__ = [
     "StablePrefix",
     "StoreError",
     "Surface",
+    "Turn",
     "ValidationError",
     "acompose",
     "acompose_projected_context",
@@ -88,6 +92,7 @@ __all__ = [
     "hookimpl",
     "load_config",
     "open_backend",
+    "open_runtime",
     "plugin_host_with",
     "warn_once",
 ]
