@@ -72,6 +72,15 @@ _NOT_WORKING_STATE = frozenset({"messages", PROJECTION_KEY, "jump_to", "structur
 Flag = bool | Callable[[Mapping[str, Any], Any], bool]
 
 
+#: LangChain message types as the chat roles plain messages use, so a full-text snapshot reads
+#: the same whichever surface delivered it.
+_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
+def _role(message: BaseMessage) -> str:
+    return _ROLES.get(str(message.type), str(message.type))
+
+
 class ProjectionCarrier:
     """One turn's projection on its way from ``before_agent`` to the model calls: the
     runtime's ``Turn``, and the ``MessageCodec`` delivery reads LangChain messages through.
@@ -107,14 +116,10 @@ class ProjectionCarrier:
             return self.message
         return projection_message(text, self.projection.turn_index)  # not reached: deliver wraps text only
 
-    def is_frame(self, message: BaseMessage) -> bool:
-        return is_context_frame(message)
-
-    def text_of(self, message: BaseMessage) -> str:
-        return message_text(message)
-
-    def role_of(self, message: BaseMessage) -> str:
-        return _role(message)
+    # The codec's readers are the functions themselves (delivery calls them once per message).
+    is_frame = staticmethod(is_context_frame)
+    text_of = staticmethod(message_text)
+    role_of = staticmethod(_role)
 
     @property
     def text(self) -> str:
@@ -153,15 +158,6 @@ def projection_message(text: str, turn_index: int) -> HumanMessage:
     return HumanMessage(
         content=text, additional_kwargs={PROJECTION_MARKER: True}, id=f"contextplane-projection-{turn_index}"
     )
-
-
-#: LangChain message types as the chat roles plain messages use, so a full-text snapshot reads
-#: the same whichever surface delivered it.
-_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
-
-
-def _role(message: BaseMessage) -> str:
-    return _ROLES.get(str(message.type), str(message.type))
 
 
 def without_projection(chunk: Any) -> Any:

@@ -87,19 +87,13 @@ class MessageCodec(Protocol[M]):
 
 class PlainCodec:
     """The codec of plain messages: ``{"role", "content"}`` mappings (or objects with a
-    ``content``), frames marked by one of ``PLAIN_FRAME_KEYS``."""
+    ``content``), frames marked by one of ``PLAIN_FRAME_KEYS``. (The functions themselves, as
+    static methods: delivery calls them once per message, so no call in between.)"""
 
-    def is_frame(self, message: object) -> bool:
-        return plain_is_frame(message)
-
-    def text_of(self, message: object) -> str:
-        return plain_text(message)
-
-    def role_of(self, message: object) -> str:
-        return plain_role(message)
-
-    def wrap(self, text: str) -> dict[str, object]:
-        return plain_projection_message(text)
+    is_frame = staticmethod(plain_is_frame)
+    text_of = staticmethod(plain_text)
+    role_of = staticmethod(plain_role)
+    wrap = staticmethod(plain_projection_message)
 
 
 #: The plain-message codec (the external assembler's, and the default).
@@ -107,9 +101,10 @@ PLAIN: MessageCodec[Any] = PlainCodec()
 
 
 class Callables(Generic[M]):
-    """The four functions ``deliver`` took before ``MessageCodec``, as one codec."""
+    """The four functions ``deliver`` took before ``MessageCodec``, as one codec (held as they
+    are, so a call through the codec is a call of the function)."""
 
-    __slots__ = ("_is_frame", "_role_of", "_text_of", "_wrap")
+    __slots__ = ("is_frame", "role_of", "text_of", "wrap")
 
     def __init__(
         self,
@@ -118,19 +113,7 @@ class Callables(Generic[M]):
         text_of: Callable[[M], str],
         role_of: Callable[[M], str],
     ) -> None:
-        self._wrap, self._is_frame, self._text_of, self._role_of = wrap, is_frame, text_of, role_of
-
-    def is_frame(self, message: M) -> bool:
-        return self._is_frame(message)
-
-    def text_of(self, message: M) -> str:
-        return self._text_of(message)
-
-    def role_of(self, message: M) -> str:
-        return self._role_of(message)
-
-    def wrap(self, text: str) -> M:
-        return self._wrap(text)
+        self.wrap, self.is_frame, self.text_of, self.role_of = wrap, is_frame, text_of, role_of
 
 
 def frame_of(message: Any, text_of: Callable[[Any], str] = plain_text) -> StrippedFrame:

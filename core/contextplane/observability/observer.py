@@ -109,11 +109,14 @@ def new_recorder(backend: Backend, policy: Policy) -> PromptRecorder:
     )
 
 
-def _backend(projection: ProjectedContext, request: ProjectionRequest) -> Backend | None:
-    """Where the turn's records go: the backend its runtime attached, else the request's."""
+def _state(projection: ProjectedContext, request: ProjectionRequest) -> TurnState | None:
+    """The turn's record state: the one its runtime attached, else one recording to the
+    request's backend (attached now, for the turn's later calls); None when the turn has no
+    backend (said once)."""
     state = state_of(projection)
-    backend: Backend | None = state.backend if state is not None else request.backend
-    if backend is None:
+    if state is None:
+        state = ensure(projection, request.backend)
+    if state.backend is None:
         log_once(
             log,
             ("no-backend", type(request.knowledge_store)),
@@ -123,24 +126,19 @@ def _backend(projection: ProjectedContext, request: ProjectionRequest) -> Backen
             request.session_id,
             type(request.knowledge_store).__name__,
         )
-    return backend
-
-
-def _remember(projection: ProjectedContext, backend: Backend, turn: TurnRecord) -> None:
-    """Keep the turn's record on the turn itself (its ``TurnState``), for its model calls."""
-    ensure(projection, backend).record = turn
+        return None
+    return state
 
 
 def _turn_of(
-    projection: ProjectedContext, backend: Backend, recorder: PromptRecorder, request: ProjectionRequest
+    projection: ProjectedContext, state: TurnState, recorder: PromptRecorder, request: ProjectionRequest
 ) -> TurnRecord:
-    state = state_of(projection)
-    turn = state.record if state is not None else None
+    """The turn's record, kept on the turn (its ``TurnState``) for its model calls."""
+    turn = state.record
     if turn is None:  # an incognito turn (never observed at composition), or a record turned on late
-        turn = recorder.begin_turn(
+        turn = state.record = recorder.begin_turn(
             projection, query=request.query, reason=str(request.extra.get("reason", "turn"))
         )
-        _remember(projection, backend, turn)
     return turn
 
 
@@ -173,22 +171,25 @@ def _reporting(projection: ProjectedContext, what: str) -> Iterator[None]:
 @hookimpl
 def observe_projection(projection: ProjectedContext, request: ProjectionRequest) -> None:
     """The injection-log row and the turn's trajectory entry."""
-    backend = _backend(projection, request)
-    if backend is None or projection.injection is None or projection.incognito:
+    if projection.injection is None or projection.incognito:
+        return
+    state = _state(projection, request)
+    if state is None:
         return
     with _reporting(projection, "storing the turn's injection-log row and inputs"):
-        _observe_projection(backend, projection, request)
+        _observe_projection(state, projection, request)
 
 
-def _observe_projection(backend: Backend, projection: ProjectedContext, request: ProjectionRequest) -> None:
+def _observe_projection(state: TurnState, projection: ProjectedContext, request: ProjectionRequest) -> None:
+    backend = state.backend
+    assert backend is not None  # ``_state`` answers None for a turn with no backend
     backend.injections.record(_injection_row(projection))
     if request.config.observability.snapshots:
-        recorder = recorder_for(backend, request, state_of(projection))
+        recorder = recorder_for(backend, request, state)
         reason = str(request.extra.get("reason", "turn"))
-        turn = recorder.begin_turn(projection, query=request.query, reason=reason)
-        _remember(projection, backend, turn)
+        turn = state.record = recorder.begin_turn(projection, query=request.query, reason=reason)
         if request.config.observability.turn_inputs:
-            _record_inputs(backend, projection, request, turn)
+            _record_inputs(state, backend, projection, request, turn)
 
 
 def _injection_row(projection: ProjectedContext) -> InjectionRow:
@@ -207,7 +208,11 @@ def _injection_row(projection: ProjectedContext) -> InjectionRow:
 
 
 def _inputs_of(
-    backend: Backend, projection: ProjectedContext, request: ProjectionRequest, turn: TurnRecord
+    state: TurnState,
+    backend: Backend,
+    projection: ProjectedContext,
+    request: ProjectionRequest,
+    turn: TurnRecord,
 ) -> TurnInputs | None:
     """The turn's inputs, or None (said once) when the backend's snapshot store keeps none."""
     store = backend.snapshots
@@ -221,20 +226,23 @@ def _inputs_of(
             type(store).__name__,
         )
         return None
-    state = state_of(projection)
     return turn_inputs(
         projection,
         request,
         trajectory_ref=turn.trajectory_ref,
         projection_sha256=turn.projection_sha256,
-        config=state.config_json(request.config) if state is not None else None,
+        config=state.config_json(request.config),
     )
 
 
 def _record_inputs(
-    backend: Backend, projection: ProjectedContext, request: ProjectionRequest, turn: TurnRecord
+    state: TurnState,
+    backend: Backend,
+    projection: ProjectedContext,
+    request: ProjectionRequest,
+    turn: TurnRecord,
 ) -> None:
-    inputs = _inputs_of(backend, projection, request, turn)
+    inputs = _inputs_of(state, backend, projection, request, turn)
     if inputs is not None:  # not None only when the snapshot store is a TurnInputStore
         cast(TurnInputStore, backend.snapshots).put_inputs(inputs)
 
@@ -245,17 +253,19 @@ def observe_model_call(call: ModelCall, request: ProjectionRequest) -> None:
     if not request.config.observability.snapshots:
         return
     projection = call.projection
-    backend = _backend(projection, request)
-    if backend is None:
+    state = _state(projection, request)
+    if state is None:
         return
     with _reporting(projection, f"storing the prompt snapshot of model call {call.call_index}"):
-        _observe_model_call(backend, call, request)
+        _observe_model_call(state, call, request)
 
 
-def _observe_model_call(backend: Backend, call: ModelCall, request: ProjectionRequest) -> None:
+def _observe_model_call(state: TurnState, call: ModelCall, request: ProjectionRequest) -> None:
     projection = call.projection
-    recorder = recorder_for(backend, request, state_of(projection))
-    turn = _turn_of(projection, backend, recorder, request)
+    backend = state.backend
+    assert backend is not None  # ``_state`` answers None for a turn with no backend
+    recorder = recorder_for(backend, request, state)
+    turn = _turn_of(projection, state, recorder, request)
     incognito = projection.incognito
     prefix = recorder.register_prefix(call.prefix, session_id=projection.session_id, incognito=incognito)
     recorder.capture(
@@ -288,28 +298,35 @@ def _in_threads(backend: Backend, request: ProjectionRequest, *parts: str) -> bo
 
 async def aobserve_projection(projection: ProjectedContext, request: ProjectionRequest) -> None:
     """``observe_projection`` for an event loop: the same rows, never blocking the loop."""
-    backend = _backend(projection, request)
-    if backend is None or projection.injection is None or projection.incognito:
+    if projection.injection is None or projection.incognito:
         return
+    state = _state(projection, request)
+    if state is None or state.backend is None:
+        return
+    backend = state.backend
     snapshots = request.config.observability.snapshots
     if _in_threads(backend, request, "injections", *(("snapshots",) if snapshots else ())):
         await asyncio.to_thread(observe_projection, projection, request)
         return
     with _reporting(projection, "storing the turn's injection-log row and inputs"):
-        await _aobserve_projection(backend, projection, request, snapshots)
+        await _aobserve_projection(state, backend, projection, request, snapshots)
 
 
 async def _aobserve_projection(
-    backend: Backend, projection: ProjectedContext, request: ProjectionRequest, snapshots: bool
+    state: TurnState,
+    backend: Backend,
+    projection: ProjectedContext,
+    request: ProjectionRequest,
+    snapshots: bool,
 ) -> None:
     await records_aio.arecord(backend.injections, _injection_row(projection))
     if snapshots:
-        recorder = recorder_for(backend, request, state_of(projection))
+        recorder = recorder_for(backend, request, state)
         reason = str(request.extra.get("reason", "turn"))
-        turn = recorder.begin_turn(projection, query=request.query, reason=reason)  # no trajectory: no I/O
-        _remember(projection, backend, turn)
+        # no trajectory here (it would be written in a thread, above): no I/O
+        turn = state.record = recorder.begin_turn(projection, query=request.query, reason=reason)
         if request.config.observability.turn_inputs:
-            inputs = _inputs_of(backend, projection, request, turn)
+            inputs = _inputs_of(state, backend, projection, request, turn)
             if inputs is not None:
                 await records_aio.aput_inputs(backend.snapshots, inputs)
 
@@ -318,20 +335,22 @@ async def aobserve_model_call(call: ModelCall, request: ProjectionRequest) -> No
     """``observe_model_call`` for an event loop: the same snapshot, never blocking the loop."""
     if not request.config.observability.snapshots:
         return
-    backend = _backend(call.projection, request)
-    if backend is None:
+    state = _state(call.projection, request)
+    if state is None or state.backend is None:
         return
-    if _in_threads(backend, request, "snapshots"):
+    if _in_threads(state.backend, request, "snapshots"):
         await asyncio.to_thread(observe_model_call, call, request)
         return
     with _reporting(call.projection, f"storing the prompt snapshot of model call {call.call_index}"):
-        await _aobserve_model_call(backend, call, request)
+        await _aobserve_model_call(state, state.backend, call, request)
 
 
-async def _aobserve_model_call(backend: Backend, call: ModelCall, request: ProjectionRequest) -> None:
+async def _aobserve_model_call(
+    state: TurnState, backend: Backend, call: ModelCall, request: ProjectionRequest
+) -> None:
     projection = call.projection
-    recorder = recorder_for(backend, request, state_of(projection))
-    turn = _turn_of(projection, backend, recorder, request)
+    recorder = recorder_for(backend, request, state)
+    turn = _turn_of(projection, state, recorder, request)
     incognito = projection.incognito
     prefix = await recorder.aregister_prefix(
         call.prefix, session_id=projection.session_id, incognito=incognito
