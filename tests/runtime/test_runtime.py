@@ -135,11 +135,12 @@ def test_compose_then_deliver_records_through_the_turn_and_no_registry(
     assert [i.query if i else None for i in inputs] == ["q0", "q1", "q2"]
 
 
-def test_a_turn_handle_outlives_every_other_reference_to_its_projection(
+def test_the_turn_is_all_that_holds_its_projection_and_its_record_state(
     host: PluginHost, backend: SQLiteBackend, no_registries: None
 ) -> None:
-    """The record state lives on the turn: nothing keyed by the projection's id() is needed,
-    so a turn delivered after the caller let go of everything but the handle records right."""
+    """The record state lives on the turn, not in a registry: a turn the caller holds nothing
+    but the handle of records right, and once the handle goes the projection goes with it
+    (nothing parked it anywhere, and no reference cycle keeps it for the collector)."""
     runtime = Runtime(host=host, backend=backend)
     turn: Turn | None = runtime.compose(runtime.request("q", session_id="s", turn_index=1))
     assert turn is not None
