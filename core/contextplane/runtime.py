@@ -32,6 +32,7 @@ from contextplane.authority import build_stable_prefix
 from contextplane.backends import open_backend, resolve_backend
 from contextplane.config import Config
 from contextplane.delivery import PLAIN, MessageCodec, placed
+from contextplane.errors import ContextPlaneError, ValidationError
 from contextplane.observability.snapshots import PromptRecorder
 from contextplane.observability.turn import Policy, TurnState, ensure
 from contextplane.observability.turn_inputs import dump_config
@@ -271,6 +272,12 @@ class Runtime:
     def _wired(self, request: ProjectionRequest) -> tuple[ProjectionRequest, TurnState | None]:
         """The request with the runtime's wiring, and the turn's state; (request, None) for a
         request that names a store or backend of its own (composed as ``compose`` would)."""
+        self._check_open()
+        if not isinstance(request, ProjectionRequest):
+            raise ValidationError(
+                f"Runtime.compose takes a ProjectionRequest (make one with runtime.request(...)), "
+                f"got {type(request).__name__}"
+            )
         wiring = self.wiring()
         store, backend = request.knowledge_store, request.backend
         if backend is None and (store is None or store is wiring.knowledge_store):
@@ -285,6 +292,13 @@ class Runtime:
         ):
             request = attrs.evolve(request, knowledge_store=store, backend=backend, project=project)
         return request, TurnState(backend, self._recorders, self._dumped_config(request))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ContextPlaneError(
+                "this Runtime is closed (close() or the end of its with block); open another with "
+                "open_runtime(...) for more turns"
+            )
 
     def _dumped_config(self, request: ProjectionRequest) -> tuple[Config, str, str] | None:
         """The configuration dumped once, for a turn whose inputs will be recorded."""
@@ -307,8 +321,14 @@ class Runtime:
         call_index: int,
         prefix: StablePrefix | str | _Default | None,
     ) -> tuple[Delivered[M], ProjectionRequest | None]:
+        self._check_open()
         if isinstance(turn, ProjectedContext):
             turn = Turn.of(turn)
+        elif not isinstance(turn, Turn):
+            raise ValidationError(
+                f"Runtime.deliver takes the Turn runtime.compose returned (or its ProjectedContext), "
+                f"got {type(turn).__name__}"
+            )
         chosen = self.prefix if isinstance(prefix, _Default) else prefix
         projection = turn.projection
         return placed(projection, history, chosen, call_index, codec), projection.request

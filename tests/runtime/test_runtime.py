@@ -31,6 +31,7 @@ from contextplane import PluginHost
 from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.config import structure
 from contextplane.delivery import PLAIN, deliver, plain_projection_message
+from contextplane.errors import ContextPlaneError, ValidationError
 from contextplane.observability import observer, turn_inputs
 from contextplane.records import backend as records_backend
 from contextplane.runtime import Runtime, Turn, open_runtime
@@ -309,3 +310,23 @@ def test_open_runtime_opens_and_closes_the_deployment_s_backend_and_builds_the_p
         runtime.compose(runtime.request("q", session_id="g"))
     assert closed == [opened]  # a backend handed in stays its owner's to close
     given.close()
+
+
+def test_bad_input_to_a_runtime_is_named_in_one_line(host: PluginHost) -> None:
+    backend = InMemoryBackend()
+    runtime = Runtime(host=host, backend=backend)
+    with pytest.raises(ValidationError, match=r"takes a ProjectionRequest .*runtime\.request.*got str"):
+        runtime.compose("what is the deploy window?")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match=r"takes a ProjectionRequest .*got dict"):
+        asyncio.run(runtime.acompose({"query": "q"}))  # type: ignore[arg-type]
+    turn = runtime.compose(runtime.request("q", session_id="b"))
+    with pytest.raises(ValidationError, match=r"takes the Turn runtime\.compose returned .*got str"):
+        runtime.deliver(turn.text, [], call_index=0)  # type: ignore[arg-type]
+    runtime.close()
+    for late in (
+        lambda: runtime.compose(runtime.request("q")),
+        lambda: runtime.deliver(turn, [], call_index=0),
+    ):
+        with pytest.raises(ContextPlaneError, match=r"Runtime is closed .*open_runtime"):
+            late()
+    assert backend.snapshots.list("b") == []  # nothing was delivered, so nothing recorded
