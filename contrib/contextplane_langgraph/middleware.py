@@ -9,7 +9,7 @@ again, and each turn's record state travels on its ``Turn`` from composition to 
 1. ``before_agent`` builds the turn's ``ProjectionRequest`` (``Runtime.request``: surface
    ``NATIVE``, the incognito and goal-turn flags, ``extra={"reason": ...}``), composes it once
    (``Runtime.compose``; the records observer writes the injection-log row and
-   the trajectory entry) and returns the turn in the private, untracked channel
+   the trajectory entry) and returns the turn's carrier in the private, untracked channel
    ``contextplane_projection``
    (``Annotated[..., UntrackedValue, PrivateStateAttr]``): never checkpointed, absent from
    ``invoke`` results and ``get_state()``, and scoped to this run. Nothing turn-scoped lives
