@@ -46,6 +46,7 @@ LAYERS: Sequence[tuple[int, str, tuple[str, ...]]] = (
         5,
         "engine",
         (
+            "contextplane.runtime",
             "contextplane.projection",
             "contextplane.aprojection",
             "contextplane.delivery",

@@ -255,7 +255,7 @@ async def injections(console: Console, request: Request) -> JSONResponse:
 
 async def preview(console: Console, request: Request) -> JSONResponse:
     options = PreviewOptions.from_json(await json_body(request))
-    result = await console.call(run_preview, console.backend, console.host, options)
+    result = await console.call(run_preview, console.runtime, options)
     return JSONResponse(result.as_json())
 
 

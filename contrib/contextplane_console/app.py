@@ -28,6 +28,7 @@ from starlette.staticfiles import StaticFiles
 from contextplane import Backend, ContextPlaneError, PluginHost, StoreError
 from contextplane.notices import log_failure
 from contextplane.observability.snapshots import snapshot_time
+from contextplane.runtime import Runtime
 from contextplane_console import api, explaining, lineage, pages
 from contextplane_console.errors import Refusal
 from contextplane_console.memories import lifecycle_state
@@ -47,6 +48,8 @@ class Console:
     ) -> None:
         self.backend = backend
         self.host = host
+        #: The wiring the preview composes with (nothing recorded; the backend is handed in).
+        self.runtime = Runtime(host=host, backend=backend)
         self.csrf_token = csrf_token
         #: Who the history says made the console's changes (``by`` of review and expiry events).
         self.reviewer = reviewer

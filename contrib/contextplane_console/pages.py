@@ -224,7 +224,7 @@ async def preview_run(console: Console, request: Request) -> Response:
         options = PreviewOptions.from_form(form)
     except Refusal as exc:
         return console.render("_preview_result.html", exc.status, result=None, error=exc.message)
-    result = await console.call(run_preview, console.backend, console.host, options)
+    result = await console.call(run_preview, console.runtime, options)
     return console.render(
         "_preview_result.html", result=result, error=None, memory_sections=memory_sections(console.host)
     )

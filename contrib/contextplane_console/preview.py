@@ -1,8 +1,9 @@
 """The preview: compose a projection for a query with a turn's options, and record nothing.
 
-It calls ``compose_projected_context(..., record=False)``, the same function every runtime
-calls, so the budget table shown is the one a model call with these options would get; no
-injection-log row, snapshot or trajectory entry is written for it.
+It composes through the console's ``contextplane.runtime.Runtime`` (``record=False``), the same
+composition every runtime surface calls, so the budget table shown is the one a model call
+with these options would get; no injection-log row, snapshot or trajectory entry is written
+for it.
 """
 
 from __future__ import annotations
@@ -13,16 +14,14 @@ from typing import Any, Final
 import attrs
 
 from contextplane import (
-    Backend,
     BuildContext,
-    PluginHost,
     ProjectedContext,
     StablePrefix,
     build_stable_prefix,
-    compose_projected_context,
 )
 from contextplane.memory.model import validate_namespace
 from contextplane.observability.snapshots import budget_rows, shed_steps
+from contextplane.runtime import Runtime
 from contextplane_console.errors import refuse
 from contextplane_console.params import (
     checkbox,
@@ -141,23 +140,19 @@ class Preview:
         }
 
 
-def run_preview(backend: Backend, host: PluginHost, options: PreviewOptions) -> Preview:
-    """Compose for ``options`` against ``backend``'s memories, recording nothing."""
-    config = host.config
-    projection = compose_projected_context(
+def run_preview(runtime: Runtime, options: PreviewOptions) -> Preview:
+    """Compose for ``options`` against the runtime's memories, recording nothing."""
+    request = runtime.request(
         options.query,
-        backend.memories,
-        None,
-        {},
         incognito=options.incognito,
         goal_turn=options.goal_turn,
         budget_tokens=options.budget_tokens,
         context_window=options.context_window,
         session_id=options.session_id,
         project=options.project,
-        backend=backend,
         record=False,
-        host=host,
     )
-    prefix = build_stable_prefix(host, BuildContext(config=config), notify=False)
+    projection = runtime.compose(request).projection
+    # Built here, not the runtime's: a preview tells no observer of a prefix.
+    prefix = build_stable_prefix(runtime.host, BuildContext(config=runtime.config), notify=False)
     return Preview(options, projection, prefix)

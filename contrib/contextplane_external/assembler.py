@@ -2,16 +2,17 @@
 
 An external runtime (ACP, a hand-written loop, another framework) owns its session state and
 its model calls; it asks the assembler for the two things contextplane owns: the stable
-prefix, built once, and the projected context. Per turn the assembler builds one
-``ProjectionRequest`` (surface ``EXTERNAL``) and composes it with the same
-``contextplane.projection.compose`` the native middleware calls, so for identical inputs the
-two surfaces produce byte-identical projected text and identical records. Per model call it
-calls ``contextplane.delivery.deliver``, which strips legacy context frames from the history,
-places the projection last, and lets the records observer write the prompt snapshot.
+prefix, built once, and the projected context. The assembler is a thin layer over a
+``contextplane.runtime.Runtime`` (``self.runtime``), the same wiring the native middleware
+holds: per turn it builds one ``ProjectionRequest`` (surface ``EXTERNAL``) and composes it
+with ``Runtime.compose``, so for identical inputs the two surfaces produce byte-identical
+projected text and identical records. Per model call it calls ``Runtime.deliver`` with the
+plain-message codec, which strips legacy context frames from the history, places the
+projection last, and lets the records observer write the prompt snapshot.
 
 The caller sends the delivered messages (the prefix as the system prompt, cacheable), for
 this request only, never into its stored history. An async runtime calls ``aassemble`` and
-``adeliver``: the same results, composed by ``contextplane.aprojection.acompose``.
+``adeliver``: the same results, composed by ``Runtime.acompose``.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from typing import Any, overload
 
 import attrs
 
-from contextplane.aprojection import acompose
-from contextplane.authority import StablePrefix, build_stable_prefix
+from contextplane.authority import StablePrefix
 from contextplane.config import Config
-from contextplane.delivery import adeliver, deliver, plain_projection_message
+from contextplane.delivery import PLAIN
 from contextplane.plugins import PluginHost, get_host
-from contextplane.projection import ProjectedContext, compose
+from contextplane.projection import ProjectedContext
 from contextplane.request import BuildContext, ProjectionRequest, Surface
+from contextplane.runtime import Runtime
 
 
 @attrs.frozen
@@ -101,14 +102,22 @@ class ContextAssembler:
         self.project = project
         self.budget_tokens = budget_tokens
         self.context_window = context_window
-        self._prefix: StablePrefix | None = None
+        #: The wiring every turn shares: store and backend resolved once, the prefix built once.
+        self.runtime = Runtime(
+            host=self.host,
+            config=self.config,
+            backend=backend,
+            knowledge_store=knowledge_store,
+            skills_index=skills_index,
+            build=self.build_context,
+        )
 
     @property
     def stable_prefix(self) -> StablePrefix:
         """Built on first use, then reused for the life of the assembler (ADR D1)."""
-        if self._prefix is None:
-            self._prefix = build_stable_prefix(self.host, self.build_context)
-        return self._prefix
+        prefix = self.runtime.prefix
+        assert isinstance(prefix, StablePrefix)  # built from ``build_context``
+        return prefix
 
     def request(
         self,
@@ -122,22 +131,18 @@ class ContextAssembler:
         record: bool = True,
     ) -> ProjectionRequest:
         """The turn's ``ProjectionRequest`` (surface ``EXTERNAL``)."""
-        return ProjectionRequest(
-            query=query,
-            config=self.config,
-            knowledge_store=self.knowledge_store,
-            skills_index=self.skills_index,
-            state=state or {},
+        return self.runtime.request(
+            query,
+            state=state,
             session_id=session_id,
             turn_index=turn_index,
-            project=self.project if self.project is not None else self.config.context.project,
+            project=self.project,
             surface=Surface.EXTERNAL,
             incognito=incognito,
             goal_turn=goal_turn,
             budget_tokens=self.budget_tokens,
             context_window=self.context_window,
             record=record,
-            backend=self.backend,
             extra={"reason": "turn"},
         )
 
@@ -170,9 +175,9 @@ class ContextAssembler:
             goal_turn=goal_turn,
             record=record,
         )
-        projection = compose(request, host=self.host)
-        messages = self.deliver(projection, history, call_index=call_index)
-        return self._assembly(projection, messages)
+        turn = self.runtime.compose(request)
+        delivered = self.runtime.deliver(turn, history, PLAIN, call_index=call_index)
+        return self._assembly(turn.projection, delivered.messages)
 
     async def aassemble(
         self,
@@ -199,9 +204,9 @@ class ContextAssembler:
             goal_turn=goal_turn,
             record=record,
         )
-        projection = await acompose(request, host=self.host)
-        messages = await self.adeliver(projection, history, call_index=call_index)
-        return self._assembly(projection, messages)
+        turn = await self.runtime.acompose(request)
+        delivered = await self.runtime.adeliver(turn, history, PLAIN, call_index=call_index)
+        return self._assembly(turn.projection, delivered.messages)
 
     def _assembly(self, projection: ProjectedContext, messages: Sequence[Any]) -> Assembly:
         sources = tuple(Source(s.name, i) for s in projection.sections for i in s.item_ids)
@@ -213,26 +218,12 @@ class ContextAssembler:
         """The messages for one model call of the turn ``projection`` was composed for:
         ``history`` without context frames, then the projection as a marked user message.
         Writes the call's snapshot when the projection was composed with ``record``."""
-        return deliver(
-            projection,
-            history,
-            prefix=self.stable_prefix,
-            call_index=call_index,
-            wrap=plain_projection_message,
-            host=self.host,
-        ).messages
+        return self.runtime.deliver(projection, history, PLAIN, call_index=call_index).messages
 
     async def adeliver(
         self, projection: ProjectedContext, history: Sequence[Any] = (), *, call_index: int
     ) -> list[Any]:
         """``deliver`` for an async runtime: the same messages; the snapshot is written in a
         worker thread."""
-        delivered = await adeliver(
-            projection,
-            history,
-            prefix=self.stable_prefix,
-            call_index=call_index,
-            wrap=plain_projection_message,
-            host=self.host,
-        )
+        delivered = await self.runtime.adeliver(projection, history, PLAIN, call_index=call_index)
         return delivered.messages

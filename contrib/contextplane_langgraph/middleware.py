@@ -2,10 +2,14 @@
 
 Lifecycle of one turn on a ``langchain.agents.create_agent`` graph:
 
-1. ``before_agent`` builds the turn's ``ProjectionRequest`` (surface ``NATIVE``, the incognito
-   and goal-turn flags, ``extra={"reason": ...}``), composes it once
-   (``contextplane.projection.compose``; the records observer writes the injection-log row and
-   the trajectory entry) and returns the projection in the private, untracked channel
+The middleware is a thin layer over a ``contextplane.runtime.Runtime`` (``self.runtime``),
+made once with the middleware: the store and backend are resolved on its first turn and never
+again, and each turn's record state travels on its ``Turn`` from composition to the calls.
+
+1. ``before_agent`` builds the turn's ``ProjectionRequest`` (``Runtime.request``: surface
+   ``NATIVE``, the incognito and goal-turn flags, ``extra={"reason": ...}``), composes it once
+   (``Runtime.compose``; the records observer writes the injection-log row and
+   the trajectory entry) and returns the turn's carrier in the private, untracked channel
    ``contextplane_projection``
    (``Annotated[..., UntrackedValue, PrivateStateAttr]``): never checkpointed, absent from
    ``invoke`` results and ``get_state()``, and scoped to this run. Nothing turn-scoped lives
@@ -13,7 +17,8 @@ Lifecycle of one turn on a ``langchain.agents.create_agent`` graph:
 2. ``before_model`` finds the channel empty only on a run that skipped ``before_agent``: a
    resume (``Command(resume=...)``). It then recomposes once, querying with the turn's
    newest operator input, which writes its own injection-log row.
-3. ``wrap_model_call`` / ``awrap_model_call`` call ``contextplane.delivery.deliver`` once:
+3. ``wrap_model_call`` / ``awrap_model_call`` call ``Runtime.deliver`` once, with the turn's
+   ``ProjectionCarrier`` as the ``MessageCodec`` (LangChain messages):
    it strips context frames stored by v1 from the model-visible list, appends the projection
    as the last message and tells the ``observe_model_call`` observers (the records observer
    writes the prompt snapshot). The middleware then places cache breakpoints on the stable
@@ -21,8 +26,8 @@ Lifecycle of one turn on a ``langchain.agents.create_agent`` graph:
    through ``request.override(messages=...)``. No state update carries the projection.
 
 Each hook has an async twin that does the same on the async path (``ainvoke``, ``astream``):
-``abefore_agent`` / ``abefore_model`` compose with ``contextplane.aprojection.acompose`` and
-``awrap_model_call`` delivers with ``contextplane.delivery.adeliver``, so no store query, query
+``abefore_agent`` / ``abefore_model`` compose with ``Runtime.acompose`` and
+``awrap_model_call`` delivers with ``Runtime.adeliver``, so no store query, query
 embedding or record write of a turn runs on the graph's event loop.
 
 What stream consumers see is documented in docs/runtime.md ("Streams and tracing");
@@ -48,19 +53,15 @@ from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, Syste
 from langgraph.channels import UntrackedValue
 from langgraph.runtime import Runtime
 
-from contextplane.aprojection import acompose
 from contextplane.authority import StablePrefix, build_stable_prefix
 from contextplane.config import Config
-from contextplane.delivery import adeliver, deliver
+from contextplane.observability.turn import TurnState
 from contextplane.plugins import PluginHost, get_host
-from contextplane.projection import ProjectedContext, compose
+from contextplane.projection import ProjectedContext
 from contextplane.request import BuildContext, ProjectionRequest, Surface
-from contextplane.subagents import (
-    SubagentContract,
-    acompose_subagent_context,
-    build_subagent_prompt,
-    compose_subagent_context,
-)
+from contextplane.runtime import Runtime as ContextRuntime
+from contextplane.runtime import Turn
+from contextplane.subagents import SubagentContract, build_subagent_prompt, check_contract, subagent_request
 from contextplane_langgraph.caching import place_breakpoints
 from contextplane_langgraph.frames import PROJECTION_MARKER, is_context_frame, message_text, turn_position
 
@@ -71,32 +72,54 @@ _NOT_WORKING_STATE = frozenset({"messages", PROJECTION_KEY, "jump_to", "structur
 Flag = bool | Callable[[Mapping[str, Any], Any], bool]
 
 
+#: LangChain message types as the chat roles plain messages use, so a full-text snapshot reads
+#: the same whichever surface delivered it.
+_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
+def _role(message: BaseMessage) -> str:
+    return _ROLES.get(str(message.type), str(message.type))
+
+
 class ProjectionCarrier:
-    """One turn's projection on its way from ``before_agent`` to the model calls.
+    """One turn's projection on its way from ``before_agent`` to the model calls: the
+    runtime's ``Turn``, and the ``MessageCodec`` delivery reads LangChain messages through.
 
     Its ``repr`` shows sizes and a hash, never the text, so a stream consumer that prints
     chunks (``updates``, ``values``, ``debug``, ``astream_events``) does not print memory.
     """
 
-    __slots__ = ("message", "projection", "query", "reason")
+    __slots__ = ("message", "projection", "query", "reason", "turn")
     projection: ProjectedContext
     message: HumanMessage | None
     query: str
     reason: str
+    turn: Turn
 
     def __init__(
-        self, projection: ProjectedContext, message: HumanMessage | None, query: str, reason: str
+        self,
+        projection: ProjectedContext,
+        message: HumanMessage | None,
+        query: str,
+        reason: str,
+        turn: Turn | None = None,
     ) -> None:
         self.projection = projection
         self.message = message
         self.query = query
         self.reason = reason
+        self.turn = turn if turn is not None else Turn.of(projection)
 
     def wrap(self, text: str) -> BaseMessage:
         """The projection message ``deliver`` places last: the one built for the turn."""
         if self.message is not None:
             return self.message
         return projection_message(text, self.projection.turn_index)  # not reached: deliver wraps text only
+
+    # The codec's readers are the functions themselves (delivery calls them once per message).
+    is_frame = staticmethod(is_context_frame)
+    text_of = staticmethod(message_text)
+    role_of = staticmethod(_role)
 
     @property
     def text(self) -> str:
@@ -135,15 +158,6 @@ def projection_message(text: str, turn_index: int) -> HumanMessage:
     return HumanMessage(
         content=text, additional_kwargs={PROJECTION_MARKER: True}, id=f"contextplane-projection-{turn_index}"
     )
-
-
-#: LangChain message types as the chat roles plain messages use, so a full-text snapshot reads
-#: the same whichever surface delivered it.
-_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
-
-
-def _role(message: BaseMessage) -> str:
-    return _ROLES.get(str(message.type), str(message.type))
 
 
 def without_projection(chunk: Any) -> Any:
@@ -215,6 +229,14 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
         self.knowledge_store = knowledge_store
         self.skills_index = skills_index
         self.backend = backend
+        #: The wiring every turn of this middleware shares (store and backend resolved once).
+        self.runtime = ContextRuntime(
+            host=self.host,
+            config=self.config,
+            backend=backend,
+            knowledge_store=knowledge_store,
+            skills_index=skills_index,
+        )
         if stable_prefix is True:
             stable_prefix = build_stable_prefix(
                 self.host, BuildContext(config=self.config, tools=tuple(tools))
@@ -264,50 +286,52 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
         session the thread, the flags from ``incognito`` / ``goal_turn`` (or the run's context)."""
         messages: list[BaseMessage] = list(state.get("messages") or ())
         turn_index, _calls, query = turn_position(messages)
-        return ProjectionRequest(
-            query=query,
-            config=self.config,
-            knowledge_store=self.knowledge_store,
-            skills_index=self.skills_index,
+        return self.runtime.request(
+            query,
             state=self._state_for_sections(state, runtime),
             session_id=self._session(runtime),
             turn_index=turn_index,
-            project=self.project if self.project is not None else self.config.context.project,
+            project=self.project,
             surface=Surface.NATIVE,
             incognito=_flag(self.incognito, "incognito", state, runtime),
             goal_turn=_flag(self.goal_turn, "goal_turn", state, runtime),
             budget_tokens=self.budget_tokens,
             context_window=self.context_window,
             record=True,
-            backend=self.backend,
             extra={"reason": reason},
         )
+
+    def _subagent_request(self, request: ProjectionRequest) -> ProjectionRequest | None:
+        """The subagent's request, or None when its contract asks for no projection (the
+        default): nothing is then composed or recorded."""
+        contract = self.subagent
+        if contract is None:
+            return request
+        if not contract.projects:
+            return None
+        names = [r.section.name for r in self.host.context_sections()]
+        check_contract(contract, names, source=request.config.source)
+        return subagent_request(contract, request)
 
     def compose(self, state: Mapping[str, Any], runtime: Any, *, reason: str) -> ProjectionCarrier:
         """Compose this turn's projection from the agent state. The records observer writes
         its injection-log row and trajectory entry (never for incognito)."""
         request = self.projection_request(state, runtime, reason=reason)
-        if self.subagent is not None:
-            projection = compose_subagent_context(self.subagent, request, host=self.host)
-        else:
-            projection = compose(request, host=self.host)
-        return self._carrier(request, projection, reason)
+        wanted = self._subagent_request(request)
+        turn = self.runtime.compose(wanted) if wanted is not None else None
+        return self._carrier(request, turn, reason)
 
     async def acompose(self, state: Mapping[str, Any], runtime: Any, *, reason: str) -> ProjectionCarrier:
-        """``compose`` on the async path (``contextplane.aprojection``): the same projection,
-        with the event loop free while sections read and the records are written."""
+        """``compose`` on the async path (``Runtime.acompose``): the same projection, with the
+        event loop free while sections read and the records are written."""
         request = self.projection_request(state, runtime, reason=reason)
-        if self.subagent is not None:
-            projection = await acompose_subagent_context(self.subagent, request, host=self.host)
-        else:
-            projection = await acompose(request, host=self.host)
-        return self._carrier(request, projection, reason)
+        wanted = self._subagent_request(request)
+        turn = await self.runtime.acompose(wanted) if wanted is not None else None
+        return self._carrier(request, turn, reason)
 
     @staticmethod
-    def _carrier(
-        request: ProjectionRequest, projection: ProjectedContext | None, reason: str
-    ) -> ProjectionCarrier:
-        if projection is None:
+    def _carrier(request: ProjectionRequest, turn: Turn | None, reason: str) -> ProjectionCarrier:
+        if turn is None:
             # The default subagent contract: nothing is projected, composed or recorded. The
             # empty projection carries no request, so delivery notifies no observer either.
             projection = ProjectedContext(
@@ -323,8 +347,10 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
                 goal_turn=request.goal_turn,
                 surface=Surface.SUBAGENT,
             )
+            turn = Turn(projection, TurnState(None))
+        projection = turn.projection
         message = projection_message(projection.text, projection.turn_index) if projection.text else None
-        return ProjectionCarrier(projection, message, request.query, reason)
+        return ProjectionCarrier(projection, message, request.query, reason, turn)
 
     def before_agent(self, state: ContextPlaneState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         return {PROJECTION_KEY: self.compose(state, runtime, reason="turn")}
@@ -352,17 +378,7 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
             # Only reachable if the graph skipped both hooks (e.g. a hand-built graph).
             carrier = self.compose(request.state, request.runtime, reason="model_call")
         system, prefix, history, call_index = self._call_of(request)
-        delivered = deliver(
-            carrier.projection,
-            history,
-            prefix=prefix,
-            call_index=call_index,
-            wrap=carrier.wrap,
-            is_frame=is_context_frame,
-            text_of=message_text,
-            role_of=_role,
-            host=self.host,
-        )
+        delivered = self.runtime.deliver(carrier.turn, history, carrier, call_index=call_index, prefix=prefix)
         return self._override(request, carrier, system, delivered.messages)
 
     async def _aprepare(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
@@ -370,16 +386,8 @@ class ContextPlaneMiddleware(AgentMiddleware[ContextPlaneState, Any]):
         if not isinstance(carrier, ProjectionCarrier):
             carrier = await self.acompose(request.state, request.runtime, reason="model_call")
         system, prefix, history, call_index = self._call_of(request)
-        delivered = await adeliver(
-            carrier.projection,
-            history,
-            prefix=prefix,
-            call_index=call_index,
-            wrap=carrier.wrap,
-            is_frame=is_context_frame,
-            text_of=message_text,
-            role_of=_role,
-            host=self.host,
+        delivered = await self.runtime.adeliver(
+            carrier.turn, history, carrier, call_index=call_index, prefix=prefix
         )
         return self._override(request, carrier, system, delivered.messages)
 

@@ -9,7 +9,8 @@ in the store (apsw, sqlite-vec), cattrs and the plugin host, a quarter of a seco
 ``__all__`` keeps every name it ever exported (third parties import them), grouped by who
 needs them (CONTRIBUTING.md, "The three faces"):
 
-* a runtime author, who wires contextplane into an agent's loop: ``load_config``, ``Config``,
+* a runtime author, who wires contextplane into an agent's loop: ``open_runtime``,
+  ``Runtime``, ``Turn``, ``MessageCodec``, ``load_config``, ``Config``,
   ``get_host``, ``PluginHost``, ``open_backend``, ``build_stable_prefix``, ``StablePrefix``,
   ``PrefixSection``, ``BuildContext``, ``compose_projected_context``,
   ``acompose_projected_context``, ``compose``, ``acompose``, ``ProjectionRequest``,
@@ -64,6 +65,7 @@ if TYPE_CHECKING:  # what mypy and IDEs see; at run time __getattr__ loads each 
     )
     from contextplane.records import Backend, InjectionLog, SessionSummaries, SnapshotStore
     from contextplane.request import BuildContext, ProjectionRequest, Surface
+    from contextplane.runtime import MessageCodec, Runtime, Turn, open_runtime
     from contextplane.sections import ContextSection, Draft, Envelope, PromptSection, Row, Shed
     from contextplane.store.protocol import AsyncKnowledgeStore, KnowledgeStore, SearchHit
 
@@ -87,6 +89,7 @@ _WHERE: dict[str, str] = {
     "InjectionRecord": "contextplane.projection",
     "KnowledgeStore": "contextplane.store.protocol",
     "MemoryChunk": "contextplane.memory.model",
+    "MessageCodec": "contextplane.runtime",
     "ModelCall": "contextplane.delivery",
     "PluginHost": "contextplane.plugins",
     "PluginLoadError": "contextplane.errors",
@@ -96,6 +99,7 @@ _WHERE: dict[str, str] = {
     "ProjectionRequest": "contextplane.request",
     "PromptSection": "contextplane.sections",
     "Row": "contextplane.sections",
+    "Runtime": "contextplane.runtime",
     "SearchHit": "contextplane.store.protocol",
     "SectionError": "contextplane.errors",
     "SectionOrderError": "contextplane.errors",
@@ -106,6 +110,7 @@ _WHERE: dict[str, str] = {
     "StablePrefix": "contextplane.authority",
     "StoreError": "contextplane.errors",
     "Surface": "contextplane.request",
+    "Turn": "contextplane.runtime",
     "ValidationError": "contextplane.errors",
     "acompose": "contextplane.aprojection",
     "acompose_projected_context": "contextplane.aprojection",
@@ -117,6 +122,7 @@ _WHERE: dict[str, str] = {
     "get_host": "contextplane.plugins",
     "hookimpl": "contextplane.hookspecs",
     "load_config": "contextplane.config",
+    "open_runtime": "contextplane.runtime",
     "open_backend": "contextplane.backends",
     "plugin_host_with": "contextplane.plugins",
     "warn_once": "contextplane.notices",
@@ -141,6 +147,7 @@ __all__ = [
     "InjectionRecord",
     "KnowledgeStore",
     "MemoryChunk",
+    "MessageCodec",
     "ModelCall",
     "PluginHost",
     "PluginLoadError",
@@ -150,6 +157,7 @@ __all__ = [
     "ProjectionRequest",
     "PromptSection",
     "Row",
+    "Runtime",
     "SearchHit",
     "SectionError",
     "SectionOrderError",
@@ -160,6 +168,7 @@ __all__ = [
     "StablePrefix",
     "StoreError",
     "Surface",
+    "Turn",
     "ValidationError",
     "acompose",
     "acompose_projected_context",
@@ -172,6 +181,7 @@ __all__ = [
     "hookimpl",
     "load_config",
     "open_backend",
+    "open_runtime",
     "plugin_host_with",
     "warn_once",
 ]

@@ -65,6 +65,7 @@ from contextplane.aio import abandon, over_limit, overran, run_to_completion
 from contextplane.config import Config
 from contextplane.fitting import SectionPlan
 from contextplane.handoff import hand_off, settled_within
+from contextplane.observability.turn import TurnState
 from contextplane.plugins import PluginHost, Registered
 from contextplane.projection import (
     Drafting,
@@ -349,6 +350,7 @@ class _OneHop:
         strict: bool,
         drafting: Drafting,
         timeout_s: float | None,
+        turn: TurnState | None = None,
     ) -> None:
         self.request, self.host, self.strict, self.drafting, self.timeout_s = (
             request,
@@ -357,6 +359,7 @@ class _OneHop:
             drafting,
             timeout_s,
         )
+        self.turn = turn
         self.lock = threading.Lock()
         self.pending = collections.deque(reg for reg, why in drafting if why is None)
         self.outcomes: dict[int, Outcome] = {}
@@ -414,7 +417,7 @@ class _OneHop:
                 raise
             return None
         manager.__exit__(None, None, None)
-        projection = assemble(request, plans, skipped, self.host, position)
+        projection = assemble(request, plans, skipped, self.host, position, self.turn)
         if projection.injection is not None:
             self.host.notify_projection(projection, request)
         return projection
@@ -475,7 +478,7 @@ class _OneHop:
         try:
             outcomes.update(await _drafts(rest, self.seen, self.timeout_s))
             plans, skipped = _planned(self.drafting, outcomes, row_limit(request.config), self.strict)
-            projection = assemble(request, plans, skipped, host, self.position)
+            projection = assemble(request, plans, skipped, host, self.position, self.turn)
         except BaseException as exc:
             await asyncio.shield(asyncio.to_thread(manager.__exit__, type(exc), exc, exc.__traceback__))
             raise
@@ -494,16 +497,23 @@ async def acompose(
 ) -> ProjectedContext:
     """``projection.compose`` without blocking the event loop: the same projection for the same
     request, with the turn's providers drafting concurrently (see the module docstring)."""
-    request, host, strict, drafting, timeout_s = prepare(request, host, strict)
+    return await acompose_turn(request, host, strict, None)
+
+
+async def acompose_turn(
+    request: ProjectionRequest, host: PluginHost | None, strict: bool | None, turn: TurnState | None
+) -> ProjectedContext:
+    """``acompose`` for a ``Runtime`` (see ``projection.compose_turn``)."""
+    request, host, strict, drafting, timeout_s = prepare(request, host, strict, wired=turn is not None)
     store = request.knowledge_store if needs_memory(drafting) else None
     if _one_hop(store, drafting):
-        return await _OneHop(request, host, strict, drafting, timeout_s).compose()
+        return await _OneHop(request, host, strict, drafting, timeout_s, turn).compose()
     recording = request.record and not request.incognito
     async with aconsistent_view(store, locate=recording) as (view, position):
         seen = request if view is None or view is request.knowledge_store else request.with_store(view)
         outcomes = await _drafts(drafting, seen, timeout_s)
         plans, skipped = _planned(drafting, outcomes, row_limit(request.config), strict)
-        projection = assemble(request, plans, skipped, host, position)
+        projection = assemble(request, plans, skipped, host, position, turn)
     if projection.injection is not None:  # told once the view is closed
         await host.anotify_projection(projection, request)
     return projection

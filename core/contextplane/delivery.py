@@ -8,14 +8,15 @@ observer what the model is about to see (the prompt snapshot, D5). Nothing here 
 projection: it exists for this request only.
 
 Messages are the adapter's own type (LangChain messages, plain dicts); the adapter passes the
-few functions that know that type.
+one object that knows that type, a ``MessageCodec`` (``PLAIN`` for plain dict messages), or,
+through ``deliver``'s older signature, its four functions.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, Protocol
 
 from contextplane.plugins import PluginHost, get_host
 from contextplane.types import Delivered as Delivered
@@ -63,6 +64,58 @@ def plain_projection_message(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text, "metadata": {"contextplane_projection": True}}
 
 
+class MessageCodec(Protocol[M]):
+    """What delivery needs to know of an adapter's message type, in one object: the only call
+    delivery makes back up into an adapter. Frame detection is by marker, never by content."""
+
+    def is_frame(self, message: M) -> bool:
+        """True for a context frame a checkpoint may still hold (stripped, never sent)."""
+        ...
+
+    def text_of(self, message: M) -> str:
+        """The message's text (what a full-text snapshot and the history size count)."""
+        ...
+
+    def role_of(self, message: M) -> str:
+        """The message's chat role (``user``, ``assistant``, ...), for a full-text snapshot."""
+        ...
+
+    def wrap(self, text: str) -> M:
+        """The projection text as a message, marked so a later turn strips it."""
+        ...
+
+
+class PlainCodec:
+    """The codec of plain messages: ``{"role", "content"}`` mappings (or objects with a
+    ``content``), frames marked by one of ``PLAIN_FRAME_KEYS``. (The functions themselves, as
+    static methods: delivery calls them once per message, so no call in between.)"""
+
+    is_frame = staticmethod(plain_is_frame)
+    text_of = staticmethod(plain_text)
+    role_of = staticmethod(plain_role)
+    wrap = staticmethod(plain_projection_message)
+
+
+#: The plain-message codec (the external assembler's, and the default).
+PLAIN: MessageCodec[Any] = PlainCodec()
+
+
+class Callables(Generic[M]):
+    """The four functions ``deliver`` took before ``MessageCodec``, as one codec (held as they
+    are, so a call through the codec is a call of the function)."""
+
+    __slots__ = ("is_frame", "role_of", "text_of", "wrap")
+
+    def __init__(
+        self,
+        wrap: Callable[[str], M],
+        is_frame: Callable[[M], bool],
+        text_of: Callable[[M], str],
+        role_of: Callable[[M], str],
+    ) -> None:
+        self.wrap, self.is_frame, self.text_of, self.role_of = wrap, is_frame, text_of, role_of
+
+
 def frame_of(message: Any, text_of: Callable[[Any], str] = plain_text) -> StrippedFrame:
     """(message id, chars, sha256) of a stripped frame: what a snapshot keeps instead of its text."""
     text = text_of(message)
@@ -89,7 +142,8 @@ def deliver(
     ``wrap`` turns the projection text into the adapter's message type (called only when
     there is text). Observers are told only when the projection was composed to be recorded
     (``request.record``); incognito calls are told too, flagged, and record no text."""
-    delivered = _placed(projection, history, prefix, call_index, wrap, is_frame, text_of, role_of)
+    codec = Callables(wrap, is_frame, text_of, role_of)
+    delivered = placed(projection, history, prefix, call_index, codec)
     request = projection.request
     if request is not None and request.record:
         (host if host is not None else get_host()).notify_model_call(delivered.call, request)
@@ -113,7 +167,8 @@ async def adeliver(
     async snapshot store, or writes an embedded one in a worker thread; other observers run in
     a worker thread), awaited, so the loop never waits on a record and the snapshot is written
     before the model is called."""
-    delivered = _placed(projection, history, prefix, call_index, wrap, is_frame, text_of, role_of)
+    codec = Callables(wrap, is_frame, text_of, role_of)
+    delivered = placed(projection, history, prefix, call_index, codec)
     request = projection.request
     if request is not None and request.record:
         chosen = host if host is not None else get_host()
@@ -121,22 +176,21 @@ async def adeliver(
     return delivered
 
 
-def _placed(
+def placed(
     projection: ProjectedContext,
     history: Sequence[M],
     prefix: StablePrefix | str | None,
     call_index: int,
-    wrap: Callable[[str], M],
-    is_frame: Callable[[M], bool],
-    text_of: Callable[[M], str],
-    role_of: Callable[[M], str],
+    codec: MessageCodec[M],
 ) -> Delivered[M]:
-    """The messages of one model call and what observers are told about it (both deliveries)."""
+    """The messages of one model call and what observers are told about it (every delivery:
+    ``deliver``, ``adeliver``, ``Runtime.deliver``). Notifies no one."""
+    is_frame, text_of, role_of = codec.is_frame, codec.text_of, codec.role_of
     kept: list[M] = []
     stripped: list[M] = []
     for message in history:
         (stripped if is_frame(message) else kept).append(message)
-    messages = [*kept, wrap(projection.text)] if projection.text else list(kept)
+    messages = [*kept, codec.wrap(projection.text)] if projection.text else list(kept)
     system_text = prefix.text if isinstance(prefix, StablePrefix) else prefix
 
     def full_text() -> str:

@@ -31,6 +31,7 @@ from contextplane.config import Config
 from contextplane.errors import SectionError, ValidationError
 from contextplane.fitting import Layout, SectionPlan, fit, overflow_key
 from contextplane.notices import BudgetWarning, log_failure, log_once, warn_once
+from contextplane.observability.turn import TurnState, attach
 from contextplane.plugins import PluginHost, Registered, get_host
 from contextplane.records.backend import is_backend
 from contextplane.request import FrozenDict, ProjectionRequest, Surface
@@ -200,18 +201,21 @@ Skipped = tuple[Registered[ContextSection], str | None, str | None]
 
 
 def prepare(
-    request: ProjectionRequest, host: PluginHost | None, strict: bool | None
+    request: ProjectionRequest, host: PluginHost | None, strict: bool | None, *, wired: bool = False
 ) -> tuple[ProjectionRequest, PluginHost, bool, Drafting, float | None]:
     """What both compositions (this one and ``aprojection.acompose``) settle before any section
     drafts: the checked request, the host, strict mode, every section in draft order with why
-    it is suppressed (None: draft it), and the provider time limit in seconds."""
+    it is suppressed (None: draft it), and the provider time limit in seconds. ``wired``: the
+    request comes from a ``Runtime``, which resolved its store, backend and project once, so
+    they are not looked up again here."""
     if not isinstance(request, ProjectionRequest):
         raise ValidationError(f"compose takes a ProjectionRequest, got {type(request).__name__}")
     if not isinstance(request.query, str):
         raise ValidationError(f"query must be str, got {type(request.query).__name__}")
     host = host if host is not None else get_host()
     strict = host.strict if strict is None else strict
-    request = _resolve(request)
+    if not wired:
+        request = _resolve(request)
     cfg = request.config
     # Drafted in priority order (then name), whatever order plugins registered in: a section
     # that acts on what an earlier one saw can rely on the order the sections declare.
@@ -312,7 +316,16 @@ def compose(
     ``request.record`` false composes without notifying observers (previews); incognito
     projections are never handed to ``observe_projection``. ``contextplane.aprojection.acompose``
     is the same composition for an event loop, and returns the same projection."""
-    request, host, strict, drafting, timeout_s = prepare(request, host, strict)
+    return compose_turn(request, host, strict, None)
+
+
+def compose_turn(
+    request: ProjectionRequest, host: PluginHost | None, strict: bool | None, turn: TurnState | None
+) -> ProjectedContext:
+    """``compose`` for a ``Runtime``: ``turn`` (the runtime's backend and recorders) is attached
+    to the projection before observers are told, and the request is taken as wired (its store
+    and backend resolved once, by the runtime). ``turn=None`` is ``compose``."""
+    request, host, strict, drafting, timeout_s = prepare(request, host, strict, wired=turn is not None)
     limit = row_limit(request.config)
     to_draft, suppressed, memory = split(drafting)
 
@@ -344,7 +357,7 @@ def compose(
                 continue
             plans.append(plan)
 
-    projection = assemble(request, plans, skipped, host, position)
+    projection = assemble(request, plans, skipped, host, position, turn)
     if projection.injection is not None:
         host.notify_projection(projection, request)
     return projection
@@ -356,6 +369,7 @@ def assemble(
     skipped: Sequence[Skipped],
     host: PluginHost,
     position: Any = None,
+    turn: TurnState | None = None,
 ) -> ProjectedContext:
     """Everything after drafting, shared by both compositions so their output is the same by
     construction: the budget (D6) and its shedding, the overflow warning, the rendering, the
@@ -428,6 +442,8 @@ def assemble(
     if steps:
         object.__delattr__(projection, "overflow")
         object.__setattr__(projection, "_steps", steps)
+    if turn is not None:
+        attach(projection, turn)
     return projection
 
 

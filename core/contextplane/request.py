@@ -153,6 +153,10 @@ class ProjectionRequest:
     with a point-in-time view of the store (``KnowledgeStore.consistent_read``), so every
     section of one projection sees the same committed state. ``backend`` is where the records
     of the turn go (injection log, session summaries, snapshots); ``None`` records nothing.
+    Both are wiring, not turn data: a ``contextplane.runtime.Runtime`` resolves them once and
+    passes them here (``Runtime.request``), because sections read them from the request. An
+    adapter should not set them itself; it passes them to ``open_runtime`` (a request built
+    by hand with its own store and no backend still has its backend resolved per composition).
 
     ``namespaces`` is the scope allow-list for memory reads: global (``""``) plus the turn's
     project and session scopes. Providers must never read outside it.

@@ -211,11 +211,15 @@ class _Deferred:
     The builder only reads the fitted plans, so a read from another thread gets equal reports.
     """
 
-    __slots__ = ("_reports", "_steps")
+    __slots__ = ("_reports", "_steps", "_turn")
 
     _reports: Callable[[], tuple[SectionReport, ...]] | None
     #: The shedding steps as ``fitting.fit`` recorded them, until ``overflow`` is first read.
     _steps: Sequence[Step] | None
+    #: What the record pipeline carries from composition to the turn's model calls
+    #: (``contextplane.observability.turn.TurnState``): set by the runtime or the records
+    #: observer, read through ``turn.state_of``. Not a field: never compared, copied or pickled.
+    _turn: object
 
 
 @attrs.frozen

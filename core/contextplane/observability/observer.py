@@ -34,6 +34,7 @@ from contextplane.hookspecs import hookimpl
 from contextplane.notices import log_once
 from contextplane.observability.redaction import Redactor
 from contextplane.observability.snapshots import PromptRecorder, TurnRecord
+from contextplane.observability.turn import Policy, TurnState, ensure, state_of
 from contextplane.observability.turn_inputs import turn_inputs
 from contextplane.records import aio as records_aio
 from contextplane.records.backend import Backend
@@ -45,16 +46,12 @@ from contextplane.types import ModelCall, ProjectedContext
 PLUGIN_NAME = "contextplane.records"
 log = logging.getLogger("contextplane.records")
 
-#: What decides how a turn is recorded: full text, trajectory, redaction, the text bound.
-Policy = tuple[bool, bool, tuple[str, ...], bool, int]
-
 _lock = threading.Lock()
 #: One recorder per backend (it caches prefix hashes and per-session trajectory refs); weak, so
-#: a closed and dropped backend takes its recorder with it.
+#: a closed and dropped backend takes its recorder with it. Only for turns composed outside a
+#: runtime: a ``Runtime`` keeps the recorders of its backend itself (``TurnState.recorders``).
 _recorders: weakref.WeakKeyDictionary[Any, dict[Policy, PromptRecorder]] = weakref.WeakKeyDictionary()
 _recorders_by_id: dict[int, tuple[Any, dict[Policy, PromptRecorder]]] = {}
-#: The turn record of each live projection, dropped when the projection is collected.
-_turns: dict[int, TurnRecord] = {}
 
 
 def _policy(request: ProjectionRequest) -> Policy:
@@ -69,38 +66,57 @@ def _policy(request: ProjectionRequest) -> Policy:
     )
 
 
-def recorder_for(backend: Backend, request: ProjectionRequest) -> PromptRecorder:
+def recorder_for(
+    backend: Backend, request: ProjectionRequest, state: TurnState | None = None
+) -> PromptRecorder:
     """The recorder writing to ``backend`` under the request's recording policy (made on first
-    use; a request with another policy, e.g. full-text capture on, gets its own)."""
+    use; a request with another policy, e.g. full-text capture on, gets its own): the runtime's
+    (``state.recorders``) for a turn a runtime composed, else the process-wide one."""
     policy = _policy(request)
     with _lock:
-        try:
-            by_policy = _recorders.get(backend)
-            if by_policy is None:
-                by_policy = _recorders[backend] = {}
-        except TypeError:  # not weak-referenceable: keep it for the life of the process
-            pair = _recorders_by_id.get(id(backend))
-            if pair is None or pair[0] is not backend:
-                pair = _recorders_by_id[id(backend)] = (backend, {})
-            by_policy = pair[1]
+        by_policy = state.recorders if state is not None and state.recorders is not None else None
+        if by_policy is None:
+            by_policy = _process_recorders(backend)
         found = by_policy.get(policy)
         if found is not None:
             return found
-        capture, trajectory, patterns, defaults, max_bytes = policy
-        recorder = PromptRecorder(
-            backend.snapshots,
-            backend.trajectory if trajectory else None,
-            capture_full_text=capture,
-            redactor=Redactor.from_patterns(list(patterns), defaults=defaults),
-            full_text_max_bytes=max_bytes,
-        )
-        by_policy[policy] = recorder
+        recorder = by_policy[policy] = new_recorder(backend, policy)
         return recorder
 
 
-def _backend(request: ProjectionRequest) -> Backend | None:
-    backend: Backend | None = request.backend
-    if backend is None:
+def _process_recorders(backend: Backend) -> dict[Policy, PromptRecorder]:
+    try:
+        by_policy = _recorders.get(backend)
+        if by_policy is None:
+            by_policy = _recorders[backend] = {}
+    except TypeError:  # not weak-referenceable: keep it for the life of the process
+        pair = _recorders_by_id.get(id(backend))
+        if pair is None or pair[0] is not backend:
+            pair = _recorders_by_id[id(backend)] = (backend, {})
+        by_policy = pair[1]
+    return by_policy
+
+
+def new_recorder(backend: Backend, policy: Policy) -> PromptRecorder:
+    """A recorder writing to ``backend`` under ``policy``."""
+    capture, trajectory, patterns, defaults, max_bytes = policy
+    return PromptRecorder(
+        backend.snapshots,
+        backend.trajectory if trajectory else None,
+        capture_full_text=capture,
+        redactor=Redactor.from_patterns(list(patterns), defaults=defaults),
+        full_text_max_bytes=max_bytes,
+    )
+
+
+def _state(projection: ProjectedContext, request: ProjectionRequest) -> TurnState | None:
+    """The turn's record state: the one its runtime attached, else one recording to the
+    request's backend (attached now, for the turn's later calls); None when the turn has no
+    backend (said once)."""
+    state = state_of(projection)
+    if state is None:
+        state = ensure(projection, request.backend)
+    if state.backend is None:
         log_once(
             log,
             ("no-backend", type(request.knowledge_store)),
@@ -110,31 +126,19 @@ def _backend(request: ProjectionRequest) -> Backend | None:
             request.session_id,
             type(request.knowledge_store).__name__,
         )
-    return backend
-
-
-def _remember(projection: ProjectedContext, turn: TurnRecord) -> None:
-    key = id(projection)
-    with _lock:
-        _turns[key] = turn
-    weakref.finalize(projection, _forget, key)
-
-
-def _forget(key: int) -> None:
-    with _lock:
-        _turns.pop(key, None)
+        return None
+    return state
 
 
 def _turn_of(
-    projection: ProjectedContext, recorder: PromptRecorder, request: ProjectionRequest
+    projection: ProjectedContext, state: TurnState, recorder: PromptRecorder, request: ProjectionRequest
 ) -> TurnRecord:
-    with _lock:
-        turn = _turns.get(id(projection))
+    """The turn's record, kept on the turn (its ``TurnState``) for its model calls."""
+    turn = state.record
     if turn is None:  # an incognito turn (never observed at composition), or a record turned on late
-        turn = recorder.begin_turn(
+        turn = state.record = recorder.begin_turn(
             projection, query=request.query, reason=str(request.extra.get("reason", "turn"))
         )
-        _remember(projection, turn)
     return turn
 
 
@@ -167,22 +171,25 @@ def _reporting(projection: ProjectedContext, what: str) -> Iterator[None]:
 @hookimpl
 def observe_projection(projection: ProjectedContext, request: ProjectionRequest) -> None:
     """The injection-log row and the turn's trajectory entry."""
-    backend = _backend(request)
-    if backend is None or projection.injection is None or projection.incognito:
+    if projection.injection is None or projection.incognito:
+        return
+    state = _state(projection, request)
+    if state is None:
         return
     with _reporting(projection, "storing the turn's injection-log row and inputs"):
-        _observe_projection(backend, projection, request)
+        _observe_projection(state, projection, request)
 
 
-def _observe_projection(backend: Backend, projection: ProjectedContext, request: ProjectionRequest) -> None:
+def _observe_projection(state: TurnState, projection: ProjectedContext, request: ProjectionRequest) -> None:
+    backend = state.backend
+    assert backend is not None  # ``_state`` answers None for a turn with no backend
     backend.injections.record(_injection_row(projection))
     if request.config.observability.snapshots:
-        recorder = recorder_for(backend, request)
+        recorder = recorder_for(backend, request, state)
         reason = str(request.extra.get("reason", "turn"))
-        turn = recorder.begin_turn(projection, query=request.query, reason=reason)
-        _remember(projection, turn)
+        turn = state.record = recorder.begin_turn(projection, query=request.query, reason=reason)
         if request.config.observability.turn_inputs:
-            _record_inputs(backend, projection, request, turn)
+            _record_inputs(state, backend, projection, request, turn)
 
 
 def _injection_row(projection: ProjectedContext) -> InjectionRow:
@@ -201,7 +208,11 @@ def _injection_row(projection: ProjectedContext) -> InjectionRow:
 
 
 def _inputs_of(
-    backend: Backend, projection: ProjectedContext, request: ProjectionRequest, turn: TurnRecord
+    state: TurnState,
+    backend: Backend,
+    projection: ProjectedContext,
+    request: ProjectionRequest,
+    turn: TurnRecord,
 ) -> TurnInputs | None:
     """The turn's inputs, or None (said once) when the backend's snapshot store keeps none."""
     store = backend.snapshots
@@ -220,13 +231,18 @@ def _inputs_of(
         request,
         trajectory_ref=turn.trajectory_ref,
         projection_sha256=turn.projection_sha256,
+        config=state.config_json(request.config),
     )
 
 
 def _record_inputs(
-    backend: Backend, projection: ProjectedContext, request: ProjectionRequest, turn: TurnRecord
+    state: TurnState,
+    backend: Backend,
+    projection: ProjectedContext,
+    request: ProjectionRequest,
+    turn: TurnRecord,
 ) -> None:
-    inputs = _inputs_of(backend, projection, request, turn)
+    inputs = _inputs_of(state, backend, projection, request, turn)
     if inputs is not None:  # not None only when the snapshot store is a TurnInputStore
         cast(TurnInputStore, backend.snapshots).put_inputs(inputs)
 
@@ -236,18 +252,20 @@ def observe_model_call(call: ModelCall, request: ProjectionRequest) -> None:
     """One prompt snapshot for the call (references and sizes only when incognito)."""
     if not request.config.observability.snapshots:
         return
-    backend = _backend(request)
-    if backend is None:
+    projection = call.projection
+    state = _state(projection, request)
+    if state is None:
         return
-    projection = call.projection
     with _reporting(projection, f"storing the prompt snapshot of model call {call.call_index}"):
-        _observe_model_call(backend, call, request)
+        _observe_model_call(state, call, request)
 
 
-def _observe_model_call(backend: Backend, call: ModelCall, request: ProjectionRequest) -> None:
-    recorder = recorder_for(backend, request)
+def _observe_model_call(state: TurnState, call: ModelCall, request: ProjectionRequest) -> None:
     projection = call.projection
-    turn = _turn_of(projection, recorder, request)
+    backend = state.backend
+    assert backend is not None  # ``_state`` answers None for a turn with no backend
+    recorder = recorder_for(backend, request, state)
+    turn = _turn_of(projection, state, recorder, request)
     incognito = projection.incognito
     prefix = recorder.register_prefix(call.prefix, session_id=projection.session_id, incognito=incognito)
     recorder.capture(
@@ -280,28 +298,35 @@ def _in_threads(backend: Backend, request: ProjectionRequest, *parts: str) -> bo
 
 async def aobserve_projection(projection: ProjectedContext, request: ProjectionRequest) -> None:
     """``observe_projection`` for an event loop: the same rows, never blocking the loop."""
-    backend = _backend(request)
-    if backend is None or projection.injection is None or projection.incognito:
+    if projection.injection is None or projection.incognito:
         return
+    state = _state(projection, request)
+    if state is None or state.backend is None:
+        return
+    backend = state.backend
     snapshots = request.config.observability.snapshots
     if _in_threads(backend, request, "injections", *(("snapshots",) if snapshots else ())):
         await asyncio.to_thread(observe_projection, projection, request)
         return
     with _reporting(projection, "storing the turn's injection-log row and inputs"):
-        await _aobserve_projection(backend, projection, request, snapshots)
+        await _aobserve_projection(state, backend, projection, request, snapshots)
 
 
 async def _aobserve_projection(
-    backend: Backend, projection: ProjectedContext, request: ProjectionRequest, snapshots: bool
+    state: TurnState,
+    backend: Backend,
+    projection: ProjectedContext,
+    request: ProjectionRequest,
+    snapshots: bool,
 ) -> None:
     await records_aio.arecord(backend.injections, _injection_row(projection))
     if snapshots:
-        recorder = recorder_for(backend, request)
+        recorder = recorder_for(backend, request, state)
         reason = str(request.extra.get("reason", "turn"))
-        turn = recorder.begin_turn(projection, query=request.query, reason=reason)  # no trajectory: no I/O
-        _remember(projection, turn)
+        # no trajectory here (it would be written in a thread, above): no I/O
+        turn = state.record = recorder.begin_turn(projection, query=request.query, reason=reason)
         if request.config.observability.turn_inputs:
-            inputs = _inputs_of(backend, projection, request, turn)
+            inputs = _inputs_of(state, backend, projection, request, turn)
             if inputs is not None:
                 await records_aio.aput_inputs(backend.snapshots, inputs)
 
@@ -310,20 +335,22 @@ async def aobserve_model_call(call: ModelCall, request: ProjectionRequest) -> No
     """``observe_model_call`` for an event loop: the same snapshot, never blocking the loop."""
     if not request.config.observability.snapshots:
         return
-    backend = _backend(request)
-    if backend is None:
+    state = _state(call.projection, request)
+    if state is None or state.backend is None:
         return
-    if _in_threads(backend, request, "snapshots"):
+    if _in_threads(state.backend, request, "snapshots"):
         await asyncio.to_thread(observe_model_call, call, request)
         return
     with _reporting(call.projection, f"storing the prompt snapshot of model call {call.call_index}"):
-        await _aobserve_model_call(backend, call, request)
+        await _aobserve_model_call(state, state.backend, call, request)
 
 
-async def _aobserve_model_call(backend: Backend, call: ModelCall, request: ProjectionRequest) -> None:
-    recorder = recorder_for(backend, request)
+async def _aobserve_model_call(
+    state: TurnState, backend: Backend, call: ModelCall, request: ProjectionRequest
+) -> None:
     projection = call.projection
-    turn = _turn_of(projection, recorder, request)
+    recorder = recorder_for(backend, request, state)
+    turn = _turn_of(projection, state, recorder, request)
     incognito = projection.incognito
     prefix = await recorder.aregister_prefix(
         call.prefix, session_id=projection.session_id, incognito=incognito

@@ -40,18 +40,24 @@ def _dumps(value: Any) -> str:
 
 
 def config_json(config: Config) -> tuple[str, str]:
-    """(JSON, sha256) of the configuration; cached per configuration object (they are frozen)."""
+    """(JSON, sha256) of the configuration; cached per configuration object (they are frozen).
+    A ``Runtime`` dumps its configuration once itself (``dump_config``) and hands it down."""
     with _config_lock:
         hit = _config_cache.get(id(config))
         if hit is not None and hit[0] is config:
             return hit[1], hit[2]
-    text = _dumps(config_data(config))
-    sha = hashlib.sha256(text.encode()).hexdigest()
+    text, sha = dump_config(config)
     with _config_lock:
         if len(_config_cache) > 32:
             _config_cache.clear()
         _config_cache[id(config)] = (config, text, sha)
     return text, sha
+
+
+def dump_config(config: Config) -> tuple[str, str]:
+    """(JSON, sha256) of the configuration, uncached."""
+    text = _dumps(config_data(config))
+    return text, hashlib.sha256(text.encode()).hexdigest()
 
 
 def _json_or_repr(value: Any) -> tuple[str, bool]:
@@ -100,11 +106,13 @@ def turn_inputs(
     *,
     trajectory_ref: str | None = None,
     projection_sha256: str | None = None,
+    config: tuple[str, str] | None = None,
 ) -> TurnInputs:
     """The record of one composed, recorded, non-incognito turn (``projection_sha256``: the
-    text's hash when the caller has it already)."""
+    text's hash when the caller has it already; ``config``: the request's configuration as
+    ``dump_config`` gives it, when the caller has it already)."""
     state, exact = _json_or_repr(request.state)
-    config_text, config_sha = config_json(request.config)
+    config_text, config_sha = config if config is not None else config_json(request.config)
     position = projection.as_of
     skills = None if request.skills_index is None else _dumps([_skill(s) for s in request.skills_index])
     return TurnInputs(

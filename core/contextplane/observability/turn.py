@@ -1,0 +1,76 @@
+"""What the record pipeline carries from a turn's composition to each of its model calls.
+
+A turn is composed once and delivered to one or more model calls; the prompt snapshot of each
+call shares what was built when the turn was composed (the ``TurnRecord``: the projection's
+hash, its section references, its trajectory entry). Before issue 25 that record was parked in
+a process-wide dict under ``id(projection)`` and fished back out at model-call time, and the
+recorder was found in another registry by backend. Now it travels with the turn: a
+``TurnState`` hangs on the projection it belongs to (a private slot of ``ProjectedContext``),
+put there by the runtime before observers are told (with the runtime's backend and recorders)
+or by the records observer on first use (a projection composed outside a runtime).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import attrs
+
+from contextplane.config import Config
+from contextplane.observability.snapshots import PromptRecorder, TurnRecord
+from contextplane.records.backend import Backend
+from contextplane.types import ProjectedContext
+
+#: What decides how a turn is recorded: full text, trajectory, redaction, the text bound.
+Policy = tuple[bool, bool, tuple[str, ...], bool, int]
+
+_lock = threading.Lock()
+
+
+@attrs.define(eq=False)
+class TurnState:
+    """One composition's record state, shared by its model calls.
+
+    ``backend`` is where the turn's records go (None: nowhere). ``recorders`` is the runtime's
+    recorders for that backend by recording policy, or None when the turn was composed outside
+    a runtime (the records observer then uses its process-wide ones). ``config`` is the
+    runtime's configuration with its JSON and hash (dumped once per runtime, for the turn
+    inputs). ``record`` is set by the records observer when it first records the turn."""
+
+    backend: Backend | None
+    recorders: dict[Policy, PromptRecorder] | None = None
+    config: tuple[Config, str, str] | None = None
+    record: TurnRecord | None = None
+
+    def config_json(self, config: Config) -> tuple[str, str] | None:
+        """The JSON and hash of ``config`` when it is the runtime's (dumped already), else None."""
+        known = self.config
+        return (known[1], known[2]) if known is not None and known[0] is config else None
+
+
+def state_of(projection: ProjectedContext) -> TurnState | None:
+    """The state attached to ``projection``, or None (a projection no runtime composed and no
+    observer recorded yet, or a copy made by ``attrs.evolve``)."""
+    try:
+        found = object.__getattribute__(projection, "_turn")
+    except AttributeError:
+        return None
+    return found if isinstance(found, TurnState) else None
+
+
+def attach(projection: ProjectedContext, state: TurnState) -> TurnState:
+    """Hang ``state`` on ``projection`` (the slot is private: only the runtime and the records
+    observer write it)."""
+    object.__setattr__(projection, "_turn", state)
+    return state
+
+
+def ensure(projection: ProjectedContext, backend: Backend | None) -> TurnState:
+    """The projection's state, attached with ``backend`` when it has none yet (two model calls
+    delivered at once get the same one)."""
+    found = state_of(projection)
+    if found is not None:
+        return found
+    with _lock:
+        found = state_of(projection)
+        return found if found is not None else attach(projection, TurnState(backend))
