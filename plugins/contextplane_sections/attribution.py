@@ -65,19 +65,20 @@ class Common:
     scope: str
 
 
-def _most(values: Iterable[str]) -> str:
+def _most(counts: Counter[str]) -> str:
     """The most frequent value; ties go to the smallest, so the heading is deterministic."""
-    counts = Counter(values)
     return min(counts, key=lambda v: (-counts[v], v)) if counts else ""
 
 
 def common_attribution(chunks: Iterable[Any]) -> Common:
-    chunks = list(chunks)
-    return Common(
-        kind=_most(c.memory_kind or "legacy" for c in chunks),
-        trust=_most(str(c.trust_label) for c in chunks),
-        scope=_most(scope_label(c.namespace) for c in chunks),
-    )
+    kinds: Counter[str] = Counter()
+    trusts: Counter[str] = Counter()
+    scopes: Counter[str] = Counter()
+    for c in chunks:  # one pass: a search's candidates are read once
+        kinds[c.memory_kind or "legacy"] += 1
+        trusts[str(c.trust_label)] += 1
+        scopes[c.namespace or "global"] += 1
+    return Common(kind=_most(kinds), trust=_most(trusts), scope=_most(scopes))
 
 
 def when(chunk: Any) -> str:

@@ -21,6 +21,7 @@ terms scores ~0.27), while the question as a whole was plainly on topic.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -41,11 +42,15 @@ PRIORITY = 50
 MIN_ROW_CHARS = 80
 #: Each row's cost beyond its text: the list marker and the line break.
 ROW_OVERHEAD = 3
-#: What a typical memory costs with its attribution: the first search asks for as many rows as
-#: the budget holds at this size, and goes 4x deeper (up to ``depth``) only while the rows it
-#: got cannot fill the budget. Why not always search ``depth`` deep: at 100k memories each row
-#: fetched and fused costs, and most turns' budgets fill from the first, shallower search.
-FIRST_ROW_CHARS = 200
+#: What a typical memory costs with its compact attribution: the first search asks for as many
+#: rows as the budget holds at this size, and searches again, as deep as the rows it got say
+#: the budget needs (up to ``depth``), only while they cannot fill it. Why not always search
+#: ``depth`` deep: at 100k memories each row fetched and fused costs, and most turns' budgets
+#: fill from the first, shallower search. 160: a conversation turn or a short fact with its
+#: ~25-char label (LoCoMo's turns cost ~173); at 200 nearly every LoCoMo turn searched twice.
+FIRST_ROW_CHARS = 160
+#: The margin on the second search's estimate (rows past the budget are never offered).
+DEEPER_MARGIN = 1.25
 
 
 def depth(request: ProjectionRequest) -> int:
@@ -211,7 +216,12 @@ def _deeper(
         used += (min(length, cut) if cut else length) + ROW_OVERHEAD
         if used > room:
             return None
-    return min(deepest, 4 * k)
+    if not laid.candidates:  # none of these could be offered: the next ones may be
+        return min(deepest, 4 * k)
+    # as deep as the rows seen say the budget needs, with a margin: rows offered per hit
+    # (some hits are always-on or under the trust floor) and chars per offered row
+    per_hit = len(hits) / len(laid.candidates) * used / len(laid.candidates)
+    return min(deepest, max(k + 1, math.ceil(room * DEEPER_MARGIN / per_hit)))
 
 
 def draft(request: ProjectionRequest) -> Draft:
