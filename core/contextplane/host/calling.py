@@ -25,7 +25,7 @@ from contextplane import authority, hookspecs
 from contextplane.config import Config
 from contextplane.embedding import CONFIGURED, Embedder
 from contextplane.errors import ConfigError, PluginLoadError, SectionError, StoreError
-from contextplane.host.tracing import _describe_exc, call_traced, tracing_enabled
+from contextplane.host.tracing import _describe_exc, call_traced, tracing_enabled, versions_of
 from contextplane.notices import log_failure, log_once
 from contextplane.records.backend import Backend, check_backend
 from contextplane.request import ProjectionRequest
@@ -69,6 +69,16 @@ class HookCalls:
         self._ordered = None
         self._versions = None
         self._embedder = None
+
+    def plugin_versions(self) -> Mapping[str, str | None]:
+        """``{plugin name: version}`` of every registered plugin (None when it came from no
+        distribution), cached until a plugin is registered or removed: what a recorded turn
+        keeps so a replay can say a plugin changed. (Here, not with the loading: a turn reads
+        it, and the cache is the calls'.)"""
+        found = self._versions
+        if found is None:
+            found = self._versions = versions_of((name for name, _ in self.pm.list_name_plugin()), self._meta)
+        return found
 
     # --- isolation ----------------------------------------------------------------------
 

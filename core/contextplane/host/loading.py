@@ -28,7 +28,7 @@ from contextplane import hookspecs
 from contextplane.config import Config, load_config
 from contextplane.errors import ConfigError
 from contextplane.host.calling import HookCalls
-from contextplane.host.tracing import PluginInfo, _core_version, _describe_exc, versions_of
+from contextplane.host.tracing import PluginInfo, _core_version, _describe_exc
 from contextplane.notices import PluginWarning, warn_once
 from contextplane.types import PluginFailure
 
@@ -226,15 +226,6 @@ class PluginHost(HookCalls):
             self.pm.unregister(name=name)
         self._meta.pop(name, None)
         self._forget()
-
-    def plugin_versions(self) -> Mapping[str, str | None]:
-        """``{plugin name: version}`` of every registered plugin (None when it came from no
-        distribution), cached until a plugin is registered or removed: what a recorded turn
-        keeps so a replay can say a plugin changed."""
-        found = self._versions
-        if found is None:
-            found = self._versions = versions_of((name for name, _ in self.pm.list_name_plugin()), self._meta)
-        return found
 
     # --- reporting ----------------------------------------------------------------------
 
