@@ -54,7 +54,7 @@ LAYERS: Sequence[tuple[int, str, tuple[str, ...]]] = (
             "contextplane.handoff",
         ),
     ),
-    (4, "host", ("contextplane.plugins", "contextplane.hookspecs", "contextplane.authority")),
+    (4, "host", ("contextplane.host", "contextplane.plugins", "contextplane.hookspecs", "contextplane.authority")),
     (
         3,
         "plugin",
@@ -100,6 +100,7 @@ LAYERS: Sequence[tuple[int, str, tuple[str, ...]]] = (
             "contextplane.defaults",
             "contextplane.memory",
             "contextplane.embedding",
+            "contextplane.shims",
             "contextplane.store.protocol",
             "contextplane.records.injections",
             "contextplane.records.snapshots",
