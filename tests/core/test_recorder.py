@@ -261,3 +261,33 @@ def test_the_async_writer_awaits_native_writes_on_the_loop_and_hops_once_for_the
     assert injection == f"record in {loop_thread}"  # the native log's arecord, on the loop
     assert inputs.startswith("put_inputs in ") and inputs != f"put_inputs in {loop_thread}"
     assert backend.snapshots.list_inputs()[0].query == "when is the deploy window?"
+
+
+class CountingSnapshots(InMemorySnapshotStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.registered: list[str] = []
+
+    def register_prefix(self, sha256: str, text: str | None, sections_json: str) -> None:
+        self.registered.append(sha256)
+        super().register_prefix(sha256, text, sections_json)
+
+
+def test_a_runtime_hands_each_turn_its_one_recorder() -> None:
+    """The runtime chooses the recorder when it composes (for its backend and the request's
+    policy), and every turn's records are built with it: the prefix is registered once for the
+    session however many turns and calls deliver it."""
+    from contextplane import Runtime
+
+    backend = InMemoryBackend(snapshots=CountingSnapshots())
+    runtime = Runtime(host=plugin_host_with([Kiwi()]), backend=backend, prefix=PREFIX)
+    turns = [runtime.compose(runtime.request("kiwi", session_id="s", turn_index=n)) for n in range(3)]
+    recorder = turns[0].state.recorder
+    assert isinstance(recorder, Recorder) and all(t.state.recorder is recorder for t in turns)
+    for t in turns:
+        for call in range(2):
+            runtime.deliver(t, [], call_index=call)
+    assert backend.snapshots.registered == [PREFIX.sha256]
+    assert [s.key for s in backend.snapshots.list("s")] == [("s", t, c) for t in range(3) for c in range(2)]
+    preview = runtime.compose(runtime.request("kiwi", session_id="s", turn_index=9, record=False))
+    assert preview.state.recorder is None  # a preview records nothing: no recorder chosen

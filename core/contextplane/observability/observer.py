@@ -63,7 +63,10 @@ _Job = tuple[TurnState, Plan[TurnRecord | None], str]
 def recorder_for(backend: Backend, request: ProjectionRequest, state: TurnState | None = None) -> Recorder:
     """The recorder for ``backend`` under the request's recording policy (made on first use; a
     request with another policy, e.g. full-text capture on, gets its own): the runtime's
-    (``state.recorders``) for a turn a runtime composed, else the process-wide one."""
+    (``state.recorder``, else ``state.recorders``) for a turn a runtime composed, else the
+    process-wide one."""
+    if state is not None and state.recorder is not None:  # the one its runtime chose
+        return state.recorder
     policy = policy_of(request)
     with _lock:
         by_policy = state.recorders if state is not None and state.recorders is not None else None
