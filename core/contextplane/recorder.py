@@ -322,7 +322,11 @@ class Recorder:
             if keep is not None:
                 keep(turn)
         incognito = projection.incognito
-        prefix = yield from self.prefix(call.prefix, session_id=projection.session_id, incognito=incognito)
+        prefix = self._remembered(call.prefix, projection.session_id, incognito)
+        if prefix is None:  # the session's first call with this prefix (or an incognito one)
+            prefix = yield from self.prefix(
+                call.prefix, session_id=projection.session_id, incognito=incognito
+            )
         row = self.snapshot_row(
             session_id=projection.session_id,
             turn_index=projection.turn_index,
@@ -354,6 +358,16 @@ class Recorder:
                 sections = _prefix_sections_json([PrefixSection("system_prompt", "", len(text), sha)])
                 cached = self._prefix_by_text[text] = (sha, sections)
         return cached[0], cached[1], text
+
+    def _remembered(
+        self, prefix: StablePrefix | str | None, session_id: str, incognito: bool
+    ) -> PrefixRef | None:
+        """The prefix's reference when this session has registered it already (no row to write)."""
+        if prefix is None or incognito:
+            return None
+        sha, sections_json, _text = self._prefix_parts(prefix)
+        ref = self._session_prefix_refs.get((session_id, sha))
+        return None if ref is None else PrefixRef(sha, sections_json, ref or None)
 
     def prefix(
         self, prefix: StablePrefix | str | None, *, session_id: str = "", incognito: bool = False

@@ -192,8 +192,9 @@ def _call_job(call: ModelCall, request: ProjectionRequest) -> _Job | None:
     backend = state.backend
     assert backend is not None
     recorder = recorder_for(backend, request, state)
-    reason = str(request.extra.get("reason", "turn"))
-    plan = recorder.call(call, state.record, query=request.query, reason=reason, keep=state.keep)
+    turn = state.record
+    reason = "turn" if turn is not None else str(request.extra.get("reason", "turn"))
+    plan = recorder.call(call, turn, query=request.query, reason=reason, keep=state.keep)
     return state, plan, f"storing the prompt snapshot of model call {call.call_index}"
 
 
