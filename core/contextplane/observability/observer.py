@@ -39,7 +39,6 @@ from contextplane.notices import log_once
 from contextplane.observability.turn import TurnState, ensure, state_of
 from contextplane.observability.writer import awrite, write
 from contextplane.recorder import Plan, Policy, Recorder, TurnRecord, policy_of
-from contextplane.recorder import injection_row as _injection_row  # noqa: F401 (old name)
 from contextplane.records.backend import Backend
 from contextplane.records.turn_inputs import TurnInputStore
 from contextplane.request import ProjectionRequest
