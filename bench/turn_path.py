@@ -61,6 +61,7 @@ LAYERS: Sequence[tuple[int, str, tuple[str, ...]]] = (
         (
             "contextplane_sections",
             "contextplane.observability",
+            "contextplane.recorder",
             "contextplane_postgres.plugin",
             "contextplane_embedders",
         ),

@@ -33,11 +33,11 @@ from contextplane.backends import open_backend, resolve_backend
 from contextplane.config import Config
 from contextplane.delivery import PLAIN, MessageCodec, placed
 from contextplane.errors import ContextPlaneError, ValidationError
-from contextplane.observability.snapshots import PromptRecorder
 from contextplane.observability.turn import Policy, TurnState, ensure
 from contextplane.observability.turn_inputs import dump_config
 from contextplane.plugins import PluginHost, get_host
 from contextplane.projection import compose_turn
+from contextplane.recorder import Recorder, policy_of
 from contextplane.records.backend import Backend, is_backend
 from contextplane.request import BuildContext, ProjectionRequest, Surface
 from contextplane.store.protocol import KnowledgeStore
@@ -122,9 +122,9 @@ class Runtime:
         self._build = build
         self._owns_backend = owns_backend
         self._lock = threading.Lock()
-        #: The recorders of this runtime's backend by recording policy (prefix hashes and
-        #: per-session trajectory refs live in them), shared by every turn it composes.
-        self._recorders: dict[Policy, PromptRecorder] = {}
+        #: The (sans-IO) recorders of this runtime's backend by recording policy (prefix hashes
+        #: and per-session trajectory refs live in them), shared by every turn it composes.
+        self._recorders: dict[Policy, Recorder] = {}
         #: The configuration with its JSON and hash, dumped once (what turn inputs record).
         self._config_json: tuple[Config, str, str] | None = None
         self._closed = False
@@ -291,7 +291,21 @@ class Runtime:
             or project != request.project
         ):
             request = attrs.evolve(request, knowledge_store=store, backend=backend, project=project)
-        return request, TurnState(backend, self._recorders, self._dumped_config(request))
+        recorder = self._recorder(request, backend) if request.record else None
+        return request, TurnState(backend, self._recorders, self._dumped_config(request), recorder=recorder)
+
+    def _recorder(self, request: ProjectionRequest, backend: Backend | None) -> Recorder | None:
+        """The turn's recorder: the runtime's for the request's recording policy (made once)."""
+        if backend is None:
+            return None
+        policy = policy_of(request)
+        found = self._recorders.get(policy)
+        if found is None:
+            with self._lock:
+                found = self._recorders.setdefault(
+                    policy, Recorder.of(policy, trajectory=backend.trajectory is not None)
+                )
+        return found
 
     def _check_open(self) -> None:
         if self._closed:

@@ -17,12 +17,10 @@ import threading
 import attrs
 
 from contextplane.config import Config
-from contextplane.observability.snapshots import PromptRecorder, TurnRecord
+from contextplane.recorder import Policy as Policy
+from contextplane.recorder import Recorder, TurnRecord
 from contextplane.records.backend import Backend
 from contextplane.types import ProjectedContext
-
-#: What decides how a turn is recorded: full text, trajectory, redaction, the text bound.
-Policy = tuple[bool, bool, tuple[str, ...], bool, int]
 
 _lock = threading.Lock()
 
@@ -31,16 +29,23 @@ _lock = threading.Lock()
 class TurnState:
     """One composition's record state, shared by its model calls.
 
-    ``backend`` is where the turn's records go (None: nowhere). ``recorders`` is the runtime's
-    recorders for that backend by recording policy, or None when the turn was composed outside
-    a runtime (the records observer then uses its process-wide ones). ``config`` is the
-    runtime's configuration with its JSON and hash (dumped once per runtime, for the turn
-    inputs). ``record`` is set by the records observer when it first records the turn."""
+    ``backend`` is where the turn's records go (None: nowhere). ``recorder`` is the (sans-IO)
+    recorder its rows are built with, chosen once by the runtime that composed the turn (for
+    its backend and the request's recording policy); ``recorders`` is that runtime's recorders
+    by policy (where a turn with no ``recorder`` finds one). Both None for a turn composed outside a
+    runtime (the records observer then uses its process-wide ones). ``config`` is the runtime's
+    configuration with its JSON and hash (dumped once per runtime, for the turn inputs).
+    ``record`` is the turn's ``TurnRecord``, kept once the recorder has built it."""
 
     backend: Backend | None
-    recorders: dict[Policy, PromptRecorder] | None = None
+    recorders: dict[Policy, Recorder] | None = None
     config: tuple[Config, str, str] | None = None
     record: TurnRecord | None = None
+    recorder: Recorder | None = None
+
+    def keep(self, record: TurnRecord) -> None:
+        """Remember the turn's record (the recorder hands it over once it is built)."""
+        self.record = record
 
     def config_json(self, config: Config) -> tuple[str, str] | None:
         """The JSON and hash of ``config`` when it is the runtime's (dumped already), else None."""

@@ -107,10 +107,11 @@ def turn_inputs(
     trajectory_ref: str | None = None,
     projection_sha256: str | None = None,
     config: tuple[str, str] | None = None,
+    created_at: float | None = None,
 ) -> TurnInputs:
     """The record of one composed, recorded, non-incognito turn (``projection_sha256``: the
     text's hash when the caller has it already; ``config``: the request's configuration as
-    ``dump_config`` gives it, when the caller has it already)."""
+    ``dump_config`` gives it, when the caller has it already; ``created_at``: now)."""
     state, exact = _json_or_repr(request.state)
     config_text, config_sha = config if config is not None else config_json(request.config)
     position = projection.as_of
@@ -118,7 +119,7 @@ def turn_inputs(
     return TurnInputs(
         session_id=request.session_id,
         turn_index=request.turn_index,
-        created_at=time.time(),
+        created_at=time.time() if created_at is None else created_at,
         query=request.query,
         state=state,
         state_exact=exact,

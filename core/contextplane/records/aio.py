@@ -8,7 +8,10 @@ backend with a native async client is awaited directly.
 
 ``in_threads`` says whether a part's async methods would only be thread hops (it declares
 ``threaded_async``, as the embedded SQLite parts do, or it has no async methods at all): the
-records observer then writes the turn's records in one worker thread instead of a hop per row.
+record writer (``contextplane.observability.writer.awrite``) then writes the rest of a turn's
+rows in one worker thread instead of a hop per row. The record path itself uses no helper here
+but ``in_threads``: its rows come from ``contextplane.recorder`` and the writer calls a part's
+``a<method>`` directly.
 """
 
 from __future__ import annotations
