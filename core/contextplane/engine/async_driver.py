@@ -144,7 +144,7 @@ class _OneHop:
         then reported late."""
         work = self.work
         with work.lock:
-            if work.finishing or work.owner != HERE:
+            if work.finishing or work.owner is not HERE:
                 return False
             running = work.running
             if overdue is not None and (running is None or time.perf_counter() - running[1] < overdue):
@@ -214,7 +214,7 @@ async def acompose_turn(
     regs = [t[0] for t in split(drafting)[0]]
     limit = row_limit(request.config)
     if _one_hop(store, drafting):
-        work = TurnDrafts(drafting, regs, request, timeout_s, limit, strict)
+        work = TurnDrafts(drafting, regs, request, timeout_s, limit, strict, watched=True)
         return await _OneHop(request, host, work, turn).compose()
     recording = request.record and not request.incognito
     async with aview(store, locate=recording) as (view, position):

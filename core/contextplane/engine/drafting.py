@@ -240,8 +240,9 @@ class TurnDrafts:
     """One turn's drafting: the sections still to draft, each outcome by ``id`` of its
     registration, the draft in progress (and when it started), the view they read through,
     and who owns the drafting. Shared by a worker thread and the loop on the one-hop route, so
-    read and written under ``lock``; ``finishing`` (the thread is past its last draft) and a
-    turn taken back by the loop (``owner`` LOOP) exclude each other."""
+    read and written under ``lock`` when ``watched`` (the sync driver alone skips the lock);
+    ``finishing`` (the thread is past its last draft) and a turn taken back by the loop
+    (``owner`` LOOP) exclude each other."""
 
     __slots__ = (
         "drafting",
@@ -257,6 +258,7 @@ class TurnDrafts:
         "seen",
         "strict",
         "timeout_s",
+        "watched",
     )
 
     def __init__(
@@ -267,9 +269,10 @@ class TurnDrafts:
         timeout_s: float | None,
         limit: int | None,
         strict: bool,
+        watched: bool = False,
     ) -> None:
         self.drafting, self.seen, self.timeout_s = drafting, seen, timeout_s
-        self.limit, self.strict = limit, strict
+        self.limit, self.strict, self.watched = limit, strict, watched
         self.pending = collections.deque(to_draft)
         self.outcomes: dict[int, Outcome] = {}
         self.running: tuple[Registered[ContextSection], float] | None = None
@@ -291,28 +294,36 @@ async def draft_in_order(work: TurnDrafts, start: Start, owner: str) -> None:
     first failing section in draft order raises, and nothing after it is drafted for nothing."""
     started: list[tuple[Registered[ContextSection], asyncio.Future[Outcome]]] = []
     lock, pending, outcomes, clock = work.lock, work.pending, work.outcomes, time.perf_counter
+    watched, strict = work.watched, work.strict
     while True:
-        with lock:
-            if work.owner != owner:
-                return  # the loop took the turn back: it drafts the rest
-            if not pending:
-                work.finishing = owner == HERE
-                break
+        if watched:  # the one-hop route: the loop may take the turn back between two steps
+            with lock:
+                if work.owner is not owner:
+                    return  # the loop took the turn back: it drafts the rest
+                if not pending:
+                    work.finishing = owner is HERE
+                    break
+                reg = pending.popleft()
+                work.running = (reg, clock())
+        elif pending:
             reg = pending.popleft()
-            work.running = (reg, clock())
+        else:
+            break
         outcome = start(reg, work)
-        if isinstance(outcome, asyncio.Future):
-            work.running = None
+        if type(outcome) is not SectionPlan and isinstance(outcome, asyncio.Future):
             started.append((reg, outcome))
             continue
-        with lock:
-            work.running = None
-            if work.owner != owner:
-                return  # a late result: the loop reported this draft late already
-            outcomes[id(reg)] = outcome
-        if work.strict and type(outcome) is not SectionPlan:
+        if watched:
             with lock:
-                work.finishing = owner == HERE
+                work.running = None
+                if work.owner is not owner:
+                    return  # a late result: the loop reported this draft late already
+                outcomes[id(reg)] = outcome
+        else:
+            outcomes[id(reg)] = outcome
+        if strict and type(outcome) is not SectionPlan:
+            with lock:
+                work.finishing = owner is HERE
             break
     if started:
         await _settle(started, work)

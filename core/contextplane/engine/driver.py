@@ -73,18 +73,18 @@ def run_turn(
         manager.__exit__(type(exc), exc, exc.__traceback__)
         raise
     with work.lock:
-        if work.owner != HERE:  # the turn was cancelled before its view opened: nobody else closes it
+        if work.owner is not HERE:  # the turn was cancelled before its view opened: nobody else closes it
             manager.__exit__(None, None, None)
             return None
         work.manager, work.seen, work.position = manager, seen, position
     try:
         run_here(draft_in_order(work, draft_here, HERE))
-        if work.owner != HERE:
+        if work.owner is not HERE:
             return None  # the loop owns the view now
         plans, skipped = planned(work.drafting, work.outcomes, work.strict)
     except BaseException as exc:
         with work.lock:
-            mine = work.owner == HERE
+            mine = work.owner is HERE
             work.finishing = True
         if mine:
             manager.__exit__(type(exc), exc, exc.__traceback__)
