@@ -114,8 +114,9 @@ def test_a_turn_taken_back_at_the_limit_drafts_the_rest_through_the_same_loop(lo
 
     host = _host(
         ContextSection("stuck", 10, Shed.DROP_ROWS, stuck, MEMORY, carries_memory=True),
-        ContextSection("after", 20, Shed.DROP_ROWS, lambda _r: _row("a"), NOTE),
-        config=structure({"context": {"provider_timeout_ms": 50}}),
+        # cheap: drafted on the loop once the turn is taken back, so load cannot make it late
+        ContextSection("after", 20, Shed.DROP_ROWS, lambda _r: _row("a"), NOTE, cheap=True),
+        config=structure({"context": {"provider_timeout_ms": 200}}),
     )
     try:
         projection = asyncio.run(
