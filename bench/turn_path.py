@@ -47,6 +47,7 @@ LAYERS: Sequence[tuple[int, str, tuple[str, ...]]] = (
         "engine",
         (
             "contextplane.runtime",
+            "contextplane.engine",
             "contextplane.projection",
             "contextplane.aprojection",
             "contextplane.delivery",
