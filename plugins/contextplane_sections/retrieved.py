@@ -42,13 +42,15 @@ PRIORITY = 50
 MIN_ROW_CHARS = 80
 #: Each row's cost beyond its text: the list marker and the line break.
 ROW_OVERHEAD = 3
-#: What a typical memory costs with its compact attribution: the first search asks for as many
-#: rows as the budget holds at this size, and searches again, as deep as the rows it got say
-#: the budget needs (up to ``depth``), only while they cannot fill it. Why not always search
-#: ``depth`` deep: at 100k memories each row fetched and fused costs, and most turns' budgets
-#: fill from the first, shallower search. 160: a conversation turn or a short fact with its
-#: ~25-char label (LoCoMo's turns cost ~173); at 200 nearly every LoCoMo turn searched twice.
-FIRST_ROW_CHARS = 160
+#: What a typical memory costs with its attribution: the first search asks for as many rows as
+#: the budget holds at this size, and searches again, as deep as the rows it got say the budget
+#: needs (up to ``depth``), only while they cannot fill it. Why not always search ``depth``
+#: deep: at 100k-1M memories each row fetched and fused costs, and most turns' budgets fill
+#: from the first, shallower search. Measured both ways (session 7): at 160 (LoCoMo's compact
+#: turns cost ~173, so one search) the 1M scale bench's p50 rose from 44.7 to 55.0 ms (100 rows
+#: fetched where ~25 of ~690 chars are delivered); at 200 a short-row store searches twice, the
+#: second sized from the first (this constant's old rule, 4x deeper, made that cost 2-5x).
+FIRST_ROW_CHARS = 200
 #: The margin on the second search's estimate (rows past the budget are never offered).
 DEEPER_MARGIN = 1.25
 
