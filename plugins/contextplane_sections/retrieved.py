@@ -46,10 +46,11 @@ ROW_OVERHEAD = 3
 #: the budget holds at this size, and searches again, as deep as the rows it got say the budget
 #: needs (up to ``depth``), only while they cannot fill it. Why not always search ``depth``
 #: deep: at 100k-1M memories each row fetched and fused costs, and most turns' budgets fill
-#: from the first, shallower search. Measured both ways (session 7): at 160 (LoCoMo's compact
-#: turns cost ~173, so one search) the 1M scale bench's p50 rose from 44.7 to 55.0 ms (100 rows
-#: fetched where ~25 of ~690 chars are delivered); at 200 a short-row store searches twice, the
-#: second sized from the first (this constant's old rule, 4x deeper, made that cost 2-5x).
+#: from the first, shallower search. A short-row store (LoCoMo's compact turns cost ~173)
+#: searches twice at 200, the second sized from the first (the old rule, 4x deeper, made that
+#: cost 2-5x); 160 was tried (one search there) and measured on the 1M scale bench at 55.0 ms
+#: p50 against 53.1 at 200, both above session 6's 44.7: the size of the first search is not
+#: what made 1M slower (see docs/performance.md).
 FIRST_ROW_CHARS = 200
 #: The margin on the second search's estimate (rows past the budget are never offered).
 DEEPER_MARGIN = 1.25
