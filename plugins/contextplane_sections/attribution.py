@@ -77,7 +77,7 @@ def common_attribution(chunks: Iterable[Any]) -> Common:
     for c in chunks:  # one pass: a search's candidates are read once
         kinds[c.memory_kind or "legacy"] += 1
         trusts[str(c.trust_label)] += 1
-        scopes[c.namespace or "global"] += 1
+        scopes[scope_label(c.namespace)] += 1
     return Common(kind=_most(kinds), trust=_most(trusts), scope=_most(scopes))
 
 
