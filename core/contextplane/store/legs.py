@@ -142,11 +142,14 @@ def vector_leg(
     filtered: bool,
     vectors: int,
     held: tuple[Any, Any] | None = None,
+    listed: tuple[Any, Any] | None = None,
 ) -> Leg:
     """The ``n`` deliverable rows nearest to ``params["v"]`` (caller sets ``v``, and ``probes``
     for the index form). ``scan``: compare every row ``scan_where`` admits (``where`` with the
     scope filter free to use the scope index), from ``held`` (ids and their similarities, from
-    the store's ``vector_matrix``) when given, else in SQL; else the IVF index."""
+    the store's ``vector_matrix``) when given, else in SQL; else the IVF index: from ``listed``
+    (the probed lists' ids and similarities, from the store's ``vector_lists``) when given,
+    else in SQL."""
     args = {**params, "n": n}
     if scan:
         if held is not None:
@@ -157,6 +160,12 @@ def vector_leg(
         return Leg(
             "vector", tuple(int(r[0]) for r in scanned), {int(r[0]): float(r[1]) for r in scanned}, "scan", 1
         )
+    if listed is not None:
+        ids, sims = listed
+        # the index form's first width, as in SQL: the scope filter keeps most candidates of a
+        # turn's scopes, and each costs a row lookup
+        found = vector_matrix.scan(conn, ids, sims, where, params, n, first=2 * n)
+        return Leg("vector", tuple(k for k, _ in found), dict(found), "held", 1)
     fast, exact = vector_statements(where)
     rows, form, used = _widened(
         conn, fast, exact, args, base=2 * n, width=width, want=n, filtered=filtered, reachable=vectors

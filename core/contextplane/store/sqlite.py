@@ -47,6 +47,7 @@ from contextplane.store import (
     ranks,
     sql,
     vector_index,
+    vector_lists,
     vector_matrix,
     vector_space,
 )
@@ -82,6 +83,7 @@ class SQLiteKnowledgeStore(StoreRestore):
         busy_timeout_ms: int = 30_000,
         vector_index_min_rows: int = 4096,
         vector_probes: int | None = None,
+        vector_memory_mb: int = vector_lists.DEFAULT_MEMORY_MB,
         on_migrate_batch: migrate.BatchCallback | None = None,
         migrate_batch_rows: int = migrate.DEFAULT_BATCH_ROWS,
         read_only: bool = False,
@@ -113,6 +115,8 @@ class SQLiteKnowledgeStore(StoreRestore):
         self._chance = vector_index.ChanceLevel()
         #: A small store's vectors in memory, for the vector leg's scan form (``vector_matrix``).
         self._matrix = vector_matrix.VectorMatrix()
+        #: A mid-sized store's IVF lists in memory, for the vector leg's index form (``vector_lists``).
+        self._lists = vector_lists.HeldLists(vector_memory_mb)
         #: Per scope set, the candidate widening the last search needed (see ``search``).
         self._widths: dict[tuple[str, tuple[str, ...] | None], int] = {}
         #: Rows in a scope set (counted up to the vector leg's scan bound), per corpus version.
@@ -548,17 +552,22 @@ class SQLiteKnowledgeStore(StoreRestore):
                     in_scope = legs.scope_rows(conn, filters.scope_where, params, legs.EXACT_VECTOR_MAX)
                     self._scope_sizes[sized] = in_scope
                 scan = in_scope <= legs.EXACT_VECTOR_MAX
+            probes = 0 if scan else self._probes(conn)
+            listed = None
+            if not scan and self._lists.holds(vectors, len(vector) // 4):
+                listed = self._lists.candidates(conn, vector, probes, version)
             leg = legs.vector_leg(
                 conn,
                 filters.where,
                 filters.scan_where,
-                {**params, "v": vector, "probes": 0 if scan else self._probes(conn)},
+                {**params, "v": vector, "probes": probes},
                 n,
                 scan=scan,
                 width=self._widths.get(("vector", scope_key), 1),
                 filtered=filtered,
                 vectors=vectors,
                 held=held,
+                listed=listed,
             )
             self._widths[("vector", scope_key)] = leg.width
             found.append(leg)

@@ -227,6 +227,17 @@ def clear(conn: apsw.Connection) -> None:
     conn.execute("DELETE FROM _vec_centroids")
     conn.execute("DELETE FROM _vec_calibration")
     conn.execute("DELETE FROM _kb_meta WHERE key IN ('vector_index_trained_on', 'vector_index_lists')")
+    bump_generation(conn)
+
+
+def bump_generation(conn: apsw.Connection) -> None:
+    """Mark the centroids and every vector's list as replaced (caller holds the write
+    transaction): what holds them in memory (``vector_lists``) reads them again. The trained-on
+    count alone cannot say so: a retrain on as many vectors writes the same count."""
+    conn.execute(
+        "INSERT OR REPLACE INTO _kb_meta(key, value) VALUES ('vector_index_generation', "
+        "CAST(coalesce((SELECT value FROM _kb_meta WHERE key = 'vector_index_generation'), 0) AS INTEGER) + 1)"
+    )
 
 
 # ---------------------------------------------------------------------- queries
@@ -606,5 +617,6 @@ def train(
             "('vector_index_lists', ?)",
             (str(len(ids)), str(len(centroids))),
         )
+        bump_generation(conn)
         _keep_calibration(conn, ids, rng)
     return len(centroids)

@@ -89,17 +89,19 @@ def scan(
     where: str,
     params: dict[str, Any],
     n: int,
+    *,
+    first: int | None = None,
 ) -> list[tuple[int, float]]:
     """The ``n`` rows ``where`` admits (on ``chunks AS c``) with the highest similarity, ties by
-    id: the best ``4n`` candidates first, filtered in SQL; when the filters leave fewer than
-    ``n`` and more rows exist, every row ranked and filtered."""
+    id: the best ``first`` candidates (``4n`` unless given) first, filtered in SQL; when the
+    filters leave fewer than ``n`` and more rows exist, 8 times as many, and so on."""
     np = vector_index._numpy()
     total = len(ids)
     if total == 0:
         return []
     # stable sort on -sim keeps ascending id order among equal similarities (ids are sorted)
     order = np.argsort(-sims, kind="stable")
-    take = min(total, 4 * n)
+    take = min(total, 4 * n if first is None else max(n, first))
     while True:
         chosen = order[:take]
         keys = [int(k) for k in ids[chosen]]

@@ -64,6 +64,7 @@ class SQLiteBackend:
                 self.path,
                 embedder=embedder,
                 vector_probes=self.config.store.vector_probes,
+                vector_memory_mb=self.config.store.vector_memory_mb,
                 create=not read_only,
                 read_only=read_only,
                 consolidation=Consolidation.from_config(self.config),

@@ -1,0 +1,160 @@
+"""The IVF index's lists held in memory: the vector leg's index form in numpy, not in SQL.
+
+Why: the index form scans the nearest ``probes`` lists with one ``vec_distance_l2`` call per
+stored vector, ~1.3 µs a row: at 100k memories (316 lists, 10 probed) that was ~4.5 ms, the
+largest part of a turn, while numpy takes ~0.2 ms for the same 3,500 cosines once the lists are
+in memory. A store whose vectors fit in ``store.vector_memory_mb`` (256 MB by default: about
+170k vectors of 384 dimensions) keeps each list it has probed; a bigger one, or one without
+numpy, scans in SQL as before (``legs.vector_statements``). The rule is the store's size, not
+the cache's state, so a given store always ranks through the same arithmetic.
+
+What a held list is valid for: a list changes only when a vector is written into it (content is
+never rewritten in place: a new text is a new row), deleted from it, or when the index is
+retrained (every vector may move). So each list is held with the corpus version it was read at
+(``query_terms.corpus_version``: the history's last position); when the version has moved, its
+fingerprint (count, sum and largest of its keys: one range read of the list's rowids) is
+compared before use, and only a list whose fingerprint changed is read again. An agent that
+writes a memory every turn re-reads the one or two lists it wrote to, not the index. Retraining
+or clearing the index (``vector_index.bump_generation``) drops everything.
+
+The numbers: similarities are the dot products of unit vectors (``vector_matrix.similarities``),
+the same values the SQL form derives from its L2 distances up to float32 rounding; ties rank by
+chunk id, as there.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable
+from typing import Any, Final
+
+import apsw
+
+from contextplane.store import migrate, vector_index
+
+#: The default bound on the vectors held (``store.vector_memory_mb``).
+DEFAULT_MEMORY_MB: Final[int] = 256
+
+_LIST_ROWS = (
+    "SELECT key, embedding FROM chunks_vec WHERE key BETWEEN ? AND ? ORDER BY key"
+)
+_FINGERPRINT = "SELECT count(*), total(key & ?), max(key) FROM chunks_vec WHERE key BETWEEN ? AND ?"
+
+
+#: No generation read yet (a store's generation may itself be None: trained before it was kept).
+_UNREAD: Final = object()
+
+
+def _bounds(number: int) -> tuple[int, int]:
+    low = number << vector_index.LIST_SHIFT
+    return low, low + vector_index._LIST_SPAN
+
+
+class _List:
+    """One held list: its chunk ids (ascending), their unit vectors, the version it was last
+    known current at, and the fingerprint it was read with."""
+
+    __slots__ = ("ids", "matrix", "version", "fingerprint")
+
+    def __init__(self, ids: Any, matrix: Any, version: Hashable, fingerprint: tuple[Any, ...]) -> None:
+        self.ids = ids
+        self.matrix = matrix
+        self.version = version
+        self.fingerprint = fingerprint
+
+
+class HeldLists:
+    """Thread-safe cache of one store's IVF lists (see the module docstring)."""
+
+    def __init__(self, memory_mb: int = DEFAULT_MEMORY_MB) -> None:
+        if memory_mb < 0:
+            raise ValueError(f"vector_memory_mb must be 0 or more, got {memory_mb}")
+        self._max_bytes = memory_mb * 1024 * 1024
+        self._lock = threading.Lock()
+        self._generation: object = _UNREAD
+        self._centroids: tuple[Any, Any] | None = None
+        self._lists: dict[int, _List] = {}
+
+    def holds(self, vectors: int, dims: int) -> bool:
+        """Whether a store of about ``vectors`` vectors of ``dims`` dimensions is searched here
+        (numpy present and the vectors within the bound)."""
+        return (
+            self._max_bytes > 0
+            and vector_index._numpy() is not None
+            and vectors * dims * 4 <= self._max_bytes
+        )
+
+    def candidates(
+        self, conn: apsw.Connection, vector: bytes, probes: int, version: Hashable
+    ) -> tuple[Any, Any] | None:
+        """(chunk ids ascending, their cosine similarity to ``vector``) over list 0 and the
+        ``probes`` lists whose centroids are nearest, as ``conn`` reads them; None when the
+        index has no centroids (untrained: the SQL form handles list 0 alone)."""
+        np = vector_index._numpy()
+        centroids = self._current_centroids(conn)
+        if centroids is None:
+            return None
+        numbers, matrix = centroids
+        query = np.frombuffer(vector, dtype=np.float32)
+        norm = float(np.linalg.norm(query))
+        unit = query / norm if norm > 0 else query
+        nearest = np.argsort(-np.einsum("ij,j->i", matrix, unit), kind="stable")[:probes]
+        ids_parts: list[Any] = []
+        sims_parts: list[Any] = []
+        for number in [0, *numbers[nearest].tolist()]:
+            held = self._list(conn, int(number), version)
+            if held.ids.size:
+                ids_parts.append(held.ids)
+                sims_parts.append(np.einsum("ij,j->i", held.matrix, unit))
+        if not ids_parts:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        ids = np.concatenate(ids_parts)
+        sims = np.concatenate(sims_parts)
+        order = np.argsort(ids, kind="stable")
+        return ids[order], sims[order]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._generation = _UNREAD
+            self._centroids = None
+            self._lists = {}
+
+    # ------------------------------------------------------------------ internals
+
+    def _current_centroids(self, conn: apsw.Connection) -> tuple[Any, Any] | None:
+        generation = migrate.meta_get(conn, "vector_index_generation")
+        with self._lock:
+            if generation == self._generation:
+                return self._centroids
+        np = vector_index._numpy()
+        rows: list[Any] = conn.execute("SELECT list, centroid FROM _vec_centroids ORDER BY list").fetchall()
+        centroids = None
+        if rows:
+            numbers = np.array([int(r[0]) for r in rows], dtype=np.int64)
+            matrix = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.float32).reshape(len(rows), -1)
+            centroids = (numbers, matrix)
+        with self._lock:
+            self._generation, self._centroids, self._lists = generation, centroids, {}
+        return centroids
+
+    def _list(self, conn: apsw.Connection, number: int, version: Hashable) -> _List:
+        with self._lock:
+            held = self._lists.get(number)
+        if held is not None and held.version == version:
+            return held
+        low, high = _bounds(number)
+        fingerprint = tuple(conn.execute(_FINGERPRINT, (vector_index._LIST_SPAN, low, high)).fetchone() or ())
+        if held is not None and held.fingerprint == fingerprint:
+            held.version = version
+            return held
+        np = vector_index._numpy()
+        rows: list[Any] = conn.execute(_LIST_ROWS, (low, high)).fetchall()
+        if rows:
+            ids = np.array([int(r[0]) & vector_index._LIST_SPAN for r in rows], dtype=np.int64)
+            matrix = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        else:
+            ids, matrix = np.zeros(0, dtype=np.int64), np.zeros((0, 1), dtype=np.float32)
+        fresh = _List(ids, matrix, version, fingerprint)
+        with self._lock:
+            self._lists[number] = fresh
+        return fresh
