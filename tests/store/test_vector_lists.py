@@ -30,6 +30,7 @@ class GaussEmbedder:
             out.append([rng.gauss(0.0, 1.0) for _ in range(self.dimensions)])
         return out
 
+
 WORDS = [f"w{i}" for i in range(400)]
 QUERIES = [" ".join(random.Random(q).sample(WORDS, 5)) for q in range(12)]
 

@@ -235,8 +235,8 @@ def bump_generation(conn: apsw.Connection) -> None:
     transaction): what holds them in memory (``vector_lists``) reads them again. The trained-on
     count alone cannot say so: a retrain on as many vectors writes the same count."""
     conn.execute(
-        "INSERT OR REPLACE INTO _kb_meta(key, value) VALUES ('vector_index_generation', "
-        "CAST(coalesce((SELECT value FROM _kb_meta WHERE key = 'vector_index_generation'), 0) AS INTEGER) + 1)"
+        "INSERT OR REPLACE INTO _kb_meta(key, value) VALUES ('vector_index_generation', CAST(coalesce("
+        "(SELECT value FROM _kb_meta WHERE key = 'vector_index_generation'), 0) AS INTEGER) + 1)"
     )
 
 

@@ -35,9 +35,7 @@ from contextplane.store import migrate, vector_index
 #: The default bound on the vectors held (``store.vector_memory_mb``).
 DEFAULT_MEMORY_MB: Final[int] = 256
 
-_LIST_ROWS = (
-    "SELECT key, embedding FROM chunks_vec WHERE key BETWEEN ? AND ? ORDER BY key"
-)
+_LIST_ROWS = "SELECT key, embedding FROM chunks_vec WHERE key BETWEEN ? AND ? ORDER BY key"
 _FINGERPRINT = "SELECT count(*), total(key & ?), max(key) FROM chunks_vec WHERE key BETWEEN ? AND ?"
 
 
@@ -50,11 +48,16 @@ def _bounds(number: int) -> tuple[int, int]:
     return low, low + vector_index._LIST_SPAN
 
 
+def _matrix(np: Any, rows: list[Any]) -> Any:
+    """The float32 matrix of the vectors in column 1 of ``rows``."""
+    return np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.float32).reshape(len(rows), -1)
+
+
 class _List:
     """One held list: its chunk ids (ascending), their unit vectors, the version it was last
     known current at, and the fingerprint it was read with."""
 
-    __slots__ = ("ids", "matrix", "version", "fingerprint")
+    __slots__ = ("fingerprint", "ids", "matrix", "version")
 
     def __init__(self, ids: Any, matrix: Any, version: Hashable, fingerprint: tuple[Any, ...]) -> None:
         self.ids = ids
@@ -131,8 +134,7 @@ class HeldLists:
         centroids = None
         if rows:
             numbers = np.array([int(r[0]) for r in rows], dtype=np.int64)
-            matrix = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.float32).reshape(len(rows), -1)
-            centroids = (numbers, matrix)
+            centroids = (numbers, _matrix(np, rows))
         with self._lock:
             self._generation, self._centroids, self._lists = generation, centroids, {}
         return centroids
@@ -151,7 +153,7 @@ class HeldLists:
         rows: list[Any] = conn.execute(_LIST_ROWS, (low, high)).fetchall()
         if rows:
             ids = np.array([int(r[0]) & vector_index._LIST_SPAN for r in rows], dtype=np.int64)
-            matrix = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.float32).reshape(len(rows), -1)
+            matrix = _matrix(np, rows)
         else:
             ids, matrix = np.zeros(0, dtype=np.int64), np.zeros((0, 1), dtype=np.float32)
         fresh = _List(ids, matrix, version, fingerprint)
