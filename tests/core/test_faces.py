@@ -21,6 +21,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,9 +78,9 @@ def test_every_old_root_name_is_its_faces_object(name: str) -> None:
 
 
 @pytest.mark.parametrize("face", FACES[1:], ids=lambda face: face.__name__)
-def test_every_face_name_is_its_defining_modules_object(face: object) -> None:
-    where = face._WHERE  # type: ignore[attr-defined]
-    for name in face.__all__:  # type: ignore[attr-defined]
+def test_every_face_name_is_its_defining_modules_object(face: Any) -> None:
+    where = face._WHERE
+    for name in face.__all__:
         value = getattr(face, name)
         assert value is getattr(importlib.import_module(where[name]), name), name
         if name in contextplane._WHERE:  # in two faces: one object
