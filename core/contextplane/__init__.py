@@ -1,30 +1,33 @@
 """contextplane: the stable prefix and the per-request projected context of an LLM agent.
 
-The public surface is re-exported here, lazily: ``import contextplane`` loads no submodule,
-and ``from contextplane import X`` loads only the module that defines ``X`` (PEP 562). Why:
-every process that has contextplane installed pays for this import (the kit's pytest plugin,
-``contextplane --help``, a plugin that only needs ``hookimpl``), and the full surface pulls
-in the store (apsw, sqlite-vec), cattrs and the plugin host, a quarter of a second.
+This package is the runtime author's face: what you need to wire contextplane into an agent's
+loop and run turns. Section authors import ``contextplane.section``; store and backend authors
+``contextplane.backend`` (CONTRIBUTING.md, "The three faces", has an example of each).
 
-``__all__`` keeps every name it ever exported (third parties import them), grouped by who
-needs them (CONTRIBUTING.md, "The three faces"):
+Everything is imported lazily: ``import contextplane`` loads no submodule, and
+``from contextplane import X`` loads only the module that defines ``X`` (PEP 562). Why: every
+process that has contextplane installed pays for this import (the kit's pytest plugin,
+``contextplane --help``, a plugin that only needs ``hookimpl``), and the full surface pulls in
+the store (apsw, sqlite-vec), cattrs and the plugin host, a quarter of a second.
 
-* a runtime author, who wires contextplane into an agent's loop: ``open_runtime``,
-  ``Runtime``, ``Turn``, ``MessageCodec``, ``load_config``, ``Config``,
-  ``get_host``, ``PluginHost``, ``open_backend``, ``build_stable_prefix``, ``StablePrefix``,
-  ``PrefixSection``, ``BuildContext``, ``compose_projected_context``,
-  ``acompose_projected_context``, ``compose``, ``acompose``, ``ProjectionRequest``,
-  ``Surface``, ``ProjectedContext``, ``SectionReport``, ``InjectionRecord``, ``deliver``,
-  ``adeliver``, ``Delivered``, ``ModelCall``, ``ContextPlaneError``;
-* a section author, who writes a plugin: ``hookimpl``, ``ContextSection``, ``PromptSection``,
-  ``Row``, ``Shed``, ``Envelope``, ``Draft``, ``AUTHORITY_ORDER``, ``plugin_host_with``,
-  ``warn_once``, ``PluginWarning`` (and ``contextplane.testing``, the conformance kit);
-* a store or backend author: ``KnowledgeStore``, ``AsyncKnowledgeStore``, ``SearchHit``,
-  ``MemoryChunk``, ``Embedder``, ``AsyncEmbedder``, ``Backend``, ``InjectionLog``,
-  ``SessionSummaries``, ``SnapshotStore``;
-* the errors every face may catch: ``ConfigError``, ``IncognitoWriteError``,
-  ``PluginLoadError``, ``SectionError``, ``SectionOrderError``, ``StoreError``,
-  ``ValidationError``.
+``__all__``, the runtime author's names:
+
+* wiring and turns: ``open_runtime``, ``Runtime``, ``Turn``, ``MessageCodec``,
+  ``load_config``, ``Config``, ``get_host``, ``PluginHost``, ``open_backend``;
+* a turn's data: ``ProjectionRequest``, ``Surface``, ``ProjectedContext``,
+  ``SectionReport``, ``InjectionRecord``, ``ModelCall``, ``Delivered``, ``StablePrefix``;
+* the one-call composition of ADR D8, for a caller that wires nothing:
+  ``compose_projected_context``, ``acompose_projected_context``;
+* the errors a runtime catches: ``ContextPlaneError`` (the base of all), ``ConfigError``,
+  ``PluginLoadError``, ``SectionOrderError``, ``StoreError``, ``ValidationError``,
+  ``IncognitoWriteError``.
+
+Every name the root exported before the faces still imports from here, as the same object
+(third parties import them), but is no longer in ``__all__`` (nor ``dir()`` until used): the
+section face's (``hookimpl``, ``ContextSection``, ``Row``, ...), the backend face's
+(``KnowledgeStore``, ``Backend``, ...) and the composition calls a ``Runtime`` now makes
+(``compose``, ``acompose``, ``deliver``, ``adeliver``: ``Runtime.compose`` and so on).
+CHANGELOG.md lists them with their new home.
 
 Test helpers (``reset_host``, the conformance kit) live in their modules, not here.
 """
@@ -36,40 +39,62 @@ import logging as _logging
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what mypy and IDEs see; at run time __getattr__ loads each on first use
-    from contextplane.aprojection import acompose, acompose_projected_context
-    from contextplane.authority import AUTHORITY_ORDER, PrefixSection, StablePrefix, build_stable_prefix
+    from contextplane.aprojection import acompose_projected_context
+    from contextplane.authority import StablePrefix
     from contextplane.backends import open_backend
     from contextplane.config import Config, load_config
-    from contextplane.delivery import Delivered, ModelCall, adeliver, deliver
-    from contextplane.embedding import AsyncEmbedder, Embedder
+    from contextplane.delivery import Delivered, ModelCall
     from contextplane.errors import (
         ConfigError,
         ContextPlaneError,
         IncognitoWriteError,
         PluginLoadError,
-        SectionError,
         SectionOrderError,
         StoreError,
         ValidationError,
     )
-    from contextplane.hookspecs import hookimpl
-    from contextplane.memory.model import MemoryChunk
-    from contextplane.notices import PluginWarning, warn_once
-    from contextplane.plugins import PluginHost, get_host, plugin_host_with
+    from contextplane.plugins import PluginHost, get_host
     from contextplane.projection import (
         InjectionRecord,
         ProjectedContext,
         SectionReport,
-        compose,
         compose_projected_context,
     )
-    from contextplane.records import Backend, InjectionLog, SessionSummaries, SnapshotStore
-    from contextplane.request import BuildContext, ProjectionRequest, Surface
+    from contextplane.request import ProjectionRequest, Surface
     from contextplane.runtime import MessageCodec, Runtime, Turn, open_runtime
-    from contextplane.sections import ContextSection, Draft, Envelope, PromptSection, Row, Shed
-    from contextplane.store.protocol import AsyncKnowledgeStore, KnowledgeStore, SearchHit
 
-#: Where each public name is defined (the imports above, as data for ``__getattr__``).
+if TYPE_CHECKING:  # kept names (not in __all__): ``X as X`` is mypy's mark of a re-export
+    from contextplane.aprojection import acompose as acompose
+    from contextplane.authority import AUTHORITY_ORDER as AUTHORITY_ORDER
+    from contextplane.authority import PrefixSection as PrefixSection
+    from contextplane.authority import build_stable_prefix as build_stable_prefix
+    from contextplane.delivery import adeliver as adeliver
+    from contextplane.delivery import deliver as deliver
+    from contextplane.embedding import AsyncEmbedder as AsyncEmbedder
+    from contextplane.embedding import Embedder as Embedder
+    from contextplane.errors import SectionError as SectionError
+    from contextplane.hookspecs import hookimpl as hookimpl
+    from contextplane.memory.model import MemoryChunk as MemoryChunk
+    from contextplane.notices import PluginWarning as PluginWarning
+    from contextplane.notices import warn_once as warn_once
+    from contextplane.plugins import plugin_host_with as plugin_host_with
+    from contextplane.projection import compose as compose
+    from contextplane.records import Backend as Backend
+    from contextplane.records import InjectionLog as InjectionLog
+    from contextplane.records import SessionSummaries as SessionSummaries
+    from contextplane.records import SnapshotStore as SnapshotStore
+    from contextplane.request import BuildContext as BuildContext
+    from contextplane.sections import ContextSection as ContextSection
+    from contextplane.sections import Draft as Draft
+    from contextplane.sections import Envelope as Envelope
+    from contextplane.sections import PromptSection as PromptSection
+    from contextplane.sections import Row as Row
+    from contextplane.sections import Shed as Shed
+    from contextplane.store.protocol import AsyncKnowledgeStore as AsyncKnowledgeStore
+    from contextplane.store.protocol import KnowledgeStore as KnowledgeStore
+    from contextplane.store.protocol import SearchHit as SearchHit
+
+#: Where each name the root resolves is defined (both blocks above, as data for ``__getattr__``).
 _WHERE: dict[str, str] = {
     "AUTHORITY_ORDER": "contextplane.authority",
     "AsyncEmbedder": "contextplane.embedding",
@@ -129,61 +154,32 @@ _WHERE: dict[str, str] = {
 }
 
 __all__ = [
-    "AUTHORITY_ORDER",
-    "AsyncEmbedder",
-    "AsyncKnowledgeStore",
-    "Backend",
-    "BuildContext",
     "Config",
     "ConfigError",
     "ContextPlaneError",
-    "ContextSection",
     "Delivered",
-    "Draft",
-    "Embedder",
-    "Envelope",
     "IncognitoWriteError",
-    "InjectionLog",
     "InjectionRecord",
-    "KnowledgeStore",
-    "MemoryChunk",
     "MessageCodec",
     "ModelCall",
     "PluginHost",
     "PluginLoadError",
-    "PluginWarning",
-    "PrefixSection",
     "ProjectedContext",
     "ProjectionRequest",
-    "PromptSection",
-    "Row",
     "Runtime",
-    "SearchHit",
-    "SectionError",
     "SectionOrderError",
     "SectionReport",
-    "SessionSummaries",
-    "Shed",
-    "SnapshotStore",
     "StablePrefix",
     "StoreError",
     "Surface",
     "Turn",
     "ValidationError",
-    "acompose",
     "acompose_projected_context",
-    "adeliver",
-    "build_stable_prefix",
-    "compose",
     "compose_projected_context",
-    "deliver",
     "get_host",
-    "hookimpl",
     "load_config",
     "open_backend",
     "open_runtime",
-    "plugin_host_with",
-    "warn_once",
 ]
 
 __version__ = "0.2.0"
@@ -193,7 +189,7 @@ def __getattr__(name: str) -> Any:
     """A public name, imported from its module on first use and kept (PEP 562)."""
     module = _WHERE.get(name)
     if module is None:
-        raise AttributeError(f"module 'contextplane' has no attribute {name!r}")
+        raise AttributeError(f"module 'contextplane' has no attribute {name!r}{_elsewhere(name)}")
     value = getattr(_importlib.import_module(module), name)
     globals()[name] = value
     return value
@@ -201,6 +197,16 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
+
+
+def _elsewhere(name: str) -> str:
+    """Where a name the root lacks lives instead, said in the error (a role face's name)."""
+    if name.startswith("__"):  # the import system's probes (``__path__``, ...): no face holds one
+        return ""
+    for face in ("contextplane.section", "contextplane.backend"):
+        if name in getattr(_importlib.import_module(face), "__all__", ()):
+            return f"; it is in {face}: from {face} import {name}"
+    return ""
 
 
 # Library etiquette: our records go to ``contextplane.*`` loggers and reach whatever handlers the

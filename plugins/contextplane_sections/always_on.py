@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from contextplane import ContextSection, Draft, MemoryChunk, ProjectionRequest, Shed, hookimpl
+from contextplane.section import ContextSection, Draft, MemoryChunk, ProjectionRequest, Shed, hookimpl
 from contextplane.store.aio import alist_chunks
 from contextplane_sections.attribution import memory_row, min_trust
 from contextplane_sections.envelopes import INJECTED_MEMORY

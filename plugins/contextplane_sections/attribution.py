@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from contextplane import Row
+from contextplane.section import Row
 
 
 def scope_label(namespace: str) -> str:

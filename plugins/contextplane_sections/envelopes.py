@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contextplane import Envelope
+from contextplane.section import Envelope
 
 INJECTED_MEMORY = Envelope(
     "injected_memory",

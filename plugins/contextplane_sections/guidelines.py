@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from contextplane import BuildContext, ConfigError, PromptSection, hookimpl
+from contextplane.section import BuildContext, ConfigError, PromptSection, hookimpl
 
 NAME = "operator_guidelines"
 AUTHORITY = 50

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from contextplane import BuildContext, ConfigError, PromptSection, hookimpl
-from contextplane.notices import PluginWarning, warn_once
+from contextplane.section import BuildContext, ConfigError, PluginWarning, PromptSection, hookimpl, warn_once
 
 NAME = "identity"
 AUTHORITY = 10

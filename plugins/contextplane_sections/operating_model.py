@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from contextplane import BuildContext, PromptSection, hookimpl
+from contextplane.section import BuildContext, PromptSection, hookimpl
 
 NAME = "operating_model"
 AUTHORITY = 20

@@ -29,9 +29,17 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from contextplane import ContextSection, Draft, ProjectionRequest, Row, SessionSummaries, Shed, hookimpl
-from contextplane.records import SessionSummary
 from contextplane.records.aio import acount_summaries, anewest, arelevant
+from contextplane.section import (
+    ContextSection,
+    Draft,
+    ProjectionRequest,
+    Row,
+    SessionSummaries,
+    SessionSummary,
+    Shed,
+    hookimpl,
+)
 from contextplane_sections.envelopes import INJECTED_MEMORY
 
 NAME = "prior_sessions"

@@ -25,10 +25,18 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from contextplane import ContextSection, Draft, ProjectionRequest, Row, SearchHit, Shed, hookimpl
-from contextplane.budget import budget_chars
-from contextplane.errors import EmbedderError
-from contextplane.notices import log_failure
+from contextplane.section import (
+    ContextSection,
+    Draft,
+    EmbedderError,
+    ProjectionRequest,
+    Row,
+    SearchHit,
+    Shed,
+    budget_chars,
+    hookimpl,
+    log_failure,
+)
 from contextplane.store.aio import asearch
 from contextplane_sections.attribution import common_attribution, compact_heading, compact_row, min_trust
 from contextplane_sections.envelopes import INJECTED_MEMORY

@@ -22,8 +22,17 @@ from typing import Any
 import attrs
 import yaml
 
-from contextplane import Config, ContextSection, Draft, ProjectionRequest, Row, Shed, hookimpl
-from contextplane.notices import PluginWarning, warn_once
+from contextplane.section import (
+    Config,
+    ContextSection,
+    Draft,
+    PluginWarning,
+    ProjectionRequest,
+    Row,
+    Shed,
+    hookimpl,
+    warn_once,
+)
 from contextplane_sections.envelopes import AVAILABLE_SKILLS
 
 NAME = "skills"
@@ -142,7 +151,7 @@ async def adraft(request: ProjectionRequest) -> Draft:
 def make_section(config: Config) -> ContextSection:
     floor = config.plugin_settings(NAME).get("floor", DEFAULT_FLOOR)
     if isinstance(floor, bool) or not isinstance(floor, int) or floor < 0:
-        from contextplane import ConfigError
+        from contextplane.section import ConfigError
 
         raise ConfigError(
             f"invalid value for plugin.skills.floor: expected a whole number >= 0, got {floor!r}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from contextplane import BuildContext, ConfigError, PromptSection, hookimpl
+from contextplane.section import BuildContext, ConfigError, PromptSection, hookimpl
 
 NAME = "tool_guidance"
 AUTHORITY = 40

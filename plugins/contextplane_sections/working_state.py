@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from contextplane import ContextSection, Draft, ProjectionRequest, Row, Shed, hookimpl
+from contextplane.section import ContextSection, Draft, ProjectionRequest, Row, Shed, hookimpl
 from contextplane_sections.envelopes import WORKING_STATE
 
 NAME = "working_state"

@@ -44,7 +44,7 @@ def test_import_contextplane_loads_nothing_heavy() -> None:
     assert {m for m in loaded if m.startswith("contextplane")} == {"contextplane"}
 
 
-@pytest.mark.parametrize("name", sorted(contextplane.__all__))
+@pytest.mark.parametrize("name", sorted(contextplane._WHERE))
 def test_every_exported_name_still_imports(name: str) -> None:
     value = getattr(contextplane, name)
     exec(f"from contextplane import {name} as got", namespace := {})
@@ -74,14 +74,20 @@ def test_a_plugin_author_pays_only_for_what_it_imports() -> None:
     assert not {m for m in loaded if m in HEAVY or m.startswith("contextplane.store")}
 
 
-def test_the_docstring_and_contributing_sort_every_export_into_a_face() -> None:
-    """The faces the module docstring and CONTRIBUTING.md describe cover ``__all__`` exactly."""
-    doc = contextplane.__doc__ or ""
+def test_the_docstrings_and_contributing_name_every_face_name() -> None:
+    """Each face's docstring names every name in its ``__all__``; CONTRIBUTING.md's "The three
+    faces" names the runtime and section faces' names and every name the root ever exported."""
+    import contextplane.backend
+    import contextplane.section
+
     contributing = (Path(__file__).resolve().parents[2] / "CONTRIBUTING.md").read_text(encoding="utf-8")
     faces = contributing[contributing.index("## The three faces") :]
     faces = faces[: faces.index("\n## ", 1)]
-    for name in contextplane.__all__:
-        assert f"``{name}``" in doc, f"{name} is in no face of contextplane's docstring"
+    for face in (contextplane, contextplane.section, contextplane.backend):
+        doc = face.__doc__ or ""
+        for name in face.__all__:
+            assert f"``{name}``" in doc, f"{name} is in {face.__name__}.__all__ but not its docstring"
+    for name in {*contextplane._WHERE, *contextplane.__all__, *contextplane.section.__all__}:
         assert f"`{name}`" in faces, f"{name} is in no face of CONTRIBUTING.md"
 
 
@@ -139,22 +145,34 @@ def test_the_kit_plugin_loads_nothing_heavy_until_a_kit_class_is_used(tmp_path: 
     assert ours == ["contextplane", "contextplane.testing", "contextplane.testing.pytest_plugin"], ours
 
 
-def test_what_mypy_sees_is_what_runs() -> None:
+@pytest.mark.parametrize("face", ["contextplane", "contextplane.section", "contextplane.backend"])
+def test_what_mypy_sees_is_what_runs(face: str) -> None:
     """The ``TYPE_CHECKING`` imports (what mypy and IDEs read), ``_WHERE`` (what ``__getattr__``
     loads) and ``__all__`` name the same names from the same modules: a name added to one and
-    not the others would be invisible to the type checker or missing at run time."""
+    not the others would be invisible to the type checker or missing at run time. A name the
+    root keeps outside ``__all__`` is imported ``X as X``, mypy's mark of a re-export (without
+    it, a strict third party's ``from contextplane import Row`` fails to type-check)."""
     import ast
+    import importlib
 
-    tree = ast.parse(Path(contextplane.__file__).read_text(encoding="utf-8"))
-    guarded = next(
+    module = importlib.import_module(face)
+    tree = ast.parse(Path(module.__file__ or "").read_text(encoding="utf-8"))
+    guarded = [
         node for node in tree.body
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
-    )
+    ]
+    aliases = [alias for block in guarded for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names]
     seen = {
         alias.asname or alias.name: node.module
-        for node in guarded.body
+        for block in guarded
+        for node in block.body
         if isinstance(node, ast.ImportFrom)
         for alias in node.names
     }
-    assert seen == contextplane._WHERE
-    assert sorted(seen) == sorted(contextplane.__all__)
+    assert seen == module._WHERE
+    assert set(module.__all__) <= set(seen)
+    kept = {alias.name for alias in aliases if alias.name not in module.__all__}
+    assert kept == set(seen) - set(module.__all__)
+    assert all(alias.asname == alias.name for alias in aliases if alias.name in kept)
+    if face != "contextplane":
+        assert sorted(seen) == sorted(module.__all__), "a face keeps no name outside __all__"
