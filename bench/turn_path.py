@@ -176,15 +176,11 @@ def _module_of(frame: FrameType) -> str | None:
     return None
 
 
-_functions: dict[Any, Any] = {}
-
-
 def _function_of(frame: FrameType) -> Any:
     """The function object a frame runs (a module-level function or a method of a module-level
-    class), or None; what its parameters are annotated with is read from it."""
+    class), or None; what its parameters are annotated with is read from it. (Not memoised by
+    code object: equal code objects of two modules compare equal.)"""
     code = frame.f_code
-    if code in _functions:
-        return _functions[code]
     found = None
     names = frame.f_globals
     candidate = names.get(code.co_name)
@@ -198,7 +194,6 @@ def _function_of(frame: FrameType) -> Any:
                 if getattr(member, "__code__", None) is code:
                     found = member
                     break
-    _functions[code] = found
     return found
 
 

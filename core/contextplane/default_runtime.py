@@ -66,18 +66,29 @@ def default_runtime(
         held: dict[str, Any] = object.__getattribute__(key, "__dict__")
     except AttributeError:  # no __dict__: nowhere to carry it
         return None
-    for given, h, c, s, runtime in held.get(ATTRIBUTE, ()):
+    mine = _carried(held, key, backend, host, config, strict)
+    if mine is not None:
+        return mine
+    with _lock:
+        mine = _carried(held, key, backend, host, config, strict)
+        if mine is not None:
+            return mine
+        mine = Runtime(host=host, config=config, backend=backend, knowledge_store=key, strict=strict)  # type: ignore[arg-type]
+        mine.wiring()  # the one resolution, here
+        held[ATTRIBUTE] = (*held.get(ATTRIBUTE, ()), (backend, host, config, strict, mine))[-KEEP:]
+        return mine
+
+
+def _carried(
+    held: dict[str, Any], key: object, backend: Any, host: PluginHost, config: Config, strict: bool | None
+) -> Runtime | None:
+    """The runtime among those ``key`` carries that was wired for exactly these, by identity
+    (a copied store carries its original's: not its own)."""
+    entries: tuple[tuple[Any, PluginHost, Config, bool | None, Runtime], ...] = held.get(ATTRIBUTE, ())
+    for given, h, c, s, runtime in entries:
         if given is backend and h is host and c is config and s == strict and runtime.given_store is key:
             return runtime
-    with _lock:
-        found: tuple[tuple[Any, PluginHost, Config, bool | None, Runtime], ...] = held.get(ATTRIBUTE, ())
-        for given, h, c, s, runtime in found:
-            if given is backend and h is host and c is config and s == strict and runtime.given_store is key:
-                return runtime
-        runtime = Runtime(host=host, config=config, backend=backend, knowledge_store=key, strict=strict)  # type: ignore[arg-type]
-        runtime.wiring()  # the one resolution, here
-        held[ATTRIBUTE] = (*found, (backend, host, config, strict, runtime))[-KEEP:]
-        return runtime
+    return None
 
 
 def d8_turn(
