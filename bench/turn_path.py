@@ -57,6 +57,7 @@ LAYERS: Sequence[tuple[int, str, tuple[str, ...]]] = (
         "engine",
         (
             "contextplane.runtime",
+            "contextplane.default_runtime",
             "contextplane.engine",
             "contextplane.projection",
             "contextplane.aprojection",

@@ -58,6 +58,8 @@ def test_a_turn_climbs_no_layer_and_calls_up_only_through_the_codec(turn_path: A
         assert "passed as `codec` to placed" in why
     stations = tracer.stations()
     assert "?" not in stations, f"modules in no station: {stations.get('?')}"
+    unplaced = [m for m in tracer.order if turn_path.layer_of(m)[1] == "?"]
+    assert not unplaced, f"modules in no layer: {unplaced}"
     assert {"runtime", "engine", "sections", "fitting", "recorder", "backend", "delivery"} <= set(stations)
     if entry == "langgraph":
         assert len(tracer.callbacks()) >= 1 and "adapter" in stations
