@@ -66,7 +66,11 @@ LAYERS: Sequence[tuple[int, str, tuple[str, ...]]] = (
             "contextplane.handoff",
         ),
     ),
-    (4, "host", ("contextplane.host", "contextplane.plugins", "contextplane.hookspecs", "contextplane.authority")),
+    (
+        4,
+        "host",
+        ("contextplane.host", "contextplane.plugins", "contextplane.hookspecs", "contextplane.authority"),
+    ),
     (
         3,
         "plugin",
@@ -143,7 +147,10 @@ STATIONS: Sequence[tuple[str, tuple[str, ...]]] = (
     ),
     ("host", LAYERS[2][2]),
     ("sections", ("contextplane_sections", "contextplane_embedders", "contextplane_postgres.plugin")),
-    ("fitting", ("contextplane.fitting", "contextplane.budget", "contextplane.escaping", "contextplane.memo")),
+    (
+        "fitting",
+        ("contextplane.fitting", "contextplane.budget", "contextplane.escaping", "contextplane.memo"),
+    ),
     ("recorder", ("contextplane.recorder", "contextplane.observability")),
     ("backend", LAYERS[5][2]),
     ("delivery", ("contextplane.delivery",)),
@@ -289,7 +296,9 @@ class Tracer:
 
     def callbacks(self) -> list[tuple[str, str, str, str]]:
         """Calls up the layers, every one of them made through a protocol the caller's side defines."""
-        return [(a, b, how, why) for (a, b), (how, why) in self.evidence.items() if (a, b) not in self.unexplained]
+        return [
+            (a, b, how, why) for (a, b), (how, why) in self.evidence.items() if (a, b) not in self.unexplained
+        ]
 
     def stations(self) -> dict[str, list[str]]:
         """The modules entered, grouped by station, stations in the order the turn reaches them."""
@@ -406,7 +415,9 @@ def show(title: str, tracer: Tracer) -> None:
     for source, target, how in climbs:
         print(f"  {source} [{layer_of(source)[1]}] -> {target} [{layer_of(target)[1]}]  ({how})")
     callbacks = tracer.callbacks()
-    print(f"-- {len(callbacks)} calls up the layers are callbacks through a protocol the caller's side defines")
+    print(
+        f"-- {len(callbacks)} calls up the layers are callbacks through a protocol the caller's side defines"
+    )
     for source, target, how, why in callbacks:
         print(f"  {source} [{layer_of(source)[1]}] -> {target} [{layer_of(target)[1]}]  ({how})")
         print(f"      through {why}")

@@ -22,6 +22,7 @@ import types
 from typing import Any, Final
 
 from contextplane.backends import resolve_backend
+from contextplane.default_runtime import compose_projected_context
 from contextplane.engine import assembly, drafting, driver
 from contextplane.engine.assembly import (
     Drafting,
@@ -47,7 +48,6 @@ from contextplane.engine.drafting import (
     position_of,
     warn_no_view,
 )
-from contextplane.default_runtime import compose_projected_context
 from contextplane.engine.driver import compose, compose_turn
 from contextplane.types import InjectionRecord, ProjectedContext, SectionReport, approx_tokens
 

@@ -67,7 +67,7 @@ def test_a_turn_climbs_no_layer_and_calls_up_only_through_the_codec(turn_path: A
         assert not {"contextplane.backends", "contextplane.records.backend"} & set(tracer.order)
 
 
-LOW = '''
+LOW = """
 from typing import Protocol
 
 class Codec(Protocol):
@@ -78,9 +78,9 @@ def through(codec: Codec) -> str:
 
 def direct(wrap) -> str:
     return wrap("x")
-'''
+"""
 
-HIGH = '''
+HIGH = """
 from typing import Protocol
 
 class Theirs(Protocol):
@@ -92,7 +92,7 @@ class Carrier:
 
 def wrap(text: str) -> str:
     return text.upper()
-'''
+"""
 
 
 def _module(name: str, source: str) -> types.ModuleType:
@@ -105,7 +105,9 @@ def _module(name: str, source: str) -> types.ModuleType:
 def test_a_call_up_is_a_callback_only_with_a_protocol_of_the_lower_layer(turn_path: Any) -> None:
     low = _module("contextplane.engine.turn_path_probe_low", LOW)
     high = _module("contextplane_langgraph.turn_path_probe_high", HIGH)
-    theirs = _module("contextplane.engine.turn_path_probe_theirs", LOW.replace("codec: Codec", "codec: Theirs"))
+    theirs = _module(
+        "contextplane.engine.turn_path_probe_theirs", LOW.replace("codec: Codec", "codec: Theirs")
+    )
     theirs.Theirs = high.Theirs  # the annotation names the adapter's protocol
     try:
         through = turn_path.traced(lambda: low.through(high.Carrier()))
@@ -135,5 +137,6 @@ def test_reading_a_projection_s_reports_calls_nothing_above_the_value_types(
     layers = {module: turn_path.layer_of(module)[1] for module in tracer.order}
     assert layers and set(layers.values()) == {"values"}, layers
     assert [r.name for r in projection.sections] == sorted(
-        (r.name for r in projection.sections), key=lambda n: (projection.section(n).priority, n)  # type: ignore[union-attr]
+        (r.name for r in projection.sections),
+        key=lambda n: (projection.section(n).priority, n),  # type: ignore[union-attr]
     )
