@@ -9,10 +9,19 @@ Both run over the standard sections and the embedded SQLite backend in a tempora
 the injection-log row, the turn inputs and the prompt snapshot are really written.
 
 ``sys.setprofile`` sees every Python call. Printed: the contextplane modules in the order a turn
-first enters them, each with its layer (``LAYERS``), then every call that climbs back up the
-layers (a callee in a higher layer than its caller, e.g. an observer reading a property of a type
-the engine module defines). A frame of another library (langgraph, attrs' generated ``__init__``)
-is attributed to the nearest contextplane frame below it.
+first enters them, each with its layer (``LAYERS``); the same modules grouped by the station of
+the path they belong to (``STATIONS``: adapter, runtime, engine, host, sections, fitting,
+recorder, backend, delivery, values), so "a turn passes N stations" can be read beside "a turn
+enters M modules"; then every call that climbs back up the layers (a callee in a higher layer
+than its caller, e.g. an observer reading a property of a type the engine module defines).
+
+A call up that the lower module makes through a protocol it defines itself (dependency
+inversion: delivery calling the adapter's ``MessageCodec``) is listed apart, as a callback, and
+only with its evidence: the calling function (or one of its callers in the same module) has a
+parameter annotated with a ``Protocol`` class from a layer no higher than its own, and the
+function called is that parameter's object's implementation of one of the protocol's members.
+A call up without that evidence stays a climb. A frame of another library (langgraph, attrs'
+generated ``__init__``) is attributed to the nearest contextplane frame below it.
 
     python bench/turn_path.py [--entry d8|langgraph|both]
 """
@@ -22,6 +31,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import typing
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
@@ -47,6 +57,7 @@ LAYERS: Sequence[tuple[int, str, tuple[str, ...]]] = (
         "engine",
         (
             "contextplane.runtime",
+            "contextplane.default_runtime",
             "contextplane.engine",
             "contextplane.projection",
             "contextplane.aprojection",
@@ -55,7 +66,11 @@ LAYERS: Sequence[tuple[int, str, tuple[str, ...]]] = (
             "contextplane.handoff",
         ),
     ),
-    (4, "host", ("contextplane.host", "contextplane.plugins", "contextplane.hookspecs", "contextplane.authority")),
+    (
+        4,
+        "host",
+        ("contextplane.host", "contextplane.plugins", "contextplane.hookspecs", "contextplane.authority"),
+    ),
     (
         3,
         "plugin",
@@ -113,13 +128,53 @@ LAYERS: Sequence[tuple[int, str, tuple[str, ...]]] = (
 )
 
 
-def layer_of(module: str) -> tuple[int, str]:
-    best: tuple[int, int, str] = (-1, 9, "?")
-    for number, name, prefixes in LAYERS:
+#: The stations of a turn's path (docs/architecture.md, "The path of one turn"): what part of the
+#: work a module does for the turn. The layers above order them; a station is what one reads the
+#: "~10" of issue 25 as. Longest matching prefix wins.
+STATIONS: Sequence[tuple[str, tuple[str, ...]]] = (
+    ("adapter", LAYERS[0][2]),
+    ("runtime", ("contextplane.runtime", "contextplane.default_runtime")),
+    (
+        "engine",
+        (
+            "contextplane.engine",
+            "contextplane.projection",
+            "contextplane.aprojection",
+            "contextplane.subagents",
+            "contextplane.handoff",
+            "contextplane.aio",
+        ),
+    ),
+    ("host", LAYERS[2][2]),
+    ("sections", ("contextplane_sections", "contextplane_embedders", "contextplane_postgres.plugin")),
+    (
+        "fitting",
+        ("contextplane.fitting", "contextplane.budget", "contextplane.escaping", "contextplane.memo"),
+    ),
+    ("recorder", ("contextplane.recorder", "contextplane.observability")),
+    ("backend", LAYERS[5][2]),
+    ("delivery", ("contextplane.delivery",)),
+    ("values", LAYERS[6][2]),
+)
+
+
+def _longest(module: str, table: Sequence[tuple[Any, tuple[str, ...]]]) -> Any:
+    best: tuple[int, Any] = (-1, None)
+    for value, prefixes in table:
         for prefix in prefixes:
             if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best[0]:
-                best = (len(prefix), number, name)
-    return best[1], best[2]
+                best = (len(prefix), value)
+    return best[1]
+
+
+def layer_of(module: str) -> tuple[int, str]:
+    found = _longest(module, [((number, name), prefixes) for number, name, prefixes in LAYERS])
+    return found if found is not None else (9, "?")
+
+
+def station_of(module: str) -> str:
+    found = _longest(module, STATIONS)
+    return found if found is not None else "?"
 
 
 def _module_of(frame: FrameType) -> str | None:
@@ -129,12 +184,87 @@ def _module_of(frame: FrameType) -> str | None:
     return None
 
 
+def _function_of(frame: FrameType) -> Any:
+    """The function object a frame runs (a module-level function or a method of a module-level
+    class), or None; what its parameters are annotated with is read from it. (Not memoised by
+    code object: equal code objects of two modules compare equal.)"""
+    code = frame.f_code
+    found = None
+    names = frame.f_globals
+    candidate = names.get(code.co_name)
+    if getattr(candidate, "__code__", None) is code:
+        found = candidate
+    else:
+        for value in list(names.values()):
+            if isinstance(value, type) and value.__module__ == names.get("__name__"):
+                member = vars(value).get(code.co_name)
+                member = getattr(member, "__func__", member)
+                if getattr(member, "__code__", None) is code:
+                    found = member
+                    break
+    return found
+
+
+def _protocols(function: Any) -> dict[str, type]:
+    """The function's parameters annotated with a ``Protocol`` class, by name."""
+    out: dict[str, type] = {}
+    code = function.__code__
+    params = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    for name, hint in getattr(function, "__annotations__", {}).items():
+        if name not in params:
+            continue
+        if isinstance(hint, str):
+            try:
+                hint = eval(hint, function.__globals__)
+            except Exception:
+                continue
+        cls = typing.get_origin(hint) or hint
+        if isinstance(cls, type) and getattr(cls, "_is_protocol", False):
+            out[name] = cls
+    return out
+
+
+def callback_evidence(caller: FrameType, callee: FrameType) -> str | None:
+    """Why a call up is a callback through a protocol the caller's side defines, or None.
+
+    Walks the caller's frames in its own module (a generator expression, a nested function);
+    for each, a parameter annotated with a ``Protocol`` from a layer no higher than the caller's
+    whose object's member (one the protocol declares) runs the callee's code."""
+    module = _module_of(caller)
+    assert module is not None
+    level = layer_of(module)[0]
+    code = callee.f_code
+    frame: FrameType | None = caller
+    while frame is not None and _module_of(frame) == module:
+        function = _function_of(frame)
+        if function is not None:
+            for name, protocol in _protocols(function).items():
+                if layer_of(protocol.__module__)[0] > level:
+                    continue
+                obj = frame.f_locals.get(name)
+                for member, declared in vars(protocol).items():
+                    if member.startswith("_") or not callable(declared):
+                        continue
+                    impl = getattr(obj, member, None)
+                    if getattr(getattr(impl, "__func__", impl), "__code__", None) is code:
+                        return (
+                            f"{protocol.__module__}.{protocol.__qualname__}.{member}, called on the "
+                            f"{type(obj).__name__} passed as `{name}` to {function.__qualname__}"
+                        )
+        frame = frame.f_back
+    return None
+
+
 class Tracer:
     """First-entry order of contextplane modules and the module-to-module calls of a turn."""
 
     def __init__(self) -> None:
         self.order: list[str] = []
         self.calls: dict[tuple[str, str], str] = {}
+        #: Pairs with a call up that has no callback evidence.
+        self.unexplained: dict[tuple[str, str], str] = {}
+        #: Pairs with a call up through a protocol, with the evidence of the first.
+        self.evidence: dict[tuple[str, str], tuple[str, str]] = {}
 
     def __call__(self, frame: FrameType, event: str, _arg: Any) -> None:
         if event != "call":
@@ -151,10 +281,31 @@ class Tracer:
             source = _module_of(caller)
             assert source is not None
             if source != module:
-                self.calls.setdefault((source, module), f"{caller.f_code.co_name} -> {frame.f_code.co_name}")
+                how = f"{caller.f_code.co_name} -> {frame.f_code.co_name}"
+                self.calls.setdefault((source, module), how)
+                if layer_of(module)[0] > layer_of(source)[0]:
+                    why = callback_evidence(caller, frame)
+                    if why is None:
+                        self.unexplained.setdefault((source, module), how)
+                    else:
+                        self.evidence.setdefault((source, module), (how, why))
 
     def climbs(self) -> list[tuple[str, str, str]]:
-        return [(a, b, how) for (a, b), how in self.calls.items() if layer_of(b)[0] > layer_of(a)[0]]
+        """Calls up the layers with no evidence of a callback (a pair with one such call is a climb)."""
+        return [(a, b, how) for (a, b), how in self.unexplained.items()]
+
+    def callbacks(self) -> list[tuple[str, str, str, str]]:
+        """Calls up the layers, every one of them made through a protocol the caller's side defines."""
+        return [
+            (a, b, how, why) for (a, b), (how, why) in self.evidence.items() if (a, b) not in self.unexplained
+        ]
+
+    def stations(self) -> dict[str, list[str]]:
+        """The modules entered, grouped by station, stations in the order the turn reaches them."""
+        out: dict[str, list[str]] = {}
+        for module in self.order:
+            out.setdefault(station_of(module), []).append(module)
+        return out
 
 
 def traced(turn: Callable[[], object]) -> Tracer:
@@ -185,12 +336,13 @@ def d8_turns(root: Path) -> Iterator[Callable[[], object]]:
     host = PluginHost.from_entry_points(config)
     backend = SQLiteBackend(root / "d8.sqlite3", config=config)
     _seed(backend)
+    store = backend.memories  # the store the caller holds (reading it is not the turn's work)
 
     def turn(index: int) -> Callable[[], object]:
         def run() -> object:
             projection = compose_projected_context(
                 "when is the deploy window?",
-                backend.memories,
+                store,
                 state={"task": "deploy"},
                 session_id="s1",
                 turn_index=index,
@@ -250,14 +402,25 @@ def langgraph_turns(root: Path) -> Iterator[Callable[[], object]]:
 
 
 def show(title: str, tracer: Tracer) -> None:
+    stations = tracer.stations()
     print(f"== {title}: {len(tracer.order)} contextplane modules, in the order a turn enters them")
     for module in tracer.order:
         number, name = layer_of(module)
         print(f"  {number} {name:<8} {module}")
+    print(f"-- {len(stations)} stations, in the order a turn reaches them (modules per station)")
+    for station, modules in stations.items():
+        print(f"  {station:<9} {len(modules):>2}  {', '.join(modules)}")
     climbs = tracer.climbs()
     print(f"-- {len(climbs)} calls climb back up the layers")
     for source, target, how in climbs:
         print(f"  {source} [{layer_of(source)[1]}] -> {target} [{layer_of(target)[1]}]  ({how})")
+    callbacks = tracer.callbacks()
+    print(
+        f"-- {len(callbacks)} calls up the layers are callbacks through a protocol the caller's side defines"
+    )
+    for source, target, how, why in callbacks:
+        print(f"  {source} [{layer_of(source)[1]}] -> {target} [{layer_of(target)[1]}]  ({how})")
+        print(f"      through {why}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,8 @@
 
 It creates a local SQLite backend in a fresh directory, seeds it with a realistic sample
 (every kind of row the delivery rules must handle, and prior-session summaries), runs a
-scripted multi-turn session through ``compose_projected_context`` with the standard sections,
+scripted multi-turn session on a ``Runtime`` (``open_runtime``, ``compose``, ``deliver``) with the
+standard sections,
 prints each turn's budget table and ends with checks that hold the ADR's promises: within
 budget on every turn, no non-deliverable row ever delivered, incognito and goal turns
 suppressed what they must, the injection log matches what was delivered. The checks are

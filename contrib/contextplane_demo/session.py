@@ -11,18 +11,9 @@ from typing import Any
 
 import attrs
 
-from contextplane import (
-    BuildContext,
-    ContextPlaneError,
-    PluginHost,
-    ProjectedContext,
-    build_stable_prefix,
-    compose_projected_context,
-    deliver,
-    open_backend,
-)
+from contextplane import ContextPlaneError, PluginHost, ProjectedContext, open_runtime
 from contextplane.config import load_config
-from contextplane.delivery import plain_projection_message
+from contextplane.delivery import PLAIN
 from contextplane.notices import PluginWarning
 from contextplane.textui import budget_table
 from contextplane_demo.checks import Check, run_checks
@@ -128,10 +119,14 @@ def _run(directory: Path, echo: Callable[[str], None]) -> DemoResult:
 
 def _session(root: Path, config: Any, echo: Callable[[str], None]) -> DemoResult:
     host = PluginHost.from_entry_points(config)
-    backend = open_backend(host)
-    try:
+    # The deployment's backend, opened by the runtime (and closed with it); the stable prefix
+    # built once from the host, with the demo's tools bound.
+    with open_runtime(config, host=host, tools=TOOLS) as runtime:
+        backend = runtime.backend
+        assert backend is not None  # open_runtime opened the configured one
         seeded = seed(backend.memories, backend.summaries)
-        prefix = build_stable_prefix(host, BuildContext(config=config, tools=TOOLS))
+        prefix = runtime.prefix
+        assert prefix is not None and not isinstance(prefix, str)
         echo(f"contextplane demo in {root}: records in {backend.name}")
         echo(f"stable prefix: {len(prefix.text)} chars, sections {', '.join(prefix.order)}")
         logged_before = len(backend.injections.rows(SESSION))
@@ -139,25 +134,22 @@ def _session(root: Path, config: Any, echo: Callable[[str], None]) -> DemoResult
         results: list[tuple[Turn, ProjectedContext]] = []
         history: list[dict[str, Any]] = [LEGACY_FRAME]
         for index, turn in enumerate(TURNS, start=1):
-            projection = compose_projected_context(
-                turn.query,
-                backend.memories,
-                None,
-                turn.state,
-                incognito=turn.incognito,
-                goal_turn=turn.goal_turn,
-                session_id=SESSION,
-                turn_index=index,
-                context_window=turn.context_window,
-                backend=backend,
-                host=host,
+            composed = runtime.compose(
+                runtime.request(
+                    turn.query,
+                    state=turn.state,
+                    incognito=turn.incognito,
+                    goal_turn=turn.goal_turn,
+                    session_id=SESSION,
+                    turn_index=index,
+                    context_window=turn.context_window,
+                )
             )
+            projection = composed.projection
             results.append((turn, projection))
             # One model call per turn, as a runtime makes it: the prompt snapshot is recorded here.
             history.append({"role": "user", "content": turn.query})
-            deliver(
-                projection, history, prefix=prefix, call_index=0, wrap=plain_projection_message, host=host
-            )
+            runtime.deliver(composed, history, PLAIN, call_index=0)
             echo(f"\n== turn {turn.label}: {turn.query!r} (window {turn.context_window} tokens) ==")
             echo(budget_table(projection))
             for step in projection.overflow:
@@ -166,6 +158,4 @@ def _session(root: Path, config: Any, echo: Callable[[str], None]) -> DemoResult
         logged = backend.injections.rows(SESSION)[logged_before:]
         sections = [r.section for r in host.context_sections()]
         checks = run_checks(results, seeded, logged, sections)
-    finally:
-        backend.close()
     return DemoResult(tuple(results), checks, str(root))

@@ -262,10 +262,10 @@ def preview_cmd(
     import attrs
 
     from contextplane.authority import build_stable_prefix, section_texts
-    from contextplane.delivery import deliver, plain_projection_message
+    from contextplane.delivery import PLAIN
     from contextplane.embedding import FULL_TEXT_ONLY
-    from contextplane.projection import compose_projected_context
     from contextplane.request import BuildContext
+    from contextplane.runtime import open_runtime
     from contextplane.textui import budget_table, table
 
     query = query_text(query)
@@ -277,27 +277,25 @@ def preview_cmd(
         turn_index = _next_turn(backend, session_id) if record else 0
         if not getattr(backend.memories, "vectors_enabled", False):
             notes.append(FULL_TEXT_ONLY)
-        projection = compose_projected_context(
-            query,
-            backend,
-            None,
-            {},
-            incognito=incognito,
-            goal_turn=goal_turn,
-            budget_tokens=budget_tokens,
-            context_window=context_window,
-            session_id=session_id,
-            turn_index=turn_index,
-            project=_project_id(project),
-            record=record,
-            backend=backend,
-            host=host,
-        )
+        with open_runtime(config, backend=backend, host=host, prefix=prefix) as runtime:
+            turn = runtime.compose(
+                runtime.request(
+                    query,
+                    incognito=incognito,
+                    goal_turn=goal_turn,
+                    budget_tokens=budget_tokens,
+                    context_window=context_window,
+                    session_id=session_id,
+                    turn_index=turn_index,
+                    project=_project_id(project),
+                    record=record,
+                )
+            )
+            if record:
+                # The model call a runtime would make next: its prompt snapshot is recorded here.
+                runtime.deliver(turn, [{"role": "user", "content": query}], PLAIN, call_index=0)
+        projection = turn.projection
         if record:
-            # The model call a runtime would make next: its prompt snapshot is recorded here.
-            history = [{"role": "user", "content": query}]
-            wrap = plain_projection_message
-            deliver(projection, history, prefix=prefix, call_index=0, wrap=wrap, host=host)
             notes.append(
                 f"recorded as session {session_id!r} turn {turn_index}: try `contextplane replay "
                 f"--session {session_id} --turn {turn_index}` or `contextplane explain ID --session "

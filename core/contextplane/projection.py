@@ -6,6 +6,8 @@ deterministic shedding, the envelopes, the reports), ``engine.drafting`` (every 
 draft with its failures isolated, all reading memory through one point-in-time view of the
 store) and ``engine.driver`` (the sync driver). This module is the import path callers and
 third parties have always used, and re-exports every name they import from it.
+``compose_projected_context`` (D8) composes on the default runtime its store carries
+(``contextplane.default_runtime``), so its backend is resolved once per store, not per turn.
 
 Why the module keeps a class of its own: tests patch names on it
 (``monkeypatch.setattr(projection, "resolve_backend", counting)``); when this was one module,
@@ -20,6 +22,7 @@ import types
 from typing import Any, Final
 
 from contextplane.backends import resolve_backend
+from contextplane.default_runtime import compose_projected_context
 from contextplane.engine import assembly, drafting, driver
 from contextplane.engine.assembly import (
     Drafting,
@@ -45,7 +48,7 @@ from contextplane.engine.drafting import (
     position_of,
     warn_no_view,
 )
-from contextplane.engine.driver import compose, compose_projected_context, compose_turn
+from contextplane.engine.driver import compose, compose_turn
 from contextplane.types import InjectionRecord, ProjectedContext, SectionReport, approx_tokens
 
 #: The old private name of ``engine.drafting.as_rows`` (tests import it).

@@ -27,16 +27,16 @@ from typing import Any, Self, cast
 
 import attrs
 
-from contextplane.aprojection import acompose_turn
 from contextplane.authority import build_stable_prefix
 from contextplane.backends import open_backend, resolve_backend
 from contextplane.config import Config
 from contextplane.delivery import PLAIN, MessageCodec, placed
+from contextplane.engine.async_driver import acompose_turn
+from contextplane.engine.driver import compose_turn
 from contextplane.errors import ContextPlaneError, ValidationError
 from contextplane.observability.turn import Policy, TurnState, ensure
 from contextplane.observability.turn_inputs import dump_config
 from contextplane.plugins import PluginHost, get_host
-from contextplane.projection import compose_turn
 from contextplane.recorder import Recorder, policy_of
 from contextplane.records.backend import Backend, is_backend
 from contextplane.request import BuildContext, ProjectionRequest, Surface
@@ -144,6 +144,11 @@ class Runtime:
     @property
     def backend(self) -> Backend | None:
         return self.wiring().backend
+
+    @property
+    def given_store(self) -> KnowledgeStore | Backend | None:
+        """The store (or backend) the runtime was opened with, as given (``knowledge_store``)."""
+        return self._given[0]
 
     @property
     def knowledge_store(self) -> KnowledgeStore | None:

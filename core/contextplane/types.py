@@ -21,6 +21,7 @@ import enum
 import hashlib
 import itertools
 from collections.abc import Callable, Mapping, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import attrs
@@ -44,6 +45,7 @@ __all__ = [
     "ProjectionRequest",
     "PromptSection",
     "Registered",
+    "ReportFields",
     "Row",
     "SectionReport",
     "Shed",
@@ -53,6 +55,7 @@ __all__ = [
     "StrippedFrame",
     "Surface",
     "approx_tokens",
+    "built_reports",
 ]
 
 #: The ADR's token estimate (its non-goal: no tokenizer): chars // 4.
@@ -186,6 +189,36 @@ class SectionReport:
         return tuple(r.id for r in self.drafted)
 
 
+#: One ``SectionReport``'s fields in its order (name, plugin, priority, chars, item_ids, offered,
+#: truncated, error, suppressed, cut, meta, rendered, drafted): what the engine captures from a
+#: fitted plan (or a skipped section) when it assembles, so the report can be made when first read.
+ReportFields = tuple[
+    str,
+    str,
+    int,
+    int,
+    tuple[str, ...],
+    int,
+    bool,
+    str | None,
+    str | None,
+    tuple[str, ...],
+    Mapping[str, Any],
+    str,
+    Sequence[Row],
+]
+
+_DELIVERY_ORDER = attrgetter("priority", "name")
+
+
+def built_reports(fields: Sequence[ReportFields], interleaved: bool) -> tuple[SectionReport, ...]:
+    """The reports of one turn from their captured fields, in delivery order (priority, then
+    name): ``fields`` lists the fitted sections in that order already, and the skipped ones
+    after them; ``interleaved`` (some were skipped) sorts them into place."""
+    reports = list(itertools.starmap(SectionReport, fields))
+    return tuple(sorted(reports, key=_DELIVERY_ORDER) if interleaved else reports)
+
+
 @attrs.frozen
 class InjectionRecord:
     """The ids actually delivered, after shedding: what the injection log stores (ADR 0069 D6)."""
@@ -205,15 +238,20 @@ class _Deferred:
 
     Most projections are never explained, and a preview (``record=False``) is read for its
     text: building one report per section, every turn, was a fifth of the core's cost with 50
-    sections. So ``projection.assemble`` leaves the ``sections`` slot empty and keeps the builder here; the
+    sections. So ``engine.assembly.assemble`` leaves the ``sections`` slot empty and keeps each
+    report's fields here, captured from the fitted plans as plain values (``ReportFields``); the
     first read of ``sections`` (directly, or by ``==``, ``repr``, ``as_dict``, ``attrs.evolve``,
     pickling: every attrs method reads the attribute) builds the reports once and stores them.
-    The builder only reads the fitted plans, so a read from another thread gets equal reports.
+    Building them calls nothing outside this module (a value type never calls back up into the
+    engine that made it: ``bench/turn_path.py`` counts such calls), and a read from another
+    thread gets equal reports.
     """
 
     __slots__ = ("_reports", "_steps", "_turn")
 
-    _reports: Callable[[], tuple[SectionReport, ...]] | None
+    #: The reports' fields as the engine captured them (``built_reports``'s arguments), until
+    #: ``sections`` is first read.
+    _reports: tuple[Sequence[ReportFields], bool] | None
     #: The shedding steps as ``fitting.fit`` recorded them, until ``overflow`` is first read.
     _steps: Sequence[Step] | None
     #: What the record pipeline carries from composition to the turn's model calls
@@ -307,7 +345,7 @@ def _built_sections(projection: ProjectedContext) -> tuple[SectionReport, ...]:
         raise AttributeError("'ProjectedContext' object has no attribute 'sections'") from None
     if build is None:  # built by another thread meanwhile
         return cast(tuple[SectionReport, ...], object.__getattribute__(projection, "sections"))
-    sections = cast(tuple[SectionReport, ...], build())
+    sections = built_reports(*build)
     object.__setattr__(projection, "sections", sections)
     object.__setattr__(projection, "_reports", None)
     return sections

@@ -12,7 +12,6 @@ they share every step but the drafting itself.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import operator
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
@@ -30,7 +29,14 @@ from contextplane.plugins import PluginHost, Registered, get_host
 from contextplane.records.backend import is_backend
 from contextplane.request import FrozenDict, ProjectionRequest, Surface
 from contextplane.sections import ContextSection
-from contextplane.types import InjectionRecord, ProjectedContext, SectionReport, approx_tokens
+from contextplane.types import (
+    InjectionRecord,
+    ProjectedContext,
+    ReportFields,
+    SectionReport,
+    approx_tokens,
+    built_reports,
+)
 
 _CUT = operator.attrgetter("cut")
 #: The state and extra of a request given none (frozen, so every such request can share it).
@@ -220,13 +226,10 @@ def assemble(
 
     text = layout.render()
     plans = layout.plans
+    fields = report_fields(plans, skipped)
     injection = None
     if recording:
-        delivered = {}
-        for p in plans:
-            ids = p.delivered_ids()
-            if ids:
-                delivered[p.name] = ids
+        delivered = {f[0]: f[4] for f in fields[: len(plans)] if f[4]}
         injection = InjectionRecord(
             session_id=request.session_id,
             turn_index=request.turn_index,
@@ -253,7 +256,7 @@ def assemble(
         plugins=host.plugin_versions() if recording else {},
     )
     object.__delattr__(projection, "sections")
-    object.__setattr__(projection, "_reports", functools.partial(section_reports, plans, tuple(skipped)))
+    object.__setattr__(projection, "_reports", (fields, bool(skipped)))
     if steps:
         object.__delattr__(projection, "overflow")
         object.__setattr__(projection, "_steps", steps)
@@ -262,13 +265,13 @@ def assemble(
     return projection
 
 
-def section_reports(plans: Sequence[SectionPlan], skipped: Sequence[Skipped]) -> tuple[SectionReport, ...]:
-    """One report per section, in delivery order: the fitted ``plans`` (in delivery order
-    already) and the ``skipped`` sections placed among them."""
-    # Positional, in field order (name, plugin, priority, chars, item_ids, offered, truncated,
-    # error, suppressed, cut, meta, rendered, drafted).
-    reports = [
-        SectionReport(
+def report_fields(plans: Sequence[SectionPlan], skipped: Sequence[Skipped]) -> tuple[ReportFields, ...]:
+    """Each section report's fields, captured as plain values while the plans are at hand: the
+    fitted ``plans`` (in delivery order already), then the ``skipped`` sections. The reports
+    themselves are made from these when first read (``types.built_reports``), by the value type,
+    which so never calls back into the engine or the fitting."""
+    fitted: list[ReportFields] = [
+        (
             p.name,
             p.plugin,
             p.priority,
@@ -285,11 +288,17 @@ def section_reports(plans: Sequence[SectionPlan], skipped: Sequence[Skipped]) ->
         )
         for p in plans
     ]
-    reports.extend(
-        SectionReport(reg.section.name, reg.plugin, reg.section.priority, error=error, suppressed=why)
+    fitted.extend(
+        (reg.section.name, reg.plugin, reg.section.priority, 0, (), 0, False, error, why, (), {}, "", ())
         for reg, why, error in skipped
     )
-    return tuple(sorted(reports, key=lambda r: (r.priority, r.name)) if skipped else reports)
+    return tuple(fitted)
+
+
+def section_reports(plans: Sequence[SectionPlan], skipped: Sequence[Skipped]) -> tuple[SectionReport, ...]:
+    """One report per section, in delivery order: the fitted ``plans`` (in delivery order
+    already) and the ``skipped`` sections placed among them."""
+    return built_reports(report_fields(plans, skipped), bool(skipped))
 
 
 def d8_request(
