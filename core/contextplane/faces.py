@@ -1,0 +1,59 @@
+"""One signature, two faces: the sync and async entry points of one body share its parameters.
+
+A public pair such as ``deliver`` / ``adeliver`` differs only in how it waits on I/O; written
+as two full signatures, the pair drifts (a keyword added to one, a default changed in the other)
+and every caller's parameters are written twice. Here the parameters are written once, on a
+*source* function, and each face declares only ``*args, **kwargs``: the decorators give the
+face the source's signature, for ``inspect.signature`` and ``help()`` (``__signature__``) and
+for type checkers (a ``ParamSpec``), generic parameters included.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
+
+__all__ = ["awaiting", "parameters_of", "same_as"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _signed(face: Callable[..., Any], source: Callable[..., Any], returns: Any) -> None:
+    face.__signature__ = inspect.signature(source).replace(  # type: ignore[attr-defined]
+        return_annotation=returns
+    )
+
+
+def parameters_of(source: Callable[P, object]) -> Callable[[Callable[..., R]], Callable[P, R]]:
+    """The face takes ``source``'s parameters and returns what it declares itself."""
+
+    def face(function: Callable[..., R]) -> Callable[P, R]:
+        _signed(function, source, inspect.signature(function).return_annotation)
+        return function
+
+    return face
+
+
+def same_as(source: Callable[P, R]) -> Callable[[Callable[..., Any]], Callable[P, R]]:
+    """The face takes ``source``'s parameters and returns what ``source`` returns."""
+
+    def face(function: Callable[..., Any]) -> Callable[P, R]:
+        _signed(function, source, inspect.signature(source).return_annotation)
+        return function
+
+    return face
+
+
+def awaiting(
+    source: Callable[P, R],
+) -> Callable[[Callable[..., Coroutine[Any, Any, Any]]], Callable[P, Coroutine[Any, Any, R]]]:
+    """The face is a coroutine function taking ``source``'s parameters, resolving to what
+    ``source`` returns."""
+
+    def face(function: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[P, Coroutine[Any, Any, R]]:
+        _signed(function, source, inspect.signature(source).return_annotation)
+        return function
+
+    return face
