@@ -14,23 +14,31 @@ import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["awaiting", "parameters_of", "same_as"]
+__all__ = ["awaiting", "parameters_of", "same_as", "signature_of"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def signature_of(source: Callable[..., Any]) -> inspect.Signature:
+    """``source``'s signature with its annotations evaluated when they can be (a face's
+    ``__signature__`` is read as it is: tools that build schemas from it, as MCP servers do,
+    need types, not strings), else as written."""
+    try:
+        return inspect.signature(source, eval_str=True)
+    except NameError:  # a name imported only for type checkers
+        return inspect.signature(source)
+
+
 def _signed(face: Callable[..., Any], source: Callable[..., Any], returns: Any) -> None:
-    face.__signature__ = inspect.signature(source).replace(  # type: ignore[attr-defined]
-        return_annotation=returns
-    )
+    face.__signature__ = signature_of(source).replace(return_annotation=returns)  # type: ignore[attr-defined]
 
 
 def parameters_of(source: Callable[P, object]) -> Callable[[Callable[..., R]], Callable[P, R]]:
     """The face takes ``source``'s parameters and returns what it declares itself."""
 
     def face(function: Callable[..., R]) -> Callable[P, R]:
-        _signed(function, source, inspect.signature(function).return_annotation)
+        _signed(function, source, signature_of(function).return_annotation)
         return function
 
     return face
@@ -40,7 +48,7 @@ def same_as(source: Callable[P, R]) -> Callable[[Callable[..., Any]], Callable[P
     """The face takes ``source``'s parameters and returns what ``source`` returns."""
 
     def face(function: Callable[..., Any]) -> Callable[P, R]:
-        _signed(function, source, inspect.signature(source).return_annotation)
+        _signed(function, source, signature_of(source).return_annotation)
         return function
 
     return face
@@ -53,7 +61,7 @@ def awaiting(
     ``source`` returns."""
 
     def face(function: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[P, Coroutine[Any, Any, R]]:
-        _signed(function, source, inspect.signature(source).return_annotation)
+        _signed(function, source, signature_of(source).return_annotation)
         return function
 
     return face

@@ -10,6 +10,7 @@ import pytest
 
 from contextplane import acompose_projected_context, adeliver, compose_projected_context, deliver
 from contextplane.faces import awaiting, parameters_of, same_as
+from contextplane.types import ProjectedContext
 
 #: The ADR D8 signature (the parameters and their defaults), as documented.
 D8 = {
@@ -27,7 +28,7 @@ def _defaults(function: Any) -> dict[str, Any]:
 def test_the_d8_faces_keep_the_documented_signature() -> None:
     assert _defaults(compose_projected_context) == _defaults(acompose_projected_context) == D8
     assert inspect.iscoroutinefunction(acompose_projected_context)
-    assert inspect.signature(compose_projected_context).return_annotation == "ProjectedContext"
+    assert inspect.signature(compose_projected_context).return_annotation is ProjectedContext
 
 
 def test_deliver_and_adeliver_take_the_same_parameters() -> None:
@@ -58,10 +59,8 @@ def test_a_face_takes_its_sources_parameters_and_says_what_it_returns() -> None:
 
     for face in (sync, loop, counted):
         assert list(inspect.signature(face).parameters) == ["a", "b"]
-    assert (
-        inspect.signature(sync).return_annotation == inspect.signature(loop).return_annotation == "list[str]"
-    )
-    assert inspect.signature(counted).return_annotation == "int"
+    assert inspect.signature(sync).return_annotation == inspect.signature(loop).return_annotation == list[str]
+    assert inspect.signature(counted).return_annotation is int
     assert sync(2, b="y") == ["y", "y"] and counted(3) == 3
     with pytest.raises(TypeError):
         sync(1, c=2)
