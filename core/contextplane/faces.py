@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Coroutine
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-__all__ = ["awaiting", "parameters_of", "same_as", "signature_of"]
+__all__ = ["awaiting", "method_of", "parameters_of", "same_as", "signature_of"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+S = TypeVar("S")
 
 
 def signature_of(source: Callable[..., Any]) -> inspect.Signature:
@@ -62,6 +63,23 @@ def awaiting(
 
     def face(function: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[P, Coroutine[Any, Any, R]]:
         _signed(function, source, signature_of(source).return_annotation)
+        return function
+
+    return face
+
+
+def method_of(
+    source: Callable[Concatenate[Any, P], object],
+) -> Callable[[Callable[..., R]], Callable[Concatenate[S, P], R]]:
+    """The face is a method of another class taking the method ``source``'s parameters (after
+    ``self``) and returning what it declares itself."""
+
+    def face(function: Callable[..., R]) -> Callable[Concatenate[S, P], R]:
+        own = signature_of(function)
+        theirs = list(signature_of(source).parameters.values())[1:]
+        function.__signature__ = own.replace(  # type: ignore[attr-defined]
+            parameters=[next(iter(own.parameters.values())), *theirs]
+        )
         return function
 
     return face

@@ -64,3 +64,12 @@ def test_a_face_takes_its_sources_parameters_and_says_what_it_returns() -> None:
     assert sync(2, b="y") == ["y", "y"] and counted(3) == 3
     with pytest.raises(TypeError):
         sync(1, c=2)
+
+
+def test_prompt_recorder_capture_takes_the_recorders_snapshot_keywords() -> None:
+    from contextplane.observability.snapshots import PromptRecorder
+    from contextplane.recorder import Recorder
+
+    capture = list(inspect.signature(PromptRecorder.capture).parameters.values())
+    row = list(inspect.signature(Recorder.snapshot_row, eval_str=True).parameters.values())
+    assert capture[1:] == row[1:] and capture[0].name == "self"
