@@ -63,6 +63,7 @@ LAYERS: Sequence[tuple[int, str, tuple[str, ...]]] = (
             "contextplane_sections",
             "contextplane.observability",
             "contextplane.recorder",
+            "contextplane.records.plans",  # the record writer (was observability.writer)
             "contextplane_postgres.plugin",
             "contextplane_embedders",
         ),
@@ -75,6 +76,7 @@ LAYERS: Sequence[tuple[int, str, tuple[str, ...]]] = (
             "contextplane.budget",
             "contextplane.escaping",
             "contextplane.aio",
+            "contextplane.faces",
             "contextplane.memo",
         ),
     ),
