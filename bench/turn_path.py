@@ -78,6 +78,7 @@ LAYERS: Sequence[tuple[int, str, tuple[str, ...]]] = (
             "contextplane_sections",
             "contextplane.observability",
             "contextplane.recorder",
+            "contextplane.records.plans",  # the record writer (was observability.writer)
             "contextplane_postgres.plugin",
             "contextplane_embedders",
         ),
@@ -90,6 +91,7 @@ LAYERS: Sequence[tuple[int, str, tuple[str, ...]]] = (
             "contextplane.budget",
             "contextplane.escaping",
             "contextplane.aio",
+            "contextplane.signatures",
             "contextplane.memo",
         ),
     ),

@@ -25,6 +25,7 @@ import attrs
 from contextplane.authority import StablePrefix
 from contextplane.config import Config
 from contextplane.delivery import PLAIN
+from contextplane.signatures import parameters_of
 from contextplane.plugins import PluginHost, get_host
 from contextplane.projection import ProjectedContext
 from contextplane.request import BuildContext, ProjectionRequest, Surface
@@ -146,7 +147,7 @@ class ContextAssembler:
             extra={"reason": "turn"},
         )
 
-    def assemble(
+    def _call(
         self,
         query: str,
         *,
@@ -158,7 +159,22 @@ class ContextAssembler:
         record: bool = True,
         history: Sequence[Any] = (),
         call_index: int = 0,
-    ) -> Assembly:
+    ) -> tuple[ProjectionRequest, Sequence[Any], int]:
+        """The parameters of ``assemble`` and ``aassemble``: the turn's request, and the call
+        it is delivered to (``history``, ``call_index``)."""
+        request = self.request(
+            query,
+            session_id=session_id,
+            turn_index=turn_index,
+            state=state,
+            incognito=incognito,
+            goal_turn=goal_turn,
+            record=record,
+        )
+        return request, history, call_index
+
+    @parameters_of(_call)
+    def assemble(self, *args: Any, **kwargs: Any) -> Assembly:
         """Compose this turn's projection for ``query`` and deliver it to model call
         ``call_index`` after ``history`` (plain ``{"role", "content"}`` messages).
 
@@ -166,44 +182,17 @@ class ContextAssembler:
         entry (never for incognito) and the snapshot of this call; ``record=False`` records
         nothing (a preview). Later calls of the same turn go through ``deliver``, not here:
         composing again would log the turn twice."""
-        request = self.request(
-            query,
-            session_id=session_id,
-            turn_index=turn_index,
-            state=state,
-            incognito=incognito,
-            goal_turn=goal_turn,
-            record=record,
-        )
+        request, history, call_index = self._call(*args, **kwargs)
         turn = self.runtime.compose(request)
         delivered = self.runtime.deliver(turn, history, PLAIN, call_index=call_index)
         return self._assembly(turn.projection, delivered.messages)
 
-    async def aassemble(
-        self,
-        query: str,
-        *,
-        session_id: str = "",
-        turn_index: int = 0,
-        state: Mapping[str, Any] | None = None,
-        incognito: bool = False,
-        goal_turn: bool = False,
-        record: bool = True,
-        history: Sequence[Any] = (),
-        call_index: int = 0,
-    ) -> Assembly:
-        """``assemble`` for an async runtime (``contextplane.aprojection.acompose``, then
-        ``adeliver``): the same ``Assembly`` for the same inputs, without blocking the loop while
-        sections read memory and the records are written."""
-        request = self.request(
-            query,
-            session_id=session_id,
-            turn_index=turn_index,
-            state=state,
-            incognito=incognito,
-            goal_turn=goal_turn,
-            record=record,
-        )
+    @parameters_of(_call)
+    async def aassemble(self, *args: Any, **kwargs: Any) -> Assembly:
+        """``assemble`` for an async runtime (``Runtime.acompose``, then ``adeliver``): the same
+        ``Assembly`` for the same inputs, without blocking the loop while sections read memory
+        and the records are written."""
+        request, history, call_index = self._call(*args, **kwargs)
         turn = await self.runtime.acompose(request)
         delivered = await self.runtime.adeliver(turn, history, PLAIN, call_index=call_index)
         return self._assembly(turn.projection, delivered.messages)
@@ -223,7 +212,6 @@ class ContextAssembler:
     async def adeliver(
         self, projection: ProjectedContext, history: Sequence[Any] = (), *, call_index: int
     ) -> list[Any]:
-        """``deliver`` for an async runtime: the same messages; the snapshot is written in a
-        worker thread."""
-        delivered = await self.runtime.adeliver(projection, history, PLAIN, call_index=call_index)
-        return delivered.messages
+        """``deliver`` for an async runtime: the same messages; the snapshot is written without
+        blocking the loop."""
+        return (await self.runtime.adeliver(projection, history, PLAIN, call_index=call_index)).messages

@@ -19,7 +19,7 @@ Over stdio, every request is answered, even one that cannot be read (``stdio``).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -29,6 +29,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from contextplane import __version__
 from contextplane.errors import ContextPlaneError
+from contextplane.signatures import signature_of
 from contextplane.store.protocol import KnowledgeStore
 from contextplane_external.stdio import serve_stdio
 from contextplane_external.tools import (
@@ -95,6 +96,29 @@ class ContextPlaneMCPServer(MCPServer[Any]):
             super().run(transport, **kwargs)
 
 
+def _refusing(tool: Callable[..., Awaitable[dict[str, Any]]]) -> Callable[..., Awaitable[dict[str, Any]]]:
+    """``tool`` as the server serves it (its name, description and parameters): an anticipated
+    refusal (incognito, a malformed value, too long) becomes a tool error the model reads, and a
+    recall asked for more than ``MAX_RECALL_K`` results says where it was capped."""
+    signature = signature_of(tool)
+
+    async def served(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            out = await tool(*args, **kwargs)
+        except ContextPlaneError as exc:
+            raise ToolError(str(exc)) from exc
+        k = signature.bind(*args, **kwargs).arguments.get("k")
+        if isinstance(k, int) and k > MAX_RECALL_K:
+            out["capped_at"] = MAX_RECALL_K
+        return out
+
+    served.__name__ = served.__qualname__ = tool.__name__
+    served.__doc__ = tool.__doc__
+    served.__signature__ = signature  # type: ignore[attr-defined]
+    served.__annotations__ = dict(tool.__annotations__)
+    return served
+
+
 def build_mcp_server(
     store: KnowledgeStore,
     *,
@@ -115,36 +139,6 @@ def build_mcp_server(
         version=__version__,
         instructions="Long-term memory: recall before answering, ingest what should be remembered.",
     )
-
-    async def memory_recall(query: str, k: int = 5, include_superseded: bool = False) -> dict[str, Any]:
-        try:
-            out: dict[str, Any] = await recall(query, k, include_superseded)
-        except ContextPlaneError as exc:
-            raise ToolError(str(exc)) from exc
-        if k > MAX_RECALL_K:
-            out["capped_at"] = MAX_RECALL_K
-        return out
-
-    async def memory_ingest(
-        content: str,
-        expires_in_days: int | None = None,
-        subject: str = "",
-        namespace: str = "",
-        occurred_at: str | None = None,
-    ) -> dict[str, Any]:
-        try:
-            return await ingest(content, expires_in_days, subject, namespace, occurred_at)
-        except ContextPlaneError as exc:
-            # An anticipated refusal (incognito, a malformed value, too long): the model reads why.
-            raise ToolError(str(exc)) from exc
-
-    async def memory_get(id: str, offset: int = 0) -> dict[str, Any]:
-        try:
-            return await get(id, offset)
-        except ContextPlaneError as exc:
-            raise ToolError(str(exc)) from exc
-
-    for fn, bound in ((memory_recall, recall), (memory_ingest, ingest), (memory_get, get)):
-        fn.__doc__ = bound.__doc__
-        server.strict_tool(fn, bound.__name__)
+    for tool in (recall, ingest, get):
+        server.strict_tool(_refusing(tool), tool.__name__)
     return server

@@ -9,13 +9,14 @@ store is reached through ``contextplane.store.aio``, so a call never blocks the 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from contextplane.config import Config
 from contextplane.errors import IncognitoWriteError, ValidationError
+from contextplane.signatures import awaiting, parameters_of, signature_of
 from contextplane.memory.consolidation import WriteOutcome
 from contextplane.memory.model import MemoryChunk, validate_namespace
 from contextplane.store.aio import aget
@@ -95,32 +96,16 @@ def _capped(k: Any) -> Any:
     return min(k, MAX_RECALL_K) if isinstance(k, int) and not isinstance(k, bool) else k
 
 
-async def amemory_recall(
-    store: KnowledgeStore,
-    query: str,
-    k: int = 5,
-    *,
-    include_superseded: bool = False,
-    namespaces: Sequence[str] | None = None,
-) -> list[dict[str, Any]]:
+@awaiting(memory_recall)
+async def amemory_recall(*args: Any, **kwargs: Any) -> Any:
     """``memory_recall`` without blocking an event loop."""
-    hits = await _store_arecall(store, query, k, include_superseded=include_superseded, namespaces=namespaces)
-    return [hit_to_dict(h) for h in hits]
+    return [hit_to_dict(h) for h in await _store_arecall(*args, **kwargs)]
 
 
-async def amemory_ingest(
-    store: KnowledgeStore,
-    content: str,
-    *,
-    incognito: bool = False,
-    expires_in_days: int | None = None,
-    **attrs: Any,
-) -> dict[str, Any]:
+@awaiting(memory_ingest)
+async def amemory_ingest(*args: Any, **kwargs: Any) -> Any:
     """``memory_ingest`` without blocking an event loop (the same outcome report)."""
-    chunk_id = await _store_aingest(
-        store, content, incognito=incognito, expires_in_days=expires_in_days, **attrs
-    )
-    return outcome_to_dict(chunk_id)
+    return outcome_to_dict(await _store_aingest(*args, **kwargs))
 
 
 @attrs.frozen
@@ -248,27 +233,41 @@ def _got(
     }
 
 
-def bind_memory_tools(
+@attrs.frozen
+class _Use:
+    """The one store call a tool makes, in both forms: the blocking one and the event loop's."""
+
+    blocking: Callable[..., Any]
+    loop: Callable[..., Awaitable[Any]]
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+
+
+#: A tool written once: yields the store calls it needs, is sent what each returned, and
+#: returns the tool's answer. ``_blocking`` and ``_awaited`` drive it.
+_ToolPlan = Generator[_Use, Any, dict[str, Any]]
+
+
+def _tool_plans(
     store: KnowledgeStore,
     *,
     incognito: bool = False,
     namespaces: Sequence[str] | None = None,
     source_type: str = "external",
     limits: ToolLimits | None = None,
-) -> tuple[Callable[..., dict[str, Any]], Callable[..., dict[str, Any]]]:
-    """``(memory_recall, memory_ingest)`` bound to one store and one session's rules, ready
-    to register as tools (each has a docstring and simple typed parameters). What they return
-    and accept is bounded by ``limits`` (``ToolLimits``; its defaults when None)."""
+) -> tuple[Callable[..., _ToolPlan], Callable[..., _ToolPlan]]:
+    """``memory_recall`` and ``memory_ingest`` bound to one store and one session's rules, as
+    plans: the tools' one body, their parameters and their descriptions, for both drivers (and
+    the parameters of ``bind_memory_tools`` and ``bind_async_memory_tools``)."""
     bounds = limits or ToolLimits()
     scopes = check_scopes(namespaces)
 
-    def recall(query: str, k: int = 5, include_superseded: bool = False) -> dict[str, Any]:
+    def recall(query: str, k: int = 5, include_superseded: bool = False) -> _ToolPlan:
         """Search long-term memory (at most 50 results; a long memory is cut, with the id and
         offset that memory_get reads on from). Set include_superseded to see replaced (older)
         memories."""
-        rows = memory_recall(
-            store, query, _capped(k), include_superseded=include_superseded, namespaces=scopes
-        )
+        options = {"include_superseded": include_superseded, "namespaces": scopes}
+        rows = yield _Use(memory_recall, amemory_recall, (store, query, _capped(k)), options)
         return bound_results(rows, bounds)
 
     def ingest(
@@ -277,7 +276,7 @@ def bind_memory_tools(
         subject: str = "",
         namespace: str = "",
         occurred_at: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> _ToolPlan:
         """Save one memory. Set expires_in_days for something that stops being true; set subject
         (a short topic key) so a newer memory on the same topic replaces the older one; set
         namespace to a scope ('project:<id>' or 'session:<id>'; default global); set occurred_at
@@ -285,69 +284,82 @@ def bind_memory_tools(
         if incognito:
             raise IncognitoWriteError(_INCOGNITO_SESSION)
         check_write_size(content, bounds.max_write_chars)
-        return memory_ingest(
-            store,
-            content,
-            expires_in_days=expires_in_days,
-            source_type=source_type,
-            subject=subject,
-            namespace=_scope(namespace, scopes),
+        options = {
+            "expires_in_days": expires_in_days,
+            "source_type": source_type,
+            "subject": subject,
+            "namespace": _scope(namespace, scopes),
             **_event_time(occurred_at),
-        )
+        }
+        outcome: dict[str, Any] = yield _Use(memory_ingest, amemory_ingest, (store, content), options)
+        return outcome
 
-    recall.__name__ = "memory_recall"
-    ingest.__name__ = "memory_ingest"
     return recall, ingest
 
 
+def _tool(face: Callable[..., Any], plan: Callable[..., _ToolPlan]) -> None:
+    """Give a driver's ``face`` the tool's name, description and parameters (tool runners and
+    MCP build a tool's schema from them), returning what the plan returns."""
+    face.__name__ = face.__qualname__ = f"memory_{plan.__name__}"
+    face.__doc__ = plan.__doc__
+    signature = signature_of(plan).replace(return_annotation=dict[str, Any])
+    face.__signature__ = signature  # type: ignore[attr-defined]
+    face.__annotations__ = {n: p.annotation for n, p in signature.parameters.items()}
+    face.__annotations__["return"] = dict[str, Any]
+
+
+def _blocking(plan: Callable[..., _ToolPlan]) -> Callable[..., dict[str, Any]]:
+    """The tool as a plain callable: each store call made with its blocking form."""
+
+    def tool(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        steps = plan(*args, **kwargs)
+        try:
+            use = next(steps)
+            while True:
+                use = steps.send(use.blocking(*use.args, **use.kwargs))
+        except StopIteration as done:
+            answer: dict[str, Any] = done.value
+            return answer
+
+    _tool(tool, plan)
+    return tool
+
+
+def _awaited(plan: Callable[..., _ToolPlan]) -> Callable[..., Awaitable[dict[str, Any]]]:
+    """The tool as a coroutine function: each store call awaited in its event-loop form."""
+
+    async def tool(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        steps = plan(*args, **kwargs)
+        try:
+            use = next(steps)
+            while True:
+                use = steps.send(await use.loop(*use.args, **use.kwargs))
+        except StopIteration as done:
+            answer: dict[str, Any] = done.value
+            return answer
+
+    _tool(tool, plan)
+    return tool
+
+
+@parameters_of(_tool_plans)
+def bind_memory_tools(
+    *args: Any, **kwargs: Any
+) -> tuple[Callable[..., dict[str, Any]], Callable[..., dict[str, Any]]]:
+    """``(memory_recall, memory_ingest)`` bound to one store and one session's rules, ready
+    to register as tools (each has a docstring and simple typed parameters). What they return
+    and accept is bounded by ``limits`` (``ToolLimits``; its defaults when None)."""
+    recall, ingest = _tool_plans(*args, **kwargs)
+    return _blocking(recall), _blocking(ingest)
+
+
+@parameters_of(_tool_plans)
 def bind_async_memory_tools(
-    store: KnowledgeStore,
-    *,
-    incognito: bool = False,
-    namespaces: Sequence[str] | None = None,
-    source_type: str = "external",
-    limits: ToolLimits | None = None,
+    *args: Any, **kwargs: Any
 ) -> tuple[Callable[..., Awaitable[dict[str, Any]]], Callable[..., Awaitable[dict[str, Any]]]]:
     """``bind_memory_tools`` as coroutine functions, for async tool runners (the MCP server)."""
-    bounds = limits or ToolLimits()
-    scopes = check_scopes(namespaces)
-
-    async def recall(query: str, k: int = 5, include_superseded: bool = False) -> dict[str, Any]:
-        """Search long-term memory (at most 50 results; a long memory is cut, with the id and
-        offset that memory_get reads on from). Set include_superseded to see replaced (older)
-        memories."""
-        rows = await amemory_recall(
-            store, query, _capped(k), include_superseded=include_superseded, namespaces=scopes
-        )
-        return bound_results(rows, bounds)
-
-    async def ingest(
-        content: str,
-        expires_in_days: int | None = None,
-        subject: str = "",
-        namespace: str = "",
-        occurred_at: str | None = None,
-    ) -> dict[str, Any]:
-        """Save one memory. Set expires_in_days for something that stops being true; set subject
-        (a short topic key) so a newer memory on the same topic replaces the older one; set
-        namespace to a scope ('project:<id>' or 'session:<id>'; default global); set occurred_at
-        (ISO-8601 with offset, e.g. 2023-05-08T13:56:00Z) to when it happened."""
-        if incognito:
-            raise IncognitoWriteError(_INCOGNITO_SESSION)
-        check_write_size(content, bounds.max_write_chars)
-        return await amemory_ingest(
-            store,
-            content,
-            expires_in_days=expires_in_days,
-            source_type=source_type,
-            subject=subject,
-            namespace=_scope(namespace, scopes),
-            **_event_time(occurred_at),
-        )
-
-    recall.__name__ = "memory_recall"
-    ingest.__name__ = "memory_ingest"
-    return recall, ingest
+    recall, ingest = _tool_plans(*args, **kwargs)
+    return _awaited(recall), _awaited(ingest)
 
 
 def bind_async_memory_get(

@@ -18,7 +18,9 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol
 
+from contextplane.signatures import awaiting, same_as
 from contextplane.plugins import PluginHost, get_host
+from contextplane.request import ProjectionRequest
 from contextplane.types import Delivered as Delivered
 from contextplane.types import M, ProjectedContext, StablePrefix, StrippedFrame
 from contextplane.types import ModelCall as ModelCall
@@ -125,7 +127,7 @@ def frame_of(message: Any, text_of: Callable[[Any], str] = plain_text) -> Stripp
     )
 
 
-def deliver(
+def _call_of(
     projection: ProjectedContext,
     history: Sequence[M],
     *,
@@ -137,43 +139,45 @@ def deliver(
     role_of: Callable[[M], str] = plain_role,
     host: PluginHost | None = None,
 ) -> Delivered[M]:
+    """The parameters of ``deliver`` and ``adeliver``, and their one body but telling the
+    observers: the call's messages, through the four callables as one codec."""
+    return placed(projection, history, prefix, call_index, Callables(wrap, is_frame, text_of, role_of))
+
+
+def _observers(call: Delivered[Any], host: PluginHost | None) -> tuple[PluginHost, ProjectionRequest] | None:
+    """Who is told about the call, and of which request: the host (``host``, else the
+    process-wide one) when the projection was composed to be recorded, else no one."""
+    request = call.call.projection.request
+    if request is None or not request.record:
+        return None
+    return (host if host is not None else get_host()), request
+
+
+@same_as(_call_of)
+def deliver(*args: Any, **kwargs: Any) -> Any:
     """Prepare one model call: strip legacy frames, place the projection, notify observers.
 
     ``wrap`` turns the projection text into the adapter's message type (called only when
     there is text). Observers are told only when the projection was composed to be recorded
     (``request.record``); incognito calls are told too, flagged, and record no text."""
-    codec = Callables(wrap, is_frame, text_of, role_of)
-    delivered = placed(projection, history, prefix, call_index, codec)
-    request = projection.request
-    if request is not None and request.record:
-        (host if host is not None else get_host()).notify_model_call(delivered.call, request)
-    return delivered
+    call = _call_of(*args, **kwargs)
+    told = _observers(call, kwargs.get("host"))  # ``host`` is keyword-only
+    if told is not None:
+        told[0].notify_model_call(call.call, told[1])
+    return call
 
 
-async def adeliver(
-    projection: ProjectedContext,
-    history: Sequence[M],
-    *,
-    prefix: StablePrefix | str | None,
-    call_index: int,
-    wrap: Callable[[str], M],
-    is_frame: Callable[[M], bool] = plain_is_frame,
-    text_of: Callable[[M], str] = plain_text,
-    role_of: Callable[[M], str] = plain_role,
-    host: PluginHost | None = None,
-) -> Delivered[M]:
+@awaiting(_call_of)
+async def adeliver(*args: Any, **kwargs: Any) -> Any:
     """``deliver`` for an event loop: the same messages, and the observers told through
-    ``PluginHost.anotify_model_call`` (the records observer's async twin awaits a backend's
-    async snapshot store, or writes an embedded one in a worker thread; other observers run in
-    a worker thread), awaited, so the loop never waits on a record and the snapshot is written
-    before the model is called."""
-    codec = Callables(wrap, is_frame, text_of, role_of)
-    delivered = placed(projection, history, prefix, call_index, codec)
-    request = projection.request
-    if request is not None and request.record:
-        chosen = host if host is not None else get_host()
-        await chosen.anotify_model_call(delivered.call, request)
-    return delivered
+    ``PluginHost.anotify_model_call`` (the records observer's rows written by the host without
+    blocking the loop; other observers run in a worker thread), awaited, so the loop never
+    waits on a record and the snapshot is written before the model is called."""
+    call = _call_of(*args, **kwargs)
+    told = _observers(call, kwargs.get("host"))
+    if told is not None:
+        await told[0].anotify_model_call(call.call, told[1])
+    return call
 
 
 def placed(

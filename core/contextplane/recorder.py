@@ -7,7 +7,7 @@ once per hash) and writing them. Before issue 25 the two were one, written twice
 ``aobserve_*`` bodies. Here only the first job is done, once: a ``Recorder`` *plan* is a
 generator that yields one ``Write`` per row and is sent back what the write returned (a
 trajectory entry's reference, which later rows cite). It opens no file and calls no store.
-``contextplane.records.writer`` drives a plan against a backend, synchronously or on an
+``contextplane.records.plans`` drives a plan against a backend, synchronously or on an
 event loop (a part's native async methods, or the rest of the plan in one worker thread), so
 both paths write the same rows by construction.
 
@@ -22,7 +22,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -30,6 +30,7 @@ import attrs
 from contextplane.observability.redaction import Redactor, capture_text
 from contextplane.observability.turn_inputs import turn_inputs
 from contextplane.records.injections import InjectionRow
+from contextplane.records.plans import Plan, Write
 from contextplane.records.snapshots import PrefixRef, SnapshotRow, StrippedFrame
 from contextplane.records.turn_inputs import TurnInputs
 from contextplane.request import ProjectionRequest
@@ -53,21 +54,6 @@ __all__ = [
 Policy = tuple[bool, bool, tuple[str, ...], bool, int]
 
 T = TypeVar("T")
-
-
-@attrs.frozen
-class Write:
-    """One row for the backend: call ``<part>.<method>(*args)`` (``part``: ``injections``,
-    ``snapshots`` or ``trajectory``; ``method``: the record protocol's synchronous name; a
-    backend's async form is ``a<method>``). What the call returns is sent back to the plan."""
-
-    part: str
-    method: str
-    args: tuple[Any, ...]
-
-
-#: A recording plan: yields the rows to write, is sent what each write returned, returns ``T``.
-Plan = Generator[Write, object, T]
 
 
 @attrs.frozen

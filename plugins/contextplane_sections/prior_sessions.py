@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from contextplane.records.aio import acount_summaries, anewest, arelevant
+from contextplane.records.aio import acall
 from contextplane.section import (
     ContextSection,
     Draft,
@@ -142,7 +142,7 @@ def draft(request: ProjectionRequest) -> Draft:
 
 async def adraft(request: ProjectionRequest) -> Draft:
     """``draft`` for the async composition: the same digest, the summaries read with
-    ``contextplane.records.aio`` (the backend's async reads, or its sync ones in a worker
+    ``contextplane.records.aio.acall`` (the backend's async reads, or its sync ones in a worker
     thread); the newest list is read again only when a summary was stored since (one count)."""
     settled = _settled(request)
     if settled is not None:
@@ -152,13 +152,13 @@ async def adraft(request: ProjectionRequest) -> Draft:
     limit = request.config.context.prior_sessions_limit
     exclude = request.session_id
     if request.config.context.prior_sessions == "relevant":
-        chosen = await arelevant(source, request.query, limit, exclude_session=exclude)
+        chosen = list(await acall(source, "relevant", request.query, limit, exclude_session=exclude))
     else:
         now = time.monotonic()
-        count = await acount_summaries(source)
+        count = int(await acall(source, "count"))
         rows = _cached(source, limit, now, count)
         if rows is None:
-            rows = await anewest(source, limit + 1)
+            rows = list(await acall(source, "newest", limit + 1, exclude_session=None))
             _keep(source, limit, now, count, rows)
         chosen = [r for r in rows if r.session_id != exclude][:limit]
     return _draft_of(request, chosen)

@@ -37,6 +37,7 @@ from contextplane.delivery import ModelCall
 from contextplane.errors import SectionError, StoreError
 from contextplane.observability import observer
 from contextplane.records import InjectionRow
+from contextplane.records.plans import write
 from contextplane.testing.memory import InMemoryBackend, InMemoryInjectionLog, InMemorySnapshotStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -173,8 +174,10 @@ def test_a_failed_snapshot_at_delivery_turns_a_recorded_turn_failed() -> None:
     projection = turn(backend)
     assert projection.record_status == "recorded"
     assert projection.request is not None
+    told = observer.observe_model_call(ModelCall(projection, 0, "prefix"), projection.request)
+    assert told is not None  # the observer is sans-IO: it returns the rows, the host writes them
     with pytest.raises(StoreError):
-        observer.observe_model_call(ModelCall(projection, 0, "prefix"), projection.request)
+        write(told.parts, told.plan)
     assert projection.record_status == (
         "failed: storing the prompt snapshot of model call 0: snapshots: database or disk is full"
     )

@@ -303,27 +303,29 @@ def section_reports(plans: Sequence[SectionPlan], skipped: Sequence[Skipped]) ->
 
 def d8_request(
     query: str,
-    knowledge_store: Any,
-    skills_index: Sequence[Any] | None,
-    state: Mapping[str, Any] | None,
+    knowledge_store: Any = None,
+    skills_index: Sequence[Any] | None = None,
+    state: Mapping[str, Any] | None = None,
     *,
-    incognito: bool,
-    goal_turn: bool,
-    budget_tokens: int | None,
-    record: bool,
-    session_id: str,
-    turn_index: int,
-    project: str | None,
-    surface: Surface | str,
-    only_sections: Iterable[str] | None,
-    context_window: int | None,
-    backend: Any,
-    host: PluginHost | None,
-    config: Config | None,
-    extra: Mapping[str, Any] | None,
-) -> tuple[ProjectionRequest, PluginHost]:
-    """The request the ADR D8 signature describes, and the host to compose it on (shared by
-    ``compose_projected_context`` and ``acompose_projected_context``)."""
+    incognito: bool = False,
+    goal_turn: bool = False,
+    budget_tokens: int | None = None,
+    record: bool = True,
+    session_id: str = "",
+    turn_index: int = 0,
+    project: str | None = None,
+    surface: Surface | str = Surface.NATIVE,
+    only_sections: Iterable[str] | None = None,
+    context_window: int | None = None,
+    backend: Any = None,
+    host: PluginHost | None = None,
+    config: Config | None = None,
+    strict: bool | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> tuple[ProjectionRequest, PluginHost, bool | None]:
+    """The request the ADR D8 signature describes, the host to compose it on and the strict
+    setting: the one body of ``compose_projected_context`` and ``acompose_projected_context``,
+    whose parameters are this function's (``contextplane.signatures.parameters_of``)."""
     if not isinstance(query, str):
         raise ValidationError(f"query must be str, got {type(query).__name__}")
     host = host if host is not None else get_host()
@@ -347,4 +349,4 @@ def d8_request(
         backend=backend,
         extra=extra or _NOTHING,
     )
-    return request, host
+    return request, host, strict

@@ -41,10 +41,9 @@ import contextlib
 import contextvars
 import inspect
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from typing import Any
 
-from contextplane.config import Config
 from contextplane.engine.assembly import (
     Drafting,
     assemble,
@@ -65,10 +64,11 @@ from contextplane.engine.drafting import (
     stuck,
 )
 from contextplane.engine.driver import run_turn
+from contextplane.signatures import parameters_of
 from contextplane.handoff import hand_off, settled_within
 from contextplane.observability.turn import TurnState
 from contextplane.plugins import PluginHost
-from contextplane.request import ProjectionRequest, Surface
+from contextplane.request import ProjectionRequest
 from contextplane.types import ProjectedContext
 
 #: Set inside ``per_read()``: every turn takes the per-read route, whatever its store.
@@ -229,47 +229,8 @@ async def acompose_turn(
     return projection
 
 
-async def acompose_projected_context(
-    query: str,
-    knowledge_store: Any = None,
-    skills_index: Sequence[Any] | None = None,
-    state: Mapping[str, Any] | None = None,
-    *,
-    incognito: bool = False,
-    goal_turn: bool = False,
-    budget_tokens: int | None = None,
-    record: bool = True,
-    session_id: str = "",
-    turn_index: int = 0,
-    project: str | None = None,
-    surface: Surface | str = Surface.NATIVE,
-    only_sections: Iterable[str] | None = None,
-    context_window: int | None = None,
-    backend: Any = None,
-    host: PluginHost | None = None,
-    config: Config | None = None,
-    strict: bool | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> ProjectedContext:
+@parameters_of(d8_request)
+async def acompose_projected_context(*args: Any, **kwargs: Any) -> ProjectedContext:
     """``compose_projected_context`` for an event loop: the same arguments, the same projection."""
-    request, host = d8_request(
-        query,
-        knowledge_store,
-        skills_index,
-        state,
-        incognito=incognito,
-        goal_turn=goal_turn,
-        budget_tokens=budget_tokens,
-        record=record,
-        session_id=session_id,
-        turn_index=turn_index,
-        project=project,
-        surface=surface,
-        only_sections=only_sections,
-        context_window=context_window,
-        backend=backend,
-        host=host,
-        config=config,
-        extra=extra,
-    )
+    request, host, strict = d8_request(*args, **kwargs)
     return await acompose(request, host=host, strict=strict)

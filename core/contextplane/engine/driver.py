@@ -11,10 +11,8 @@ too, with the loop watching the time limit from outside (``engine.async_driver``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from contextplane.config import Config
 from contextplane.engine.assembly import assemble, d8_request, prepare, row_limit, split
 from contextplane.engine.drafting import (
     HERE,
@@ -25,9 +23,10 @@ from contextplane.engine.drafting import (
     planned,
     run_here,
 )
+from contextplane.signatures import parameters_of
 from contextplane.observability.turn import TurnState
 from contextplane.plugins import PluginHost
-from contextplane.request import ProjectionRequest, Surface
+from contextplane.request import ProjectionRequest
 from contextplane.types import ProjectedContext
 
 
@@ -97,52 +96,13 @@ def run_turn(
     return projection
 
 
-def compose_projected_context(
-    query: str,
-    knowledge_store: Any = None,
-    skills_index: Sequence[Any] | None = None,
-    state: Mapping[str, Any] | None = None,
-    *,
-    incognito: bool = False,
-    goal_turn: bool = False,
-    budget_tokens: int | None = None,
-    record: bool = True,
-    session_id: str = "",
-    turn_index: int = 0,
-    project: str | None = None,
-    surface: Surface | str = Surface.NATIVE,
-    only_sections: Iterable[str] | None = None,
-    context_window: int | None = None,
-    backend: Any = None,
-    host: PluginHost | None = None,
-    config: Config | None = None,
-    strict: bool | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> ProjectedContext:
+@parameters_of(d8_request)
+def compose_projected_context(*args: Any, **kwargs: Any) -> ProjectedContext:
     """Compose the projected context for one request: the ADR D8 signature over ``compose``.
 
     ``knowledge_store`` may be a memory store or a whole backend; a store's own backend (the
     embedded SQLite store's file, say) receives the records unless ``backend`` names another.
     ``only_sections`` restricts composition to a declared subset (a subagent's contract).
     """
-    request, host = d8_request(
-        query,
-        knowledge_store,
-        skills_index,
-        state,
-        incognito=incognito,
-        goal_turn=goal_turn,
-        budget_tokens=budget_tokens,
-        record=record,
-        session_id=session_id,
-        turn_index=turn_index,
-        project=project,
-        surface=surface,
-        only_sections=only_sections,
-        context_window=context_window,
-        backend=backend,
-        host=host,
-        config=config,
-        extra=extra,
-    )
+    request, host, strict = d8_request(*args, **kwargs)
     return compose(request, host=host, strict=strict)

@@ -28,6 +28,7 @@ from contextplane.errors import ConfigError, PluginLoadError, SectionError, Stor
 from contextplane.host.tracing import _describe_exc, call_traced, tracing_enabled, versions_of
 from contextplane.notices import log_failure, log_once
 from contextplane.records.backend import Backend, check_backend
+from contextplane.records.plans import Writes, awrite, is_sans_io, write
 from contextplane.request import ProjectionRequest
 from contextplane.sections import ContextSection, PromptSection
 from contextplane.store.protocol import KnowledgeStore
@@ -265,7 +266,9 @@ class HookCalls:
         failures = []
         for impl in self._impls(hook_name) if impls is None else impls:
             try:
-                self._call(impl, kwargs)
+                told = self._call(impl, kwargs)
+                if isinstance(told, Writes):  # a sans-IO observer's rows: written here
+                    write(told.parts, told.plan)
             except (Exception, SystemExit) as exc:  # a plugin calling sys.exit() is a failure too
                 failures.append(self._observer_failed(impl, hook_name, exc))
         return failures
@@ -280,15 +283,19 @@ class HookCalls:
         return failure
 
     async def _anotify(self, hook_name: str, kwargs: Mapping[str, Any]) -> list[PluginFailure]:
-        """``_notify`` for an event loop, in the same order with the same isolation: an observer
-        whose plugin also has an async twin (``a<hook name>``, a coroutine function taking the
-        same arguments; the records observer has them) is awaited; the others are synchronous
-        and may block, so they are called in a worker thread, consecutive ones in one hop."""
+        """``_notify`` for an event loop, in the same order with the same isolation. A sans-IO
+        observer (``contextplane.records.plans.sans_io``: the records observer) is called on the
+        loop and the rows it returns are written by ``awrite`` (a backend's async record methods
+        awaited, the rest in one worker thread); an observer whose plugin has an async twin
+        (``a<hook name>``, a coroutine function taking the same arguments) is awaited; the
+        others are synchronous and may block, so they are called in a worker thread,
+        consecutive ones in one hop."""
         failures: list[PluginFailure] = []
         waiting: list[pluggy.HookImpl] = []
         for impl in [*self._impls(hook_name), None]:
-            twin = None if impl is None else getattr(impl.plugin, "a" + hook_name, None)
-            if impl is not None and not inspect.iscoroutinefunction(twin):
+            sans = impl is not None and is_sans_io(impl.function)
+            twin = None if impl is None or sans else getattr(impl.plugin, "a" + hook_name, None)
+            if impl is not None and not sans and not inspect.iscoroutinefunction(twin):
                 waiting.append(impl)
                 continue
             if waiting:
@@ -296,9 +303,13 @@ class HookCalls:
                 waiting.clear()
             if impl is None:
                 break
-            assert twin is not None
             try:
-                await twin(**{k: kwargs[k] for k in impl.argnames if k in kwargs})
+                if twin is not None:
+                    await twin(**{k: kwargs[k] for k in impl.argnames if k in kwargs})
+                else:
+                    told = self._call(impl, kwargs)
+                    if isinstance(told, Writes):
+                        await awrite(told.parts, told.plan)
             except (Exception, SystemExit) as exc:
                 failures.append(self._observer_failed(impl, hook_name, exc))
         return failures

@@ -10,9 +10,10 @@ thing that writes a turn's records, so no adapter carries recorder choreography:
   stable prefix stored once per hash and one trajectory entry per session and prefix.
 
 What the rows hold is decided by ``contextplane.recorder`` (sans-IO); the hooks here choose
-the turn's recorder and backend and have ``contextplane.observability.writer`` write the
-rows: ``observe_*`` synchronously, ``aobserve_*`` (what ``PluginHost.anotify_*`` awaits on
-the async path) from an event loop, the same plan and so the same rows.
+the turn's recorder and backend and return the rows as ``Writes`` (the hooks are ``sans_io``):
+the plugin host performs them, synchronously from ``notify_*`` and from the event loop from
+``anotify_*`` (``contextplane.records.plans``), the same plan and so the same rows; there is
+no async twin.
 
 Everything goes to the request's backend; a turn with no backend records nothing, and says
 so once in the log. ``plugins.disabled = ["contextplane.records"]`` turns recording off.
@@ -26,26 +27,26 @@ caller could not tell a turn that can be explained from one that cannot.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from contextplane.errors import StoreError
 from contextplane.hookspecs import hookimpl
 from contextplane.notices import log_once
 from contextplane.observability.turn import TurnState, ensure, state_of
-from contextplane.observability.writer import awrite, write
 from contextplane.recorder import Plan, Policy, Recorder, TurnRecord, policy_of
 from contextplane.records.backend import Backend
+from contextplane.records.plans import Writes, sans_io
 from contextplane.records.turn_inputs import TurnInputStore
 from contextplane.request import ProjectionRequest
 from contextplane.types import ModelCall, ProjectedContext
 
 PLUGIN_NAME = "contextplane.records"
 log = logging.getLogger("contextplane.records")
+
+T = TypeVar("T")
 
 _lock = threading.Lock()
 #: One recorder per backend (it remembers prefix hashes and per-session trajectory refs); weak,
@@ -129,18 +130,19 @@ def _failed(projection: ProjectedContext, what: str, exc: BaseException) -> None
     _mark(projection, f"failed: {what}: {' '.join(detail.split())}")
 
 
-@contextlib.contextmanager
-def _reporting(projection: ProjectedContext, what: str) -> Iterator[None]:
-    """Mark the projection "recorded" when the block's writes succeed (an incognito turn, whose
-    snapshot keeps only references and sizes, stays "not recorded"), "failed: ..." when one
-    does not, re-raising for the host to isolate and log once."""
+def _reported(projection: ProjectedContext, what: str, plan: Plan[T]) -> Plan[T]:
+    """``plan``, marking the projection "recorded" when its writes succeed (an incognito turn,
+    whose snapshot keeps only references and sizes, stays "not recorded"), "failed: ..." when
+    one does not (the writer throws the failure into the plan), re-raising for the host to
+    isolate and log once."""
     try:
-        yield
+        done = yield from plan
     except Exception as exc:
         _failed(projection, what, exc)
         raise
     if not projection.incognito:
         _mark(projection, "recorded")
+    return done
 
 
 def _keeps_inputs(backend: Backend) -> bool:
@@ -198,39 +200,17 @@ def _call_job(call: ModelCall, request: ProjectionRequest) -> _Job | None:
 
 
 @hookimpl
-def observe_projection(projection: ProjectedContext, request: ProjectionRequest) -> None:
-    """The injection-log row and the turn's trajectory entry and inputs."""
+@sans_io
+def observe_projection(projection: ProjectedContext, request: ProjectionRequest) -> Writes[Any] | None:
+    """The injection-log row and the turn's trajectory entry and inputs, for the host to write."""
     job = _projection_job(projection, request)
-    if job is not None:
-        state, plan, what = job
-        with _reporting(projection, what):
-            write(state.backend, plan)
+    return None if job is None else Writes(job[0].backend, _reported(projection, job[2], job[1]))
 
 
 @hookimpl
-def observe_model_call(call: ModelCall, request: ProjectionRequest) -> None:
-    """One prompt snapshot for the call (references and sizes only when incognito)."""
+@sans_io
+def observe_model_call(call: ModelCall, request: ProjectionRequest) -> Writes[Any] | None:
+    """One prompt snapshot for the call (references and sizes only when incognito), for the
+    host to write."""
     job = _call_job(call, request)
-    if job is not None:
-        state, plan, what = job
-        with _reporting(call.projection, what):
-            write(state.backend, plan)
-
-
-async def aobserve_projection(projection: ProjectedContext, request: ProjectionRequest) -> None:
-    """``observe_projection`` from an event loop (``PluginHost.anotify_projection`` awaits it):
-    the same plan, written without blocking the loop."""
-    job = _projection_job(projection, request)
-    if job is not None:
-        state, plan, what = job
-        with _reporting(projection, what):
-            await awrite(state.backend, plan)
-
-
-async def aobserve_model_call(call: ModelCall, request: ProjectionRequest) -> None:
-    """``observe_model_call`` from an event loop: the same snapshot, never blocking the loop."""
-    job = _call_job(call, request)
-    if job is not None:
-        state, plan, what = job
-        with _reporting(call.projection, what):
-            await awrite(state.backend, plan)
+    return None if job is None else Writes(job[0].backend, _reported(call.projection, job[2], job[1]))

@@ -20,11 +20,12 @@ snapshot that way).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
+from contextplane.signatures import method_of
 from contextplane.observability.redaction import Redactor
 from contextplane.observability.trajectory import TrajectoryWriter
 from contextplane.observability.writer import write
@@ -93,32 +94,12 @@ class PromptRecorder:
         """Build the turn's shared manifest and write its trajectory entry (no text if incognito)."""
         return write(self, self.recorder.turn(projection, query=query, reason=reason))
 
-    def capture(
-        self,
-        *,
-        session_id: str,
-        turn_index: int,
-        call_index: int,
-        prefix: PrefixRef,
-        turn: TurnRecord | None,
-        stripped: Sequence[StrippedFrame] = (),
-        history_messages: int = 0,
-        history_chars: int = 0,
-        incognito: bool = False,
-        mode: str = "native",
-        full_text: Callable[[], str] | None = None,
-        created_at: float | None = None,
-    ) -> None:
-        """Record one model call. ``full_text`` is called only when capture is on and the call
-        is not incognito, so the caller never builds the text otherwise."""
-        self.store.put(
-            self.recorder.snapshot_row(
-                session_id=session_id, turn_index=turn_index, call_index=call_index, prefix=prefix,
-                turn=turn, stripped=stripped, history_messages=history_messages,
-                history_chars=history_chars, incognito=incognito, mode=mode, full_text=full_text,
-                created_at=created_at,
-            )
-        )  # fmt: skip
+    @method_of(Recorder.snapshot_row)
+    def capture(self, **call: Any) -> None:
+        """Record one model call (``Recorder.snapshot_row``'s keywords). ``full_text`` is called
+        only when capture is on and the call is not incognito, so the caller never builds the
+        text otherwise."""
+        self.store.put(self.recorder.snapshot_row(**call))
 
     def flush(self) -> None:
         self.store.flush()

@@ -29,7 +29,7 @@ from contextplane.records import (
     TurnInputStore,
     check_backend,
 )
-from contextplane.records import aio as records_aio
+from contextplane.records.aio import acall
 from contextplane.sections import ContextSection, Envelope, Row, Shed
 from contextplane.store.protocol import KnowledgeStore
 from contextplane.testing._base import ConformanceBase, KitUsageError, checks, required_fixture
@@ -407,19 +407,23 @@ class AsyncRecordChecks(_BackendBase):
 
 async def _async_parity(backend: Backend, requirement: Requirement) -> None:
     summaries = backend.summaries
-    first = await records_aio.aadd_summary(summaries, "a", "kiwi deploy window moved", topic="deploy")
+    first = str(
+        await acall(
+            summaries, "add", "a", "kiwi deploy window moved", topic="deploy", kind="session", at=None
+        )
+    )
     summaries.add("b", "kiwi canary before rollout", topic="canary")
-    await records_aio.aadd_summary(summaries, "c", "invoices on the first day", topic="billing")
-    requirement.check(isinstance(first, str) and bool(first), f"aadd_summary returned {first!r}, not an id")
+    await acall(summaries, "add", "c", "invoices on the first day", topic="billing", kind="session", at=None)
+    requirement.check(isinstance(first, str) and bool(first), f"aadd returned {first!r}, not an id")
     for exclude in (None, "b"):
         sync = summaries.newest(5, exclude_session=exclude)
-        other = await records_aio.anewest(summaries, 5, exclude_session=exclude)
+        other = list(await acall(summaries, "newest", 5, exclude_session=exclude))
         requirement.check(
             other == sync,
             f"anewest(5, exclude_session={exclude!r}) returned {other}; newest gave {sync}",
         )
         sync = summaries.relevant("kiwi deploy", 5, exclude_session=exclude)
-        other = await records_aio.arelevant(summaries, "kiwi deploy", 5, exclude_session=exclude)
+        other = list(await acall(summaries, "relevant", "kiwi deploy", 5, exclude_session=exclude))
         requirement.check(
             other == sync,
             f"arelevant('kiwi deploy', 5, exclude_session={exclude!r}) returned {other}; "
@@ -431,36 +435,36 @@ async def _async_parity(backend: Backend, requirement: Requirement) -> None:
         InjectionRow("b", 0, "2026-01-01T00:00:01Z", "external", 5, 20, None, {}),
         InjectionRow("a", 1, "2026-01-01T00:00:02Z", "native", 7, 28, 800, {"always_on": ["9"]}),
     ]
-    ids = [await records_aio.arecord(log, rows[0]), log.record(rows[1])]
-    ids.append(await records_aio.arecord(log, rows[2]))
+    ids = [int(await acall(log, "record", rows[0])), log.record(rows[1])]
+    ids.append(int(await acall(log, "record", rows[2])))
     requirement.check(all(isinstance(i, int) for i in ids), f"arecord and record returned ids {ids}")
     for session, limit in ((None, None), ("a", None), (None, 2)):
         sync_rows = log.rows(session, limit)
-        got_rows = await records_aio.arows(log, session, limit)
+        got_rows = list(await acall(log, "rows", session, limit))
         requirement.check(
             got_rows == sync_rows,
             f"arows({session!r}, {limit!r}) returned {got_rows}; rows gave {sync_rows}",
         )
     snaps = backend.snapshots
     now = 1.9e9  # far in the future, so no retention policy drops them
-    await records_aio.aput(snaps, _snapshot("as", 0, created_at=now, full_text=AWKWARD_TEXT))
+    await acall(snaps, "put", _snapshot("as", 0, created_at=now, full_text=AWKWARD_TEXT))
     snaps.put(_snapshot("as", 1, created_at=now + 1))
-    await records_aio.aflush(snaps)
+    await acall(snaps, "flush")
     for key in (("as", 0, 0), ("as", 1, 0), ("as", 9, 9)):
         sync_one = snaps.get(*key)
-        got_one = await records_aio.aget(snaps, *key)
+        got_one = await acall(snaps, "get", *key)
         requirement.check(
             got_one == sync_one,
             f"aget{key} returned {got_one}; get gave {sync_one}",
         )
     sync_list = snaps.list("as")
-    got_list = await records_aio.alist(snaps, "as")
+    got_list = list(await acall(snaps, "list", "as", limit=None))
     requirement.check(
         got_list == sync_list,
         f"alist('as') returned {got_list}; list gave {sync_list}",
     )
     manifest = json.dumps([{"name": "identity", "plugin": "p", "chars": 3, "sha256": "a"}])
-    await records_aio.aregister_prefix(snaps, "async-h", AWKWARD_TEXT, manifest)
+    await acall(snaps, "register_prefix", "async-h", AWKWARD_TEXT, manifest)
     requirement.check(
         snaps.prefix_text("async-h") == AWKWARD_TEXT,
         f"a prefix registered with aregister_prefix reads back as {snaps.prefix_text('async-h')!r}",
@@ -470,8 +474,8 @@ async def _async_parity(backend: Backend, requirement: Requirement) -> None:
             "as", 3, now, "kiwi?", "{}", True, "native", False, None, None, None, None, None, "{}",
             "{}", "0" * 64, "", "{}", None, None, None, "[]", None, 0,
         )  # fmt: skip
-        await records_aio.aput_inputs(snaps, inputs)
-        got_inputs = await records_aio.aget_inputs(snaps, "as", 3)
+        await acall(snaps, "put_inputs", inputs)
+        got_inputs = await acall(snaps, "get_inputs", "as", 3)
         requirement.check(
             got_inputs == snaps.get_inputs("as", 3) == inputs,
             f"aget_inputs('as', 3) returned {got_inputs} after aput_inputs of {inputs}",
