@@ -25,11 +25,11 @@ import attrs
 from contextplane.authority import StablePrefix
 from contextplane.config import Config
 from contextplane.delivery import PLAIN
-from contextplane.signatures import parameters_of
 from contextplane.plugins import PluginHost, get_host
 from contextplane.projection import ProjectedContext
 from contextplane.request import BuildContext, ProjectionRequest, Surface
 from contextplane.runtime import Runtime
+from contextplane.signatures import parameters_of
 
 
 @attrs.frozen

@@ -16,9 +16,9 @@ import attrs
 
 from contextplane.config import Config
 from contextplane.errors import IncognitoWriteError, ValidationError
-from contextplane.signatures import awaiting, parameters_of, signature_of
 from contextplane.memory.consolidation import WriteOutcome
 from contextplane.memory.model import MemoryChunk, validate_namespace
+from contextplane.signatures import awaiting, parameters_of, signature_of
 from contextplane.store.aio import aget
 from contextplane.store.api import amemory_ingest as _store_aingest
 from contextplane.store.api import amemory_recall as _store_arecall

@@ -30,6 +30,7 @@ from contextplane.errors import ValidationError
 from contextplane.host import PluginHost, get_host
 from contextplane.request import FrozenDict, ProjectionRequest, Surface
 from contextplane.runtime import Runtime
+from contextplane.signatures import parameters_of
 from contextplane.types import ProjectedContext
 
 __all__ = [
@@ -161,28 +162,8 @@ def d8_turn(
     return None, request, host
 
 
-def compose_projected_context(
-    query: str,
-    knowledge_store: Any = None,
-    skills_index: Sequence[Any] | None = None,
-    state: Mapping[str, Any] | None = None,
-    *,
-    incognito: bool = False,
-    goal_turn: bool = False,
-    budget_tokens: int | None = None,
-    record: bool = True,
-    session_id: str = "",
-    turn_index: int = 0,
-    project: str | None = None,
-    surface: Surface | str = Surface.NATIVE,
-    only_sections: Iterable[str] | None = None,
-    context_window: int | None = None,
-    backend: Any = None,
-    host: PluginHost | None = None,
-    config: Config | None = None,
-    strict: bool | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> ProjectedContext:
+@parameters_of(d8_turn)
+def compose_projected_context(*args: Any, **kwargs: Any) -> ProjectedContext:
     """Compose the projected context for one request: the ADR D8 signature, on the default
     runtime of ``knowledge_store`` (see the module docstring).
 
@@ -190,77 +171,17 @@ def compose_projected_context(
     embedded SQLite store's file, say) receives the records unless ``backend`` names another.
     ``only_sections`` restricts composition to a declared subset (a subagent's contract).
     """
-    runtime, request, host = d8_turn(
-        query,
-        knowledge_store,
-        skills_index,
-        state,
-        incognito=incognito,
-        goal_turn=goal_turn,
-        budget_tokens=budget_tokens,
-        record=record,
-        session_id=session_id,
-        turn_index=turn_index,
-        project=project,
-        surface=surface,
-        only_sections=only_sections,
-        context_window=context_window,
-        backend=backend,
-        host=host,
-        config=config,
-        strict=strict,
-        extra=extra,
-    )
+    runtime, request, host = d8_turn(*args, **kwargs)
     if runtime is None:
-        return compose(request, host=host, strict=strict)
+        return compose(request, host=host, strict=kwargs.get("strict"))
     return runtime.compose(request).projection
 
 
-async def acompose_projected_context(
-    query: str,
-    knowledge_store: Any = None,
-    skills_index: Sequence[Any] | None = None,
-    state: Mapping[str, Any] | None = None,
-    *,
-    incognito: bool = False,
-    goal_turn: bool = False,
-    budget_tokens: int | None = None,
-    record: bool = True,
-    session_id: str = "",
-    turn_index: int = 0,
-    project: str | None = None,
-    surface: Surface | str = Surface.NATIVE,
-    only_sections: Iterable[str] | None = None,
-    context_window: int | None = None,
-    backend: Any = None,
-    host: PluginHost | None = None,
-    config: Config | None = None,
-    strict: bool | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> ProjectedContext:
+@parameters_of(d8_turn)
+async def acompose_projected_context(*args: Any, **kwargs: Any) -> ProjectedContext:
     """``compose_projected_context`` for an event loop: the same arguments, the same projection,
     on the same default runtime of the store."""
-    runtime, request, host = d8_turn(
-        query,
-        knowledge_store,
-        skills_index,
-        state,
-        incognito=incognito,
-        goal_turn=goal_turn,
-        budget_tokens=budget_tokens,
-        record=record,
-        session_id=session_id,
-        turn_index=turn_index,
-        project=project,
-        surface=surface,
-        only_sections=only_sections,
-        context_window=context_window,
-        backend=backend,
-        host=host,
-        config=config,
-        strict=strict,
-        extra=extra,
-    )
+    runtime, request, host = d8_turn(*args, **kwargs)
     if runtime is None:
-        return await acompose(request, host=host, strict=strict)
+        return await acompose(request, host=host, strict=kwargs.get("strict"))
     return (await runtime.acompose(request)).projection

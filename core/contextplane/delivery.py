@@ -18,9 +18,9 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol
 
-from contextplane.signatures import awaiting, same_as
 from contextplane.plugins import PluginHost, get_host
 from contextplane.request import ProjectionRequest
+from contextplane.signatures import awaiting, same_as
 from contextplane.types import Delivered as Delivered
 from contextplane.types import M, ProjectedContext, StablePrefix, StrippedFrame
 from contextplane.types import ModelCall as ModelCall

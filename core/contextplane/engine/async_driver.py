@@ -64,11 +64,11 @@ from contextplane.engine.drafting import (
     stuck,
 )
 from contextplane.engine.driver import run_turn
-from contextplane.signatures import parameters_of
 from contextplane.handoff import hand_off, settled_within
 from contextplane.observability.turn import TurnState
 from contextplane.plugins import PluginHost
 from contextplane.request import ProjectionRequest
+from contextplane.signatures import parameters_of
 from contextplane.types import ProjectedContext
 
 #: Set inside ``per_read()``: every turn takes the per-read route, whatever its store.

@@ -23,10 +23,10 @@ from contextplane.engine.drafting import (
     planned,
     run_here,
 )
-from contextplane.signatures import parameters_of
 from contextplane.observability.turn import TurnState
 from contextplane.plugins import PluginHost
 from contextplane.request import ProjectionRequest
+from contextplane.signatures import parameters_of
 from contextplane.types import ProjectedContext
 
 

@@ -25,7 +25,6 @@ from typing import Any
 
 import attrs
 
-from contextplane.signatures import method_of
 from contextplane.observability.redaction import Redactor
 from contextplane.observability.trajectory import TrajectoryWriter
 from contextplane.observability.writer import write
@@ -37,6 +36,7 @@ from contextplane.records.snapshots import (
     SnapshotStore,
     StrippedFrame,
 )
+from contextplane.signatures import method_of
 from contextplane.types import ProjectedContext, StablePrefix
 
 __all__ = [
