@@ -153,7 +153,7 @@ STATIONS: Sequence[tuple[str, tuple[str, ...]]] = (
         "fitting",
         ("contextplane.fitting", "contextplane.budget", "contextplane.escaping", "contextplane.memo"),
     ),
-    ("recorder", ("contextplane.recorder", "contextplane.observability")),
+    ("recorder", ("contextplane.recorder", "contextplane.observability", "contextplane.records.plans")),
     ("backend", LAYERS[5][2]),
     ("delivery", ("contextplane.delivery",)),
     ("values", LAYERS[6][2]),
