@@ -11,6 +11,7 @@ import functools
 import importlib.metadata as md
 import warnings
 from collections.abc import Sequence
+from typing import Literal
 
 import pytest
 
@@ -22,6 +23,7 @@ from contextplane.testing._base import (
     PluginNotLoadable,
     required_fixture,
 )
+from contextplane.testing.requirements import Requirement
 
 
 @functools.cache
@@ -125,3 +127,23 @@ def text_diff(what: str, a: str, b: str) -> str:
             lo = max(0, i - 30)
             return f"{what}: first difference at char {i}: {a[lo : i + 30]!r} vs {b[lo : i + 30]!r}"
     return f"{what}: lengths {len(a)} vs {len(b)}"
+
+
+def check_registered_once(
+    requirement: Requirement, kind: Literal["prompt", "context"], name: str, host: PluginHost
+) -> None:
+    """Fail ``requirement`` unless exactly one plugin on ``host`` registers a ``kind`` section
+    called ``name``.
+
+    Why one check for both kinds: a name is how authority ordering, envelopes, reports and the
+    ``[plugin.<name>]`` settings find a section, for prompt and context sections alike; two
+    owners would make which one runs depend on load order. The prompt and context kits ask it
+    the same way, so they ask it here."""
+    with Quiet():
+        regs = host.prompt_sections() if kind == "prompt" else host.context_sections()
+    owners = [r.plugin for r in regs if r.section.name == name]
+    requirement.check(
+        len(owners) == 1,
+        f"{kind} section {name!r} is registered {len(owners)} times, by plugins "
+        f"{', '.join(repr(o) for o in owners)}; rename it",
+    )

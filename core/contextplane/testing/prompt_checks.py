@@ -23,7 +23,14 @@ from contextplane.testing._base import (
     checks,
     required_fixture,
 )
-from contextplane.testing.harness import Harness, Quiet, SectionPluginBase, describe_error, text_diff
+from contextplane.testing.harness import (
+    Harness,
+    Quiet,
+    SectionPluginBase,
+    check_registered_once,
+    describe_error,
+    text_diff,
+)
 from contextplane.testing.requirements import Requirement
 
 
@@ -123,14 +130,7 @@ class PromptSectionChecks(SectionPluginBase):
         self, prompt: PromptSectionHarness, build_context: BuildContext, requirement: Requirement
     ) -> None:
         section, host = prompt.section(build_context.config, standard=True)
-        with Quiet():
-            regs = host.prompt_sections()
-        owners = [r.plugin for r in regs if r.section.name == section.name]
-        requirement.check(
-            len(owners) == 1,
-            f"prompt section {section.name!r} is registered {len(owners)} times, by plugins "
-            f"{', '.join(repr(o) for o in owners)}; rename it",
-        )
+        check_registered_once(requirement, "prompt", section.name, host)
 
     @checks("PROMPT-VALID-REFS")
     def test_prompt_valid_refs(
