@@ -28,11 +28,52 @@ import click
 from contextplane.cli_common import (
     Command,
     CommandGroup,
+    command_backend,
     command_store_path,
+    config_option,
+    db_option,
     load,
+    query_text,
 )
-from contextplane.cli_params import Whole
-from contextplane.errors import StoreError
+from contextplane.cli_params import (
+    STORE_INT_MAX,
+    Whole,
+)
+from contextplane.embedding import (
+    CONFIGURED,
+    FULL_TEXT_ONLY,
+)
+from contextplane.errors import (
+    StoreError,
+    ValidationError,
+)
+from contextplane.memory.consolidation import (
+    WriteOutcome,
+)
+from contextplane.memory.history import (
+    HistoryEvent,
+    lifecycle_state,
+)
+from contextplane.memory.model import (
+    DELIVERY_POLICIES,
+    MEMORY_KINDS,
+    REVIEW_STATES,
+    MemoryChunk,
+    format_timestamp,
+    parse_occurred_at,
+    parse_timestamp,
+    utc_now,
+    validate_text,
+)
+from contextplane.memory.stamps import (
+    resolve_expiry,
+)
+from contextplane.memory.trust import (
+    SOURCE_TYPE_TIERS,
+)
+from contextplane.plugins import (
+    PluginHost,
+)
 from contextplane.shims import patch_through
 from contextplane.store import (
     cli_browse,
@@ -41,13 +82,14 @@ from contextplane.store import (
     cli_output,
     cli_upkeep,
     connection,
+    jsonl,
     migrate,
 )
+from contextplane.store.api import (
+    check_write_size,
+)
 from contextplane.store.cli_browse import (
-    FULL_TEXT_ONLY,
-    MemoryHistory,
     list_command,
-    query_text,
     search_command,
     show_command,
 )
@@ -58,22 +100,13 @@ from contextplane.store.cli_curate import (
     confirm_command,
     curator,
     expire_command,
-    parse_occurred_at,
     purge_command,
     reject_command,
-    resolve_expiry,
     supersede_command,
 )
 from contextplane.store.cli_options import (
     DAYS,
-    DELIVERY_POLICIES,
-    MEMORY_KINDS,
-    REVIEW_STATES,
-    SOURCE_TYPE_TIERS,
-    STORE_INT_MAX,
     F,
-    PluginHost,
-    ValidationError,
     _bounded,
     _checked_source_type,
     _content,
@@ -90,23 +123,13 @@ from contextplane.store.cli_options import (
     _strip_one_newline,
     _with_write_options,
     _write_options,
-    check_write_size,
-    command_backend,
-    config_option,
-    db_option,
     log,
-    parse_timestamp,
-    validate_text,
 )
 from contextplane.store.cli_output import (
     _CONTENT_WIDTH,
     _HEADERS,
     SHOW_CHARS,
     SHOW_MARKER,
-    HistoryEvent,
-    MemoryChunk,
-    SearchHit,
-    WriteOutcome,
     _emit_chunks,
     _emit_hits,
     _emit_one,
@@ -114,18 +137,17 @@ from contextplane.store.cli_output import (
     _row,
     _short,
     _status,
-    format_timestamp,
-    lifecycle_state,
-    utc_now,
 )
 from contextplane.store.cli_upkeep import (
-    CONFIGURED,
-    ExactRestore,
     export_command,
     import_command,
-    jsonl,
     reindex_command,
     status_command,
+)
+from contextplane.store.protocol import (
+    ExactRestore,
+    MemoryHistory,
+    SearchHit,
 )
 from contextplane.textui import table
 
