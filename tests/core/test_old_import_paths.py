@@ -166,6 +166,8 @@ def test_confirm_and_reject_are_one_command_shape() -> None:
     confirm, reject = cli.confirm_command.callback, cli.reject_command.callback
     assert confirm is not None and reject is not None
     assert confirm.__code__ is reject.__code__, "confirm and reject are two copies of one body again"
+    # add and supersede take the same text and attributes (supersede names the old row first)
+    assert shape(cli.supersede_command) == [("old_id", ("old_id",)), *shape(cli.add_command)]
     assert cli.memory.commands["confirm"] is cli.confirm_command
     assert cli.memory.commands["reject"] is cli.reject_command
 

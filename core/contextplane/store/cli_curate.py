@@ -14,26 +14,19 @@ from typing import Any
 
 import click
 
-from contextplane.cli_common import (
-    load,
-)
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.consolidation import WriteOutcome
 from contextplane.memory.model import (
-    parse_occurred_at,
     utc_now,
 )
 from contextplane.memory.stamps import resolve_expiry
 from contextplane.store.cli_options import (
     DAYS,
-    _checked_source_type,
-    _content,
-    _file_option,
-    _given,
     _json_option,
     _open,
     _store_options,
-    _with_write_options,
+    _text_write_options,
+    _write_input,
 )
 from contextplane.store.cli_output import _emit_one
 from contextplane.store.protocol import MemoryHistory
@@ -49,11 +42,7 @@ def curator() -> str:
 
 
 @click.command("add")
-@click.argument("content", required=False)
-@_file_option
-@_with_write_options
-@_store_options
-@_json_option
+@_text_write_options
 def add_command(
     content: str | None,
     file: Path | None,
@@ -66,11 +55,7 @@ def add_command(
     tier 3, confirmed). Embedded when an embedder is configured. An exact duplicate of a
     deliverable row is not stored again, a row naming the subject of one in its scope and kind
     supersedes it, and similar rows are reported for review (see ``[store]`` settings)."""
-    config, host = load(config_path)
-    text = _content(content, file, config.store.max_write_chars)
-    values = _checked_source_type(_given(**attrs))
-    if "occurred_at" in values:  # checked before the store is opened, like the text
-        values["occurred_at"] = parse_occurred_at(values["occurred_at"])
+    host, text, values = _write_input(config_path, content, file, attrs)
     with _open(config_path, db, write=True, create=True, host=host) as store:
         added = store.add_chunk(text, **values)
         # A store without consolidation (a plugin's) returns a plain id: it was stored.
@@ -118,11 +103,7 @@ reject_command = _review_command(
 
 @click.command("supersede")
 @click.argument("old_id")
-@click.argument("content", required=False)
-@_file_option
-@_with_write_options
-@_store_options
-@_json_option
+@_text_write_options
 def supersede_command(
     old_id: str,
     content: str | None,
@@ -134,11 +115,7 @@ def supersede_command(
 ) -> None:
     """Replace a memory with newer content (CONTENT, '-' for standard input, or --file); the old
     row is kept as superseded (audit trail)."""
-    config, host = load(config_path)
-    text = _content(content, file, config.store.max_write_chars)
-    values = _checked_source_type(_given(**attrs))
-    if "occurred_at" in values:  # checked before the store is opened, like the text
-        values["occurred_at"] = parse_occurred_at(values["occurred_at"])
+    host, text, values = _write_input(config_path, content, file, attrs)
     with _open(config_path, db, write=True, host=host) as store:
         new_id = store.supersede(old_id, text, **values)
         chunk = store.get(new_id)

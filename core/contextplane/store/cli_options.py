@@ -24,6 +24,7 @@ from contextplane.cli_common import (
     command_backend,
     config_option,
     db_option,
+    load,
 )
 from contextplane.cli_params import STORE_INT_MAX, Whole
 from contextplane.errors import ValidationError
@@ -31,6 +32,7 @@ from contextplane.memory.model import (
     DELIVERY_POLICIES,
     MEMORY_KINDS,
     REVIEW_STATES,
+    parse_occurred_at,
     parse_timestamp,
     validate_text,
 )
@@ -215,3 +217,25 @@ _file_option = click.option(
     default=None,
     help="Read the memory's text from this UTF-8 file.",
 )
+
+
+def _text_write_options(func: F) -> F:
+    """What a command that writes a memory's text takes: CONTENT (or ``-``, or ``--file``), the
+    write attributes, ``--config``/``--db`` and ``--json``, in that order. ``add`` and
+    ``supersede`` share it, so their options cannot drift apart."""
+    for option in (_json_option, _store_options, _with_write_options, _file_option):
+        func = option(func)
+    return click.argument("content", required=False)(func)
+
+
+def _write_input(
+    config_path: str | None, content: str | None, file: Path | None, attrs: dict[str, Any]
+) -> tuple[PluginHost, str, dict[str, Any]]:
+    """The host, the memory's text and its attributes for a write, every one checked before the
+    store is opened (bad input never creates or changes a store)."""
+    config, host = load(config_path)
+    text = _content(content, file, config.store.max_write_chars)
+    values = _checked_source_type(_given(**attrs))
+    if "occurred_at" in values:
+        values["occurred_at"] = parse_occurred_at(values["occurred_at"])
+    return host, text, values

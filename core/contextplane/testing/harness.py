@@ -11,7 +11,7 @@ import functools
 import importlib.metadata as md
 import warnings
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, Protocol, TypeVar
 
 import pytest
 
@@ -20,6 +20,7 @@ from contextplane.notices import ContextPlaneWarning
 from contextplane.plugins import ENTRY_POINT_GROUP, PluginHost
 from contextplane.testing._base import (
     ConformanceBase,
+    KitUsageError,
     PluginNotLoadable,
     required_fixture,
 )
@@ -146,4 +147,40 @@ def check_registered_once(
         len(owners) == 1,
         f"{kind} section {name!r} is registered {len(owners)} times, by plugins "
         f"{', '.join(repr(o) for o in owners)}; rename it",
+    )
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_Section = TypeVar("_Section", bound=_Named)
+
+
+def choose_section(
+    kind: Literal["prompt", "context"], chosen: str | None, mine: Sequence[_Section]
+) -> _Section:
+    """The section a kit class checks among the ``kind`` sections its plugin registers: the only
+    one, or the one the class names (``prompt_section``/``context_section``). Anything else is a
+    usage error saying what to set; both kits choose alike, so they choose here."""
+    other = "context" if kind == "prompt" else "prompt"
+    if not mine:
+        raise KitUsageError(
+            f"the plugin registers no {kind} section; use {other.capitalize()}SectionConformance for a "
+            f"plugin that only contributes {other} sections"
+        )
+    if chosen is None:
+        if len(mine) > 1:
+            raise KitUsageError(
+                f"the plugin registers several {kind} sections "
+                f"({', '.join(s.name for s in mine)}); set the class attribute {kind}_section to "
+                "the one this class checks (write one class per section)"
+            )
+        return mine[0]
+    for s in mine:
+        if s.name == chosen:
+            return s
+    raise KitUsageError(
+        f"{kind}_section = {chosen!r}, but the plugin registers only {', '.join(s.name for s in mine)}"
     )

@@ -28,6 +28,7 @@ from contextplane.testing.harness import (
     Quiet,
     SectionPluginBase,
     check_registered_once,
+    choose_section,
     describe_error,
     text_diff,
 )
@@ -46,26 +47,7 @@ class PromptSectionHarness:
         with Quiet():
             mine = [r.section for r in host.prompt_sections() if r.plugin == name]
         Harness._collect_failures(host, name)
-        if not mine:
-            raise KitUsageError(
-                "the plugin registers no prompt section; use ContextSectionConformance for a plugin "
-                "that only contributes context sections"
-            )
-        if self.chosen is None:
-            if len(mine) > 1:
-                raise KitUsageError(
-                    "the plugin registers several prompt sections "
-                    f"({', '.join(s.name for s in mine)}); set the class attribute prompt_section to "
-                    "the one this class checks (write one class per section)"
-                )
-            return mine[0], host
-        for s in mine:
-            if s.name == self.chosen:
-                return s, host
-        raise KitUsageError(
-            f"prompt_section = {self.chosen!r}, but the plugin registers only "
-            f"{', '.join(s.name for s in mine)}"
-        )
+        return choose_section("prompt", self.chosen, mine), host
 
     @staticmethod
     def render(section: PromptSection, ctx: BuildContext, req: Requirement) -> str:

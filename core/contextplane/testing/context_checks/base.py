@@ -30,6 +30,7 @@ from contextplane.testing.harness import (
     Harness,
     Quiet,
     SectionPluginBase,
+    choose_section,
     describe_error,
     text_diff,
 )
@@ -132,26 +133,7 @@ class ContextSectionHarness:
         with Quiet():
             mine = [r.section for r in host.context_sections() if r.plugin == name]
         Harness._collect_failures(host, name)
-        if not mine:
-            raise KitUsageError(
-                "the plugin registers no context section; use PromptSectionConformance for a plugin "
-                "that only contributes prompt sections"
-            )
-        if self.chosen is None:
-            if len(mine) > 1:
-                raise KitUsageError(
-                    "the plugin registers several context sections "
-                    f"({', '.join(s.name for s in mine)}); set the class attribute context_section to "
-                    "the one this class checks (write one class per section)"
-                )
-            return mine[0], host
-        for s in mine:
-            if s.name == self.chosen:
-                return s, host
-        raise KitUsageError(
-            f"context_section = {self.chosen!r}, but the plugin registers only "
-            f"{', '.join(s.name for s in mine)}"
-        )
+        return choose_section("context", self.chosen, mine), host
 
     def draft(
         self, section: ContextSection, inp: SectionInput, req: Requirement, *, store: Any = ...
