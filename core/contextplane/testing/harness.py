@@ -11,6 +11,7 @@ import functools
 import importlib.metadata as md
 import warnings
 from collections.abc import Sequence
+from typing import Literal, Protocol, TypeVar
 
 import pytest
 
@@ -19,9 +20,11 @@ from contextplane.notices import ContextPlaneWarning
 from contextplane.plugins import ENTRY_POINT_GROUP, PluginHost
 from contextplane.testing._base import (
     ConformanceBase,
+    KitUsageError,
     PluginNotLoadable,
     required_fixture,
 )
+from contextplane.testing.requirements import Requirement
 
 
 @functools.cache
@@ -125,3 +128,59 @@ def text_diff(what: str, a: str, b: str) -> str:
             lo = max(0, i - 30)
             return f"{what}: first difference at char {i}: {a[lo : i + 30]!r} vs {b[lo : i + 30]!r}"
     return f"{what}: lengths {len(a)} vs {len(b)}"
+
+
+def check_registered_once(
+    requirement: Requirement, kind: Literal["prompt", "context"], name: str, host: PluginHost
+) -> None:
+    """Fail ``requirement`` unless exactly one plugin on ``host`` registers a ``kind`` section
+    called ``name``.
+
+    Why one check for both kinds: a name is how authority ordering, envelopes, reports and the
+    ``[plugin.<name>]`` settings find a section, for prompt and context sections alike; two
+    owners would make which one runs depend on load order. The prompt and context kits ask it
+    the same way, so they ask it here."""
+    with Quiet():
+        regs = host.prompt_sections() if kind == "prompt" else host.context_sections()
+    owners = [r.plugin for r in regs if r.section.name == name]
+    requirement.check(
+        len(owners) == 1,
+        f"{kind} section {name!r} is registered {len(owners)} times, by plugins "
+        f"{', '.join(repr(o) for o in owners)}; rename it",
+    )
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_Section = TypeVar("_Section", bound=_Named)
+
+
+def choose_section(
+    kind: Literal["prompt", "context"], chosen: str | None, mine: Sequence[_Section]
+) -> _Section:
+    """The section a kit class checks among the ``kind`` sections its plugin registers: the only
+    one, or the one the class names (``prompt_section``/``context_section``). Anything else is a
+    usage error saying what to set; both kits choose alike, so they choose here."""
+    other = "context" if kind == "prompt" else "prompt"
+    if not mine:
+        raise KitUsageError(
+            f"the plugin registers no {kind} section; use {other.capitalize()}SectionConformance for a "
+            f"plugin that only contributes {other} sections"
+        )
+    if chosen is None:
+        if len(mine) > 1:
+            raise KitUsageError(
+                f"the plugin registers several {kind} sections "
+                f"({', '.join(s.name for s in mine)}); set the class attribute {kind}_section to "
+                "the one this class checks (write one class per section)"
+            )
+        return mine[0]
+    for s in mine:
+        if s.name == chosen:
+            return s
+    raise KitUsageError(
+        f"{kind}_section = {chosen!r}, but the plugin registers only {', '.join(s.name for s in mine)}"
+    )

@@ -23,7 +23,15 @@ from contextplane.testing._base import (
     checks,
     required_fixture,
 )
-from contextplane.testing.harness import Harness, Quiet, SectionPluginBase, describe_error, text_diff
+from contextplane.testing.harness import (
+    Harness,
+    Quiet,
+    SectionPluginBase,
+    check_registered_once,
+    choose_section,
+    describe_error,
+    text_diff,
+)
 from contextplane.testing.requirements import Requirement
 
 
@@ -39,26 +47,7 @@ class PromptSectionHarness:
         with Quiet():
             mine = [r.section for r in host.prompt_sections() if r.plugin == name]
         Harness._collect_failures(host, name)
-        if not mine:
-            raise KitUsageError(
-                "the plugin registers no prompt section; use ContextSectionConformance for a plugin "
-                "that only contributes context sections"
-            )
-        if self.chosen is None:
-            if len(mine) > 1:
-                raise KitUsageError(
-                    "the plugin registers several prompt sections "
-                    f"({', '.join(s.name for s in mine)}); set the class attribute prompt_section to "
-                    "the one this class checks (write one class per section)"
-                )
-            return mine[0], host
-        for s in mine:
-            if s.name == self.chosen:
-                return s, host
-        raise KitUsageError(
-            f"prompt_section = {self.chosen!r}, but the plugin registers only "
-            f"{', '.join(s.name for s in mine)}"
-        )
+        return choose_section("prompt", self.chosen, mine), host
 
     @staticmethod
     def render(section: PromptSection, ctx: BuildContext, req: Requirement) -> str:
@@ -123,14 +112,7 @@ class PromptSectionChecks(SectionPluginBase):
         self, prompt: PromptSectionHarness, build_context: BuildContext, requirement: Requirement
     ) -> None:
         section, host = prompt.section(build_context.config, standard=True)
-        with Quiet():
-            regs = host.prompt_sections()
-        owners = [r.plugin for r in regs if r.section.name == section.name]
-        requirement.check(
-            len(owners) == 1,
-            f"prompt section {section.name!r} is registered {len(owners)} times, by plugins "
-            f"{', '.join(repr(o) for o in owners)}; rename it",
-        )
+        check_registered_once(requirement, "prompt", section.name, host)
 
     @checks("PROMPT-VALID-REFS")
     def test_prompt_valid_refs(
