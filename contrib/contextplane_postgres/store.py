@@ -30,7 +30,7 @@ from typing import Any, Final, NoReturn, Self
 import numpy as np
 import psycopg
 
-from contextplane.backends.spec import ChunkWrites, validate_write
+from contextplane.backends.spec import ChunkWrites, SearchOptions, SQLReads, search_k, validate_write
 from contextplane.embedding import Embedder, embedder_failed, refused_write
 from contextplane.errors import EmbedderError, StoreError, ValidationError
 from contextplane.memory.consolidation import Consolidation, WriteOutcome
@@ -45,10 +45,11 @@ from contextplane.memory.model import (
     validate_text,
 )
 from contextplane.store import vector_space
-from contextplane.store.columns import INHERITED_ON_SUPERSEDE, SEARCH_K_MAX, superseding_row
+from contextplane.store.columns import COLUMN_NAMES, INHERITED_ON_SUPERSEDE, superseding_row
 from contextplane.store.protocol import SearchHit
 from contextplane.store.query_terms import meaningful_words
 from contextplane.store.restore import created_details, id_taken, restored_chunks
+from contextplane.store.row_codec import chunk_cells
 from contextplane_postgres import check as pg_check
 from contextplane_postgres import history as pg_history
 from contextplane_postgres import schema as pg_schema
@@ -64,27 +65,8 @@ from contextplane_postgres.terms import PgTermStats
 #: ``add_chunk`` keywords and what a superseding row inherits: the memory model's, one
 #: definition for every store (``contextplane.store.columns``).
 INHERITED = INHERITED_ON_SUPERSEDE
-#: Columns an insert writes, in the order of a prepared row.
-INSERT_COLUMNS = (
-    "id",
-    "content",
-    "domain",
-    "source_type",
-    "memory_kind",
-    "delivery_policy",
-    "review_state",
-    "expires_at",
-    "heading",
-    "source",
-    "subject",
-    "namespace",
-    "epoch",
-    "invalidated_at",
-    "invalidation_reason",
-    "created_at",
-    "updated_at",
-    "occurred_at",
-)
+#: Columns an insert writes, in the order of a prepared row: the shared row codec's table order.
+INSERT_COLUMNS: Final[tuple[str, ...]] = COLUMN_NAMES
 _TYPES = {
     "id": "bigint",
     "expires_at": "timestamptz",
@@ -121,6 +103,10 @@ def copy_rows(
         else:
             for row, vector in zip(rows, vectors, strict=True):
                 copy.write_row([*row, vector])
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def prepare_row(row: Mapping[str, Any], now: datetime, index: int) -> list[Any]:
@@ -180,8 +166,13 @@ def _corpus_of(view: PostgresStoreView) -> tuple[Any, ...]:
     return ("present", seq) if not purged else ("as of", seq, purged)
 
 
-class PostgresKnowledgeStore(ChunkWrites):
-    """``KnowledgeStore`` on PostgreSQL (``contextplane_postgres.PostgresBackend`` opens it)."""
+class PostgresKnowledgeStore(ChunkWrites, SQLReads):
+    """``KnowledgeStore`` on PostgreSQL (``contextplane_postgres.PostgresBackend`` opens it);
+    ``list_chunks``, ``count_chunks`` and ``search`` are the shared read spec's (``SQLReads``)."""
+
+    dialect = sql.POSTGRES
+    select = SELECT_COLUMNS
+    chunk_from_row = chunk_from_row
 
     def __init__(
         self,
@@ -435,16 +426,7 @@ class PostgresKnowledgeStore(ChunkWrites):
         now = utc_now()
         details = created_details(chunks, now, actor)
         ids = [int(c.id) for c in chunks]
-        prepared = [
-            [
-                int(c.id), enc(c.content), enc(c.domain), enc(c.source_type), c.memory_kind,
-                c.delivery_policy, c.review_state, c.expires_at, enc(c.heading), enc(c.source),
-                enc(c.subject), enc(c.namespace), enc(c.epoch), c.invalidated_at,
-                None if c.invalidation_reason is None else enc(c.invalidation_reason),
-                c.created_at, c.updated_at, c.occurred_at,
-            ]
-            for c in chunks
-        ]
+        prepared = [chunk_cells(c, INSERT_COLUMNS, enc, _same) for c in chunks]
         with self.db.transaction() as conn:
             for statement, purged in (
                 ("SELECT min(id) FROM chunks WHERE id = ANY(%s)", False),
@@ -460,8 +442,10 @@ class PostgresKnowledgeStore(ChunkWrites):
                 copy_rows(conn, prepared, vectors)
             else:
                 columns = [list(col) for col in zip(*prepared, strict=True)]
-                conn.execute(INSERT_SQL if vectors is None else INSERT_VECTORS_SQL,
-                             columns if vectors is None else [*columns, vectors])
+                conn.execute(
+                    INSERT_SQL if vectors is None else INSERT_VECTORS_SQL,
+                    columns if vectors is None else [*columns, vectors],
+                )
             conn.execute(  # new rows continue after the largest id, never before one handed out
                 "SELECT setval(s::regclass, %(high)s) FROM pg_get_serial_sequence('chunks', 'id') AS s "
                 "WHERE %(high)s > coalesce(pg_sequence_last_value(s::regclass), 0)",
@@ -640,85 +624,8 @@ class PostgresKnowledgeStore(ChunkWrites):
         with self._reading(_on) as conn:
             return self._get(conn, chunk_id)
 
-    def list_chunks(
-        self,
-        *,
-        deliverable: bool = False,
-        memory_kind: str | None = None,
-        review_state: str | None = None,
-        delivery_policy: str | None = None,
-        namespace: str | None = None,
-        namespaces: Sequence[str] | None = None,
-        limit: int | None = None,
-        now: datetime | None = None,
-        occurred_after: datetime | str | None = None,
-        occurred_before: datetime | str | None = None,
-        offset: int = 0,
-        _on: PostgresStoreView | None = None,
-    ) -> list[MemoryChunk]:
-        """Rows matching every given filter, oldest first (an event-time window is half open)."""
-        statement, params = sql.list_sql(
-            deliverable=deliverable,
-            memory_kind=memory_kind,
-            review_state=review_state,
-            delivery_policy=delivery_policy,
-            namespace=namespace,
-            namespaces=namespaces,
-            limit=limit,
-            now=now,
-            occurred_after=occurred_after,
-            occurred_before=occurred_before,
-            offset=offset,
-        )
-        with self._reading(_on) as conn:
-            return [chunk_from_row(r) for r in conn.execute(statement, params)]
-
-    def count_chunks(
-        self,
-        *,
-        deliverable: bool = False,
-        memory_kind: str | None = None,
-        review_state: str | None = None,
-        delivery_policy: str | None = None,
-        namespace: str | None = None,
-        namespaces: Sequence[str] | None = None,
-        now: datetime | None = None,
-        occurred_after: datetime | str | None = None,
-        occurred_before: datetime | str | None = None,
-        _on: PostgresStoreView | None = None,
-    ) -> int:
-        """How many rows ``list_chunks`` with these filters returns without a limit (so a
-        listing can say "50 of N", and a deep page can skip whole review states)."""
-        statement, params = sql.list_sql(
-            deliverable=deliverable,
-            memory_kind=memory_kind,
-            review_state=review_state,
-            delivery_policy=delivery_policy,
-            namespace=namespace,
-            namespaces=namespaces,
-            limit=None,
-            now=now,
-            occurred_after=occurred_after,
-            occurred_before=occurred_before,
-            count=True,
-        )
-        with self._reading(_on) as conn:
-            row = conn.execute(statement, params).fetchone()
-        return int(row[0]) if row else 0
-
-    def search(
-        self,
-        query: str,
-        k: int = 10,
-        *,
-        deliverable: bool = True,
-        namespaces: Sequence[str] | None = None,
-        include_superseded: bool = False,
-        now: datetime | None = None,
-        occurred_after: datetime | str | None = None,
-        occurred_before: datetime | str | None = None,
-        full_text: bool = False,
-        _on: PostgresStoreView | None = None,
+    def _search(
+        self, query: str, k: int, options: SearchOptions, _on: PostgresStoreView | None, vector: Any
     ) -> list[SearchHit]:
         """Hybrid (full text + HNSW vectors, fused by relevance) or full-text search in one
         statement; each hit carries its relevance (0 to 1, the embedded store's meaning: see
@@ -726,19 +633,16 @@ class PostgresKnowledgeStore(ChunkWrites):
         ``terms.tsquery_term``); function words and terms too common to inform are not scored.
         Search text is not stored: a lone surrogate in it matches nothing (as on the embedded
         store). ``full_text`` skips the vector leg (a turn's fallback when the embedder fails)."""
-        validate_text(query, "query", storable=False)
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
-        k = min(k, SEARCH_K_MAX)
+        k = search_k(query, k)
         params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "fts_cap": max(self.fts_cap, k * 4)}
         clauses: list[str] = []
-        sql.scope_filter(namespaces, params, clauses)
-        sql.event_time_filter(occurred_after, occurred_before, params, clauses)
-        if deliverable:
-            sql.deliverable_filter(include_superseded, now, params, clauses)
+        sql.scope_filter(options.namespaces, params, clauses)
+        sql.event_time_filter(options.occurred_after, options.occurred_before, params, clauses)
+        if options.deliverable:
+            sql.deliverable_filter(options.include_superseded, options.now, params, clauses)
         where = " AND ".join(clauses) or "true"
-        wanted = self._embedder is not None and query.strip() and not full_text
-        vector = self._embed([query])[0] if wanted else None
+        if vector is None and self._embedder is not None and query.strip() and not options.full_text:
+            vector = self._embed([query])[0]
         if not meaningful_words(query) and vector is None:
             return []
         if vector is not None:

@@ -27,12 +27,18 @@ from typing import Any, Self
 
 import attrs
 
-from contextplane.backends.spec import ChunkWrites, check_fields, validate_write
+from contextplane.backends.spec import (
+    ChunkReads,
+    ChunkWrites,
+    ListQuery,
+    SearchOptions,
+    check_fields,
+    validate_write,
+)
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.consolidation import (
     NEAR_DUPLICATE_CANDIDATES,
     Consolidation,
-    Outcome,
     WriteOutcome,
     candidate_terms,
     current_head,
@@ -59,6 +65,7 @@ from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_s
 from contextplane.records.summaries import SessionSummary, summary_stamp, validate_summary
 from contextplane.records.turn_inputs import TurnInputs
 from contextplane.store.columns import INHERITED_ON_SUPERSEDE, superseding_row
+from contextplane.store.outcomes import write_outcomes
 from contextplane.store.protocol import LegRank, SearchHit, SearchTrace
 from contextplane.store.query_terms import fts5_idf, meaningful_words
 from contextplane.store.restore import created_details, id_taken, restored_chunks
@@ -117,7 +124,7 @@ def _scored(query: str, rows: Sequence[MemoryChunk]) -> list[tuple[float, Memory
     return [(relevance, c) for relevance, _, c in scored]
 
 
-class InMemoryKnowledgeStore(ChunkWrites):
+class InMemoryKnowledgeStore(ChunkWrites, ChunkReads):
     """A dict of ``MemoryChunk`` values under one lock; search is word overlap."""
 
     def __init__(self, *, consolidation: Consolidation | None = None) -> None:
@@ -262,24 +269,8 @@ class InMemoryKnowledgeStore(ChunkWrites):
                     if chunk.subject:
                         superseded[index] = self._subject_heads(chunk, taken)
                         taken.update(superseded[index])
-            outcomes: list[WriteOutcome] = []
-            created: list[tuple[MemoryChunk, WriteOutcome]] = []
-            for index in range(len(made)):
-                if index in duplicate_of:
-                    target = duplicate_of[index]
-                    found = ids[target] if isinstance(target, int) else target
-                    outcomes.append(WriteOutcome(found, "duplicate", duplicate_of=found))
-                    continue
-                if index in outdated_of:
-                    head, old = outdated_of[index]
-                    outcomes.append(WriteOutcome(head, "outdated", duplicate_of=old))
-                    continue
-                olds = superseded.get(index, [])
-                close = tuple(p for p in near.get(index, ()) if p[0] not in olds)
-                outcome: Outcome = "superseded" if olds else "near_duplicate" if close else "stored"
-                result = WriteOutcome(ids[index], outcome, superseded=olds, near_duplicates=close)
-                created.append((self._rows[ids[index]], result))
-                outcomes.append(result)
+            outcomes, results = write_outcomes(len(made), ids, duplicate_of, outdated_of, superseded, near)
+            created = [(self._rows[ids[i]], result) for i, result in results.items()]
             for chunk, result in created:  # before the supersessions, as they were written
                 detail = result.detail() if result.outcome != "stored" else {}
                 self._record(chunk, "created", chunk.source_type, **detail)
@@ -479,27 +470,16 @@ class InMemoryKnowledgeStore(ChunkWrites):
             return c.review_state != "rejected" and not c.is_expired(now)
         return c.is_deliverable(now)
 
-    def list_chunks(
-        self,
-        *,
-        deliverable: bool = False,
-        memory_kind: str | None = None,
-        review_state: str | None = None,
-        delivery_policy: str | None = None,
-        namespace: str | None = None,
-        namespaces: Sequence[str] | None = None,
-        limit: int | None = None,
-        now: datetime | None = None,
-        occurred_after: datetime | str | None = None,
-        occurred_before: datetime | str | None = None,
-        offset: int = 0,
-    ) -> list[MemoryChunk]:
+    def _list(self, query: ListQuery, on: Any) -> list[MemoryChunk]:
+        """``list_chunks`` (``ChunkReads``): the filters in Python, oldest first."""
+        q = query
+        offset, namespace, namespaces, now = q.offset, q.namespace, q.namespaces, q.now
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValidationError(f"offset: expected a non-negative whole number, got {offset!r}")
-        kind = validate_memory_kind(memory_kind) if memory_kind is not None else None
-        in_window = _window(occurred_after, occurred_before)
-        review = validate_review_state(review_state) if review_state is not None else None
-        policy = validate_delivery_policy(delivery_policy) if delivery_policy is not None else None
+        kind = validate_memory_kind(q.memory_kind) if q.memory_kind is not None else None
+        in_window = _window(q.occurred_after, q.occurred_before)
+        review = validate_review_state(q.review_state) if q.review_state is not None else None
+        policy = validate_delivery_policy(q.delivery_policy) if q.delivery_policy is not None else None
         with self._lock:
             rows = sorted(self._rows.values(), key=lambda c: int(c.id))
         out = [
@@ -511,28 +491,19 @@ class InMemoryKnowledgeStore(ChunkWrites):
             and (namespace is None or c.namespace == namespace)
             and (namespaces is None or c.namespace in namespaces)
             and in_window(c)
-            and (not deliverable or self._deliverable(c, now))
+            and (not q.deliverable or self._deliverable(c, now))
         ][offset:]
-        return out if limit is None else out[:limit]
+        return out if q.limit is None else out[: q.limit]
 
-    def count_chunks(self, **filters: Any) -> int:
-        """How many rows ``list_chunks`` with these filters returns without a limit."""
-        return len(self.list_chunks(**filters))
+    def _count(self, query: ListQuery, on: Any) -> int:
+        return len(self._list(query, on))
 
-    def search(
-        self,
-        query: str,
-        k: int = 10,
-        *,
-        deliverable: bool = True,
-        namespaces: Sequence[str] | None = None,
-        include_superseded: bool = False,
-        now: datetime | None = None,
-        occurred_after: datetime | str | None = None,
-        occurred_before: datetime | str | None = None,
-    ) -> list[SearchHit]:
+    def _search(self, query: str, k: int, options: SearchOptions, on: Any, vector: Any) -> list[SearchHit]:
+        """``search`` (``ChunkReads``): every row scored (``_scored``), then filtered; there is
+        no vector leg, so ``full_text`` changes nothing."""
         validate_text(query, "query", storable=False)
-        in_window = _window(occurred_after, occurred_before)
+        in_window = _window(options.occurred_after, options.occurred_before)
+        namespaces, now = options.namespaces, options.now
         with self._lock:
             rows = list(self._rows.values())
         scored = [
@@ -540,7 +511,7 @@ class InMemoryKnowledgeStore(ChunkWrites):
             for relevance, c in _scored(query, rows)
             if (namespaces is None or c.namespace in namespaces)
             and in_window(c)
-            and (not deliverable or self._deliverable(c, now, include_superseded))
+            and (not options.deliverable or self._deliverable(c, now, options.include_superseded))
         ]
         return [SearchHit(c, s, r, relevance=s) for r, (s, c) in enumerate(scored[:k], start=1)]
 
@@ -634,15 +605,12 @@ class _FrozenView(InMemoryKnowledgeStore):
     def as_of(self, when: HistoryPosition | datetime) -> Any:
         return self._origin.as_of(when)
 
-    def list_chunks(self, **filters: Any) -> list[MemoryChunk]:
-        if filters.get("now") is None:
-            filters["now"] = self.now
-        return super().list_chunks(**filters)
+    def _list(self, query: ListQuery, on: Any) -> list[MemoryChunk]:
+        return super()._list(query if query.now is not None else query._replace(now=self.now), on)
 
-    def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
-        if options.get("now") is None:
-            options["now"] = self.now
-        return super().search(query, k, **options)
+    def _search(self, query: str, k: int, options: SearchOptions, on: Any, vector: Any) -> list[SearchHit]:
+        now = options.now if options.now is not None else self.now
+        return super()._search(query, k, options._replace(now=now), on, vector)
 
     def trace_search(self, query: str, chunk_id: str, k: int = 10, **options: Any) -> SearchTrace:
         if options.get("now") is None:

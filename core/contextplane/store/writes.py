@@ -22,7 +22,6 @@ from contextplane.errors import StoreError
 from contextplane.memory.consolidation import (
     NEAR_DUPLICATE_CANDIDATES,
     Consolidation,
-    Outcome,
     WriteOutcome,
     candidate_terms,
     content_hash,
@@ -51,6 +50,7 @@ from contextplane.store.columns import (
 )
 from contextplane.store.connection import store_error
 from contextplane.store.fts_query import to_match_expression
+from contextplane.store.outcomes import write_outcomes
 from contextplane.store.vector_upkeep import VectorUpkeep
 
 #: Where each column sits in a prepared row (``INSERT_COLUMNS`` order).
@@ -187,28 +187,8 @@ class StoreWrites(write_spec.ChunkWrites, VectorUpkeep):
             new_ids = dict(zip(keep, ids, strict=True))
             if policy.auto_supersede:
                 superseded = self._subject_heads(conn, prepared, new_ids, now_text)
-        outcomes: list[WriteOutcome] = []
-        details: dict[int, str] = {}
-        for index in range(len(prepared)):
-            if index in new_ids and index not in superseded and not near.get(index):
-                outcomes.append(WriteOutcome(str(new_ids[index])))  # stored: the common case
-                continue
-            if index in duplicate_of:
-                target = duplicate_of[index]
-                found = str(new_ids[target]) if isinstance(target, int) else target
-                outcomes.append(WriteOutcome(found, "duplicate", duplicate_of=found))
-                continue
-            if index in outdated_of:
-                head, old = outdated_of[index]
-                outcomes.append(WriteOutcome(head, "outdated", duplicate_of=old))
-                continue
-            olds = superseded.get(index, [])
-            close = tuple(p for p in near.get(index, ()) if p[0] not in olds)
-            outcome: Outcome = "superseded" if olds else "near_duplicate" if close else "stored"
-            result = WriteOutcome(str(new_ids[index]), outcome, superseded=olds, near_duplicates=close)
-            if outcome != "stored":
-                details[new_ids[index]] = json.dumps(result.detail())
-            outcomes.append(result)
+        outcomes, stored = write_outcomes(len(prepared), new_ids, duplicate_of, outdated_of, superseded, near)
+        details = {new_ids[i]: json.dumps(r.detail()) for i, r in stored.items() if r.outcome != "stored"}
         if details:
             self._record_created(conn, details)
         for index, chunk_id in sorted(new_ids.items()):
