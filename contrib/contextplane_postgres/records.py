@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from contextplane.backends.record_codec import INJECTION_SELECT, injection_row
 from contextplane.observability.trajectory import TrajectoryEntry, TrajectoryRead
 from contextplane.records.injections import InjectionRow
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
@@ -106,10 +107,7 @@ class PostgresInjectionLog:
         return int(found[0])
 
     def rows(self, session_id: str | None = None, limit: int | None = None) -> builtins.list[InjectionRow]:
-        statement = (
-            "SELECT id, session_id, turn_index, at, mode, approx_tokens, used_chars, budget_chars, delivered "
-            "FROM injection_log"
-        )
+        statement = INJECTION_SELECT
         args: dict[str, Any] = {}
         if session_id is not None:
             statement += " WHERE session_id = %(s)s"
@@ -120,20 +118,7 @@ class PostgresInjectionLog:
             args["n"] = limit
         with self.db.connection("read from") as conn:
             found = conn.execute(statement, args).fetchall()
-        return [
-            InjectionRow(
-                id=int(r[0]),
-                session_id=dec(r[1]),
-                turn_index=r[2],
-                at=r[3],
-                mode=r[4],
-                approx_tokens=r[5],
-                used_chars=r[6],
-                budget_chars=r[7],
-                delivered=json.loads(r[8]),
-            )
-            for r in found
-        ]
+        return [injection_row(r, dec) for r in found]
 
 
 _SNAPSHOT_COLUMNS = (

@@ -46,10 +46,12 @@ from contextplane.memory.model import (
 )
 from contextplane.store import vector_space
 from contextplane.store.columns import COLUMN_NAMES, INHERITED_ON_SUPERSEDE, superseding_row
+from contextplane.store.history_spec import AsOfOverlay
 from contextplane.store.protocol import SearchHit
 from contextplane.store.query_terms import meaningful_words
 from contextplane.store.restore import created_details, id_taken, restored_chunks
 from contextplane.store.row_codec import chunk_cells
+from contextplane.store.view_spec import PointInTimeView
 from contextplane_postgres import check as pg_check
 from contextplane_postgres import history as pg_history
 from contextplane_postgres import schema as pg_schema
@@ -775,10 +777,12 @@ class PostgresKnowledgeStore(ChunkWrites, SQLReads):
         return [str(r[0]) for r in rows]
 
 
-class PostgresStoreView:
+class PostgresStoreView(PointInTimeView):
     """One composition's point-in-time view (``consistent_read``), or the store as of a past
     position (``as_of``): reads see that state, with the deliverable filter evaluated at the
     view's time; writes and anything else go to the store itself."""
+
+    store: PostgresKnowledgeStore
 
     def __init__(
         self,
@@ -787,7 +791,7 @@ class PostgresStoreView:
         *,
         now: datetime | None = None,
         position: HistoryPosition | None = None,
-        overlay: pg_history.AsOfOverlay | None = None,
+        overlay: AsOfOverlay | None = None,
     ) -> None:
         self.store = store
         self.conn = conn
@@ -801,43 +805,16 @@ class PostgresStoreView:
         #: connection that went back to the pool.
         self.closed = False
 
-    def get(self, chunk_id: str) -> MemoryChunk | None:
-        return self.store.get(chunk_id, _on=self)
+    def _latest_seq(self) -> int:
+        with self.store._reading(self) as conn:
+            return pg_history.latest_seq(conn)
 
-    def list_chunks(self, **filters: Any) -> list[MemoryChunk]:
-        if filters.get("now") is None and self.now is not None:
-            filters["now"] = self.now
-        return self.store.list_chunks(**filters, _on=self)
+    def _row_key(self, chunk_id: str) -> int | None:
+        return as_id(chunk_id)
 
-    def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
-        if options.get("now") is None and self.now is not None:
-            options["now"] = self.now
-        return self.store.search(query, k, **options, _on=self)
-
-    def history_position(self) -> HistoryPosition:
-        """The position this view reads at: for a present view, its newest visible event at
-        the time it opened (what a composition records to be replayed)."""
-        if self._position is None:
-            with self.store._reading(self) as conn:
-                seq = pg_history.latest_seq(conn)
-            self._position = HistoryPosition(seq, self.now or utc_now())
-        return self._position
-
-    def history(self, chunk_id: str) -> list[HistoryEvent]:
-        """The row's events up to this view's position."""
-        key = as_id(chunk_id)
-        if key is None:
-            return []
-        upto = self.history_position().seq
+    def _events(self, key: int, upto: int) -> list[HistoryEvent]:
         with self.store._reading(self) as conn:
             return pg_history.events(conn, key, upto)
-
-    @contextlib.contextmanager
-    def consistent_read(self) -> Iterator[PostgresStoreView]:
-        yield self
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
 
     def __repr__(self) -> str:
         return f"<PostgresStoreView of {self.store.db.shown}>"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
@@ -29,12 +29,11 @@ from contextplane.backends.memory_writes import MemoryWrites
 from contextplane.backends.spec import (
     ChunkReads,
     ListQuery,
+    Scopes,
     SearchOptions,
+    SearchTracing,
 )
 from contextplane.errors import StoreError, ValidationError
-from contextplane.memory.consolidation import (
-    WriteOutcome,
-)
 from contextplane.memory.history import HistoryEvent, HistoryPosition, apply_event
 from contextplane.memory.model import (
     MemoryChunk,
@@ -96,7 +95,7 @@ def _scored(query: str, rows: Sequence[MemoryChunk]) -> list[tuple[float, Memory
     return [(relevance, c) for relevance, _, c in scored]
 
 
-class InMemoryKnowledgeStore(MemoryWrites, ChunkReads):
+class InMemoryKnowledgeStore(MemoryWrites, ChunkReads, SearchTracing):
     """A dict of ``MemoryChunk`` values under one lock; search is word overlap. Its writes are
     ``MemoryWrites`` (``memory_writes``); here are the views and the reads."""
 
@@ -217,17 +216,12 @@ class InMemoryKnowledgeStore(MemoryWrites, ChunkReads):
     async def aset_review_state(self, chunk_id: str, state: str) -> MemoryChunk:
         return self.set_review_state(chunk_id, state)
 
-    def trace_search(
-        self,
-        query: str,
-        chunk_id: str,
-        k: int = 10,
-        *,
-        namespaces: Sequence[str] | None = None,
-        now: datetime | None = None,
+    def _trace(
+        self, query: str, chunk_id: str, k: int, namespaces: Scopes, now: datetime | None, on: Any
     ) -> SearchTrace:
-        """Where ``chunk_id`` ranked for ``query``: the IDF share of its meaningful words is the
-        one leg, every row a candidate; the filters are the search's."""
+        """``trace_search`` (``SearchTracing``): where ``chunk_id`` ranked for ``query``: the IDF
+        share of its meaningful words is the one leg, every row a candidate; the filters are the
+        search's."""
         validate_text(query, "query")
         with self._lock:
             rows = list(self._rows.values())
@@ -295,40 +289,25 @@ class _FrozenView(InMemoryKnowledgeStore):
         now = options.now if options.now is not None else self.now
         return super()._search(query, k, options._replace(now=now), on, vector)
 
-    def trace_search(self, query: str, chunk_id: str, k: int = 10, **options: Any) -> SearchTrace:
-        if options.get("now") is None:
-            options["now"] = self.now
-        return super().trace_search(query, chunk_id, k, **options)
+    def _trace(
+        self, query: str, chunk_id: str, k: int, namespaces: Scopes, now: datetime | None, on: Any
+    ) -> SearchTrace:
+        return super()._trace(query, chunk_id, k, namespaces, self.now if now is None else now, on)
 
-    def _write(self, rows: Iterable[Mapping[str, Any]], *, single: bool) -> list[WriteOutcome]:
-        return self._origin._write(rows, single=single)
 
-    def set_review_state(self, chunk_id: str, state: str, *, by: str = "") -> MemoryChunk:
-        return self._origin.set_review_state(chunk_id, state, by=by)
+def _to_origin(name: str) -> Callable[..., Any]:
+    def forwarded(self: _FrozenView, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._origin, name)(*args, **kwargs)
 
-    def set_expires_at(
-        self, chunk_id: str, expires_at: datetime | str | None, *, by: str = ""
-    ) -> MemoryChunk:
-        return self._origin.set_expires_at(chunk_id, expires_at, by=by)
+    forwarded.__name__ = forwarded.__qualname__ = name
+    forwarded.__doc__ = f"The live store's ``{name}``: a view's writes are the store's."
+    return forwarded
 
-    def invalidate_chunk(
-        self,
-        chunk_id: str,
-        *,
-        superseded_by: str | None = None,
-        reason: str | None = None,
-        by: str = "",
-    ) -> MemoryChunk:
-        return self._origin.invalidate_chunk(chunk_id, superseded_by=superseded_by, reason=reason, by=by)
 
-    def supersede(self, old_id: str, content: str, **attrs_: Any) -> str:
-        return self._origin.supersede(old_id, content, **attrs_)
-
-    def purge(self, now: datetime | None = None, *, ids: Sequence[str] | None = None) -> int:
-        return self._origin.purge(now, ids=ids)
-
-    def restore_chunks(self, rows: Iterable[Mapping[str, Any] | MemoryChunk], *, by: str = "") -> list[str]:
-        return self._origin.restore_chunks(rows, by=by)
+#: Every write of a view goes to the live store (``add_chunk``/``add_chunks`` through ``_write``).
+_WRITES = ("_write", "set_review_state", "set_expires_at", "invalidate_chunk", "supersede", "purge")
+for _name in (*_WRITES, "restore_chunks"):
+    setattr(_FrozenView, _name, _to_origin(_name))
 
 
 class InMemoryBackend:

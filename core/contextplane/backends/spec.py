@@ -5,7 +5,7 @@
   ``add_chunk``/``add_chunks`` over its own ``_write``;
 - the read spec (``store.read_spec``): ``ChunkReads`` gives ``list_chunks``, ``count_chunks``
   and ``search`` over a store's ``_list``/``_count``/``_search``; ``SQLReads`` adds the SQL
-  listing;
+  listing, ``SearchTracing`` the optional ``trace_search`` over ``_trace``;
 - the filter spec (``store.filters``): which rows a listing or a search admits, rendered by a
   ``Dialect`` (``SQLITE``; PostgreSQL's is ``contextplane_postgres.sql.POSTGRES``);
 - the row codec (``store.row_codec``): the columns a chunk is read from and written to, and a
@@ -20,7 +20,7 @@ and the in-memory reference backend all use them.
 from __future__ import annotations
 
 from contextplane.store.filters import SQLITE, Dialect, ListQuery, check_whole, list_sql
-from contextplane.store.read_spec import ChunkReads, SearchOptions, SQLReads, search_k
+from contextplane.store.read_spec import ChunkReads, Scopes, SearchOptions, SearchTracing, SQLReads, search_k
 from contextplane.store.write_spec import (
     KEYWORDS,
     TEXT_FIELDS,
@@ -42,7 +42,9 @@ __all__ = [
     "Dialect",
     "ListQuery",
     "SQLReads",
+    "Scopes",
     "SearchOptions",
+    "SearchTracing",
     "ValidWrite",
     "check_fields",
     "check_whole",

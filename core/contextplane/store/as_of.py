@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import apsw
-import attrs
 
 from contextplane.memory.history import (
     HistoryPosition,
@@ -18,22 +17,7 @@ from contextplane.store import migrate
 from contextplane.store.columns import SELECT_NAMES
 from contextplane.store.connection import temp_objects
 from contextplane.store.history_read import _Baseline, _entries, _row_events, _rows
-from contextplane.store.history_write import STATE_COLUMNS
-
-
-@attrs.frozen
-class AsOfOverlay:
-    """What an as-of view changed to show the past, and what it could not restore."""
-
-    position: HistoryPosition
-    #: Rows whose state at the position differs from now (their events after it).
-    changed: tuple[str, ...] = ()
-    #: Rows written after the position (hidden).
-    written_after: tuple[str, ...] = ()
-    #: Rows purged after the position: present then, their text gone now.
-    purged_after: tuple[str, ...] = ()
-    #: True when full-text ranking uses an index of the rows present at the position.
-    exact_ranking: bool = True
+from contextplane.store.history_spec import STATE_COLUMNS, AsOfOverlay
 
 
 def fts_tokenizer(conn: apsw.Connection) -> str:

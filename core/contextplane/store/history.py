@@ -49,7 +49,6 @@ from __future__ import annotations
 
 from contextplane.shims import patch_through
 from contextplane.store import as_of, history_read, history_write
-from contextplane.store.as_of import AsOfOverlay as AsOfOverlay
 from contextplane.store.as_of import _high_at as _high_at
 from contextplane.store.as_of import _view_sql as _view_sql
 from contextplane.store.as_of import drop_overlay as drop_overlay
@@ -68,13 +67,14 @@ from contextplane.store.history_read import count_events as count_events
 from contextplane.store.history_read import events as events
 from contextplane.store.history_read import position_at as position_at
 from contextplane.store.history_read import walk_events as walk_events
+from contextplane.store.history_spec import STATE_COLUMNS as STATE_COLUMNS
+from contextplane.store.history_spec import AsOfOverlay as AsOfOverlay
 from contextplane.store.history_write import _CHANGE_SQL as _CHANGE_SQL
 from contextplane.store.history_write import _LOG_CHANGE as _LOG_CHANGE
 from contextplane.store.history_write import _ROW_GONE as _ROW_GONE
 from contextplane.store.history_write import _ROW_LIVE as _ROW_LIVE
 from contextplane.store.history_write import _STATE_LIST as _STATE_LIST
 from contextplane.store.history_write import ENTRY_SQL as ENTRY_SQL
-from contextplane.store.history_write import STATE_COLUMNS as STATE_COLUMNS
 from contextplane.store.history_write import change as change
 from contextplane.store.history_write import chunk_ids as chunk_ids
 from contextplane.store.history_write import latest_seq as latest_seq

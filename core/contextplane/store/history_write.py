@@ -17,15 +17,8 @@ from contextplane.memory.history import (
 )
 from contextplane.store import migrate
 from contextplane.store.columns import SELECT_NAMES
+from contextplane.store.history_spec import STATE_COLUMNS as STATE_COLUMNS
 
-#: The lifecycle columns an event carries, in table order; the overlay replaces exactly these.
-STATE_COLUMNS: Final[tuple[str, ...]] = (
-    "review_state",
-    "expires_at",
-    "invalidated_at",
-    "invalidation_reason",
-    "updated_at",
-)
 _STATE_LIST: Final[str] = ", ".join(STATE_COLUMNS)
 #: The state cells of a ``SELECT_COLUMNS`` row, in ``STATE_COLUMNS`` order.
 state_of: Final[Callable[[Sequence[Any]], tuple[Any, ...]]] = operator.itemgetter(

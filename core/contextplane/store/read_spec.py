@@ -22,7 +22,10 @@ from contextplane.errors import ValidationError
 from contextplane.memory.model import MemoryChunk, validate_text
 from contextplane.store.columns import SEARCH_K_MAX
 from contextplane.store.filters import Dialect, ListQuery, list_sql
-from contextplane.store.protocol import SearchHit
+from contextplane.store.protocol import SearchHit, SearchTrace
+
+#: A scope allow-list as reads take it (None: any scope).
+Scopes = Sequence[str] | None
 
 
 class SearchOptions(NamedTuple):
@@ -151,6 +154,30 @@ class ChunkReads:
         raise NotImplementedError
 
     def _search(self, query: str, k: int, options: SearchOptions, on: Any, vector: Any) -> list[SearchHit]:
+        raise NotImplementedError
+
+
+class SearchTracing:
+    """``trace_search`` (the optional ``SearchTracer`` protocol) for a store that implements
+    ``_trace``: where a row ranked for a query, with the search's filters."""
+
+    def trace_search(
+        self,
+        query: str,
+        chunk_id: str,
+        k: int = 10,
+        *,
+        namespaces: Sequence[str] | None = None,
+        now: datetime | None = None,
+        _on: Any = None,
+    ) -> SearchTrace:
+        """Where ``chunk_id`` ranked in ``search(query, k, namespaces=..., now=...)``: in the
+        final list and in each leg. For ``explain``; callers want ``search``."""
+        return self._trace(query, chunk_id, k, namespaces, now, _on)
+
+    def _trace(
+        self, query: str, chunk_id: str, k: int, namespaces: Scopes, now: datetime | None, on: Any
+    ) -> SearchTrace:
         raise NotImplementedError
 
 

@@ -20,19 +20,19 @@ from typing import Any
 import apsw
 
 from contextplane.errors import StoreError, ValidationError
-from contextplane.memory.model import MemoryChunk, validate_text
+from contextplane.memory.model import MemoryChunk
 from contextplane.store import fusion, legs, query_terms, ranks, sql, vector_index, vector_matrix
 from contextplane.store.columns import SELECT_COLUMNS, as_id, chunk_from_row
 from contextplane.store.connection import store_error
 from contextplane.store.filters import SQLITE
 from contextplane.store.protocol import SearchHit, SearchTrace
 from contextplane.store.query_terms import TermStats
-from contextplane.store.read_spec import SearchOptions, SQLReads, search_k
+from contextplane.store.read_spec import SearchOptions, SearchTracing, SQLReads, search_k
 from contextplane.store.restore_writes import StoreRestore
 from contextplane.store.view import StoreView
 
 
-class StoreReads(StoreRestore, SQLReads):
+class StoreReads(StoreRestore, SQLReads, SearchTracing):
     """The reads of ``SQLiteKnowledgeStore`` (its other seams: see ``base``)."""
 
     dialect = SQLITE
@@ -198,21 +198,18 @@ class StoreReads(StoreRestore, SQLReads):
         row has a vector when an embedder is set)."""
         return query_terms.indexed_rows(conn)
 
-    def trace_search(
+    def _trace(
         self,
         query: str,
         chunk_id: str,
-        k: int = 10,
-        *,
-        namespaces: Sequence[str] | None = None,
-        now: datetime | None = None,
-        _on: StoreView | None = None,
+        k: int,
+        namespaces: Sequence[str] | None,
+        now: datetime | None,
+        _on: StoreView | None,
     ) -> SearchTrace:
-        """Where ``chunk_id`` ranked in ``search(query, k, namespaces=..., now=...)``: in the
-        final list and in each leg (``store.ranks``). For ``explain``; callers want ``search``."""
-        validate_text(query, "query", storable=False)
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
+        """``trace_search`` (``SearchTracing``): the search's legs and fusion, replayed for one
+        row (``store.ranks``)."""
+        search_k(query, k)  # checked as search checks them; the trace reports ``k`` as given
         key = as_id(chunk_id)
         if key is None:
             raise ValidationError(f"chunk_id: {chunk_id!r} names no memory")

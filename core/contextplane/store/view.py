@@ -13,27 +13,19 @@ from typing import Any, Protocol
 import apsw
 
 from contextplane.memory.history import HistoryEvent, HistoryPosition
-from contextplane.memory.model import MemoryChunk, utc_now
+from contextplane.memory.model import MemoryChunk
 from contextplane.store import history as store_history
 from contextplane.store.columns import as_id
 from contextplane.store.connection import store_error
 from contextplane.store.protocol import SearchHit, SearchTrace
+from contextplane.store.view_spec import PointInTimeView, ViewedStore
 
 
-class ViewedStore(Protocol):
-    """What a view reads through: the ``SQLiteKnowledgeStore`` (a protocol here, since the
-    store's modules import this one); each read takes the view as ``_on``."""
+class SQLiteViewed(ViewedStore, Protocol):
+    """What a view of the embedded store reads through: the ``SQLiteKnowledgeStore`` (a protocol
+    here, since the store's modules import this one)."""
 
     path: str
-
-    @property
-    def get(self) -> Callable[..., MemoryChunk | None]: ...
-
-    @property
-    def list_chunks(self) -> Callable[..., list[MemoryChunk]]: ...
-
-    @property
-    def search(self) -> Callable[..., list[SearchHit]]: ...
 
     @property
     def asearch(self) -> Callable[..., Awaitable[list[SearchHit]]]: ...
@@ -45,16 +37,19 @@ class ViewedStore(Protocol):
     def trace_search(self) -> Callable[..., SearchTrace]: ...
 
 
-class StoreView:
+class StoreView(PointInTimeView):
     """One composition's point-in-time view of a ``SQLiteKnowledgeStore`` (``consistent_read``).
 
-    Reads (``get``, ``list_chunks``, ``search``) see the state committed when the view opened;
-    anything else (writes, ``path``) goes to the store itself, whose commits the view does not
-    see until the next composition."""
+    Reads (``get``, ``list_chunks``, ``search``, ``PointInTimeView``'s, and the async ones and
+    ``trace_search`` here) see the state committed when the view opened; anything else (writes,
+    ``path``) goes to the store itself, whose commits the view does not see until the next
+    composition."""
+
+    store: SQLiteViewed
 
     def __init__(
         self,
-        store: ViewedStore,
+        store: SQLiteViewed,
         conn: apsw.Connection,
         lock: threading.Lock | None,
         *,
@@ -82,58 +77,25 @@ class StoreView:
         with self.lock:
             self.closed = True
 
-    def get(self, chunk_id: str) -> MemoryChunk | None:
-        return self.store.get(chunk_id, _on=self)
-
-    def list_chunks(self, **filters: Any) -> list[MemoryChunk]:
-        if filters.get("now") is None and self.now is not None:
-            filters["now"] = self.now
-        return self.store.list_chunks(**filters, _on=self)
-
-    def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
-        if options.get("now") is None and self.now is not None:
-            options["now"] = self.now
-        return self.store.search(query, k, **options, _on=self)
-
     async def asearch(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
-        if options.get("now") is None and self.now is not None:
-            options["now"] = self.now
-        return await self.store.asearch(query, k, **options, _on=self)
+        return await self.store.asearch(query, k, **self.dated(options), _on=self)
 
     async def alist_chunks(self, **filters: Any) -> list[MemoryChunk]:
-        if filters.get("now") is None and self.now is not None:
-            filters["now"] = self.now
-        return await self.store.alist_chunks(**filters, _on=self)
+        return await self.store.alist_chunks(**self.dated(filters), _on=self)
 
     def trace_search(self, query: str, chunk_id: str, k: int = 10, **options: Any) -> SearchTrace:
-        if options.get("now") is None and self.now is not None:
-            options["now"] = self.now
-        return self.store.trace_search(query, chunk_id, k, **options, _on=self)
+        return self.store.trace_search(query, chunk_id, k, **self.dated(options), _on=self)
 
-    def history_position(self) -> HistoryPosition:
-        """The position this view reads at: for a present view, its newest visible event at
-        the time it opened (what a composition records to be replayed)."""
-        if self._position is None:
-            with self.lock if self.lock is not None else contextlib.nullcontext():
-                seq = store_history.latest_seq(self.conn)
-            self._position = HistoryPosition(seq, self.now or utc_now())
-        return self._position
+    def _latest_seq(self) -> int:
+        with self.lock if self.lock is not None else contextlib.nullcontext():
+            return store_history.latest_seq(self.conn)
 
-    def history(self, chunk_id: str) -> list[HistoryEvent]:
-        """The row's events up to this view's position."""
-        key = as_id(chunk_id)
-        if key is None:
-            return []
-        upto = self.history_position().seq
+    def _row_key(self, chunk_id: str) -> int | None:
+        return as_id(chunk_id)
+
+    def _events(self, key: int, upto: int) -> list[HistoryEvent]:
         with self.lock if self.lock is not None else contextlib.nullcontext():
             return store_history.events(self.conn, key, upto)
-
-    @contextlib.contextmanager
-    def consistent_read(self) -> Iterator[StoreView]:
-        yield self
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
 
     def __repr__(self) -> str:
         return f"<StoreView of {self.store.path}>"
