@@ -17,7 +17,12 @@ from typing import Any
 
 import attrs
 
-from contextplane.backends.record_codec import INJECTION_SELECT, injection_row
+from contextplane.backends.record_codec import (
+    INJECTION_INSERT_COLUMNS,
+    INJECTION_SELECT,
+    injection_cells,
+    injection_row,
+)
 from contextplane.observability.trajectory import TrajectoryEntry, TrajectoryRead
 from contextplane.records.injections import InjectionRow
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
@@ -90,18 +95,9 @@ class PostgresInjectionLog:
     def record(self, row: InjectionRow) -> int:
         with self.db.record_transaction() as conn:
             found = conn.execute(
-                "INSERT INTO injection_log(session_id, turn_index, at, mode, approx_tokens, used_chars, "
-                "budget_chars, delivered) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                (
-                    enc(row.session_id),
-                    row.turn_index,
-                    row.at,
-                    row.mode,
-                    row.approx_tokens,
-                    row.used_chars,
-                    row.budget_chars,
-                    json.dumps(row.delivered, sort_keys=True),
-                ),
+                f"INSERT INTO injection_log({INJECTION_INSERT_COLUMNS}) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                injection_cells(row, enc),
             ).fetchone()
         assert found is not None
         return int(found[0])

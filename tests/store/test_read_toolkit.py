@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from contextplane.backends import spec
@@ -310,3 +311,33 @@ def test_write_outcomes_say_what_consolidation_decided() -> None:
     assert list(stored) == [0, 3, 4, 5] and all(isinstance(r, WriteOutcome) for r in stored.values())
     outdated, _ = outcomes.write_outcomes(1, {}, {}, {0: ("9", "4")}, {}, {})
     assert (outdated[0], outdated[0].outcome, outdated[0].duplicate_of) == ("9", "outdated", "4")
+
+
+# ------------------------------------------------------------------ the injection-log row
+
+
+def test_an_injection_row_round_trips_through_the_shared_cells(tmp_path: Path) -> None:
+    """The cells an insert writes and the row read back, the same for every backend (PostgreSQL
+    escapes the session id's NUL; ``tests/postgres`` logs through it), and through the embedded
+    backend's injection log end to end."""
+    from contextplane.backends.record_codec import injection_cells, injection_row
+    from contextplane.backends.sqlite.injections import SQLiteInjectionLog
+    from contextplane.records.injections import InjectionRow
+
+    row = InjectionRow("s\x00-1", 3, "2026-05-01T12:00:00Z", "full", 120, 480, 4000, {"facts": ["2", "1"]})
+    assert injection_row((7, *injection_cells(row))) == attrs.evolve(row, id=7)
+    escaped = injection_cells(row, pg_codec.enc)
+    assert (
+        "\x00" not in escaped[0] and injection_row((7, *escaped), pg_codec.dec).session_id == row.session_id
+    )
+    log = SQLiteInjectionLog(tmp_path / "records.sqlite3")
+    try:
+        stored_id = log.record(row)
+        (read,) = log.rows()
+    finally:
+        log.close()
+    assert read.id == stored_id and (read.session_id, read.delivered, read.budget_chars) == (
+        row.session_id,
+        row.delivered,
+        4000,
+    )

@@ -1,5 +1,6 @@
-"""How an injection-log row is read back, for every backend: the columns a listing selects and the
-``InjectionRow`` built from them (the session id decoded as the backend stores text).
+"""How an injection-log row is written and read back, for every backend: its cells in insert
+order, the columns a listing selects and the ``InjectionRow`` built from them (the session id
+encoded and decoded as the backend stores text).
 
 Why shared: the embedded and PostgreSQL backends each wrote the select list and the nine-field
 row out, and a field added to the log in one was a field the other's ``rows`` dropped.
@@ -13,6 +14,10 @@ from typing import Any, Final
 
 from contextplane.records.injections import InjectionRow
 
+#: The columns an insert writes, in ``injection_cells`` order (the id is the table's).
+INJECTION_INSERT_COLUMNS: Final[str] = (
+    "session_id, turn_index, at, mode, approx_tokens, used_chars, budget_chars, delivered"
+)
 #: The injection log's columns as ``injection_row`` reads them.
 INJECTION_SELECT: Final[str] = (
     "SELECT id, session_id, turn_index, at, mode, approx_tokens, used_chars, budget_chars, delivered "
@@ -22,6 +27,21 @@ INJECTION_SELECT: Final[str] = (
 
 def _same(text: str) -> str:
     return text
+
+
+def injection_cells(row: InjectionRow, text: Callable[[str], str] = _same) -> tuple[Any, ...]:
+    """The cells of ``row`` in ``INJECTION_INSERT_COLUMNS`` order (``delivered`` as sorted JSON)."""
+    delivered = json.dumps(row.delivered, sort_keys=True)
+    return (
+        text(row.session_id),
+        row.turn_index,
+        row.at,
+        row.mode,
+        row.approx_tokens,
+        row.used_chars,
+        row.budget_chars,
+        delivered,
+    )
 
 
 def injection_row(cells: Sequence[Any], text: Callable[[str], str] = _same) -> InjectionRow:

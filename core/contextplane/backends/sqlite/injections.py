@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import json
 import os
 import threading
 from typing import Any
 
-from contextplane.backends.record_codec import INJECTION_SELECT, injection_row
+from contextplane.backends.record_codec import (
+    INJECTION_INSERT_COLUMNS,
+    INJECTION_SELECT,
+    injection_cells,
+    injection_row,
+)
 from contextplane.backends.sqlite.connection import adopt, connect, has_table
 from contextplane.backends.sqlite.connection import translated as _translated
 from contextplane.records.injections import InjectionRow
@@ -54,18 +58,8 @@ class SQLiteInjectionLog:
     def record(self, row: InjectionRow) -> int:
         with self._lock, _translated(self.path, "recording the injection log row"):
             self._conn.execute(
-                "INSERT INTO injection_log(session_id, turn_index, at, mode, approx_tokens, used_chars, "
-                "budget_chars, delivered) VALUES (?,?,?,?,?,?,?,?)",
-                (
-                    row.session_id,
-                    row.turn_index,
-                    row.at,
-                    row.mode,
-                    row.approx_tokens,
-                    row.used_chars,
-                    row.budget_chars,
-                    json.dumps(row.delivered, sort_keys=True),
-                ),
+                f"INSERT INTO injection_log({INJECTION_INSERT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)",
+                injection_cells(row),
             )
             return int(self._conn.last_insert_rowid())
 
