@@ -15,89 +15,34 @@ history events.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
-import re
-from collections.abc import Callable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
-from contextplane.backends.memory_records import InMemoryInjectionLog as InMemoryInjectionLog
-from contextplane.backends.memory_records import InMemorySessionSummaries as InMemorySessionSummaries
-from contextplane.backends.memory_records import InMemorySnapshotStore as InMemorySnapshotStore
+import attrs
+
+from contextplane.backends.memory_reads import _WORD, MemoryReads
 from contextplane.backends.memory_writes import MemoryWrites
-from contextplane.backends.spec import (
-    ChunkReads,
-    ListQuery,
-    Scopes,
-    SearchOptions,
-    SearchTracing,
-)
+from contextplane.backends.spec import ListQuery, Scopes, SearchOptions
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.history import HistoryEvent, HistoryPosition, apply_event
-from contextplane.memory.model import (
-    MemoryChunk,
-    parse_timestamp,
-    to_utc,
-    utc_now,
-    validate_delivery_policy,
-    validate_memory_kind,
-    validate_review_state,
-    validate_text,
-)
+from contextplane.memory.model import MemoryChunk, to_utc, utc_now
 from contextplane.records.backend import register_backend
-from contextplane.store.protocol import LegRank, SearchHit, SearchTrace
-from contextplane.store.query_terms import fts5_idf, meaningful_words
-
-_WORD = re.compile(r"\w+")
-
-
-def _window(
-    occurred_after: datetime | str | None, occurred_before: datetime | str | None
-) -> Callable[[MemoryChunk], bool]:
-    """The event-time filter: ``[occurred_after, occurred_before)``; no event time, no window."""
-    after = None if occurred_after is None else parse_timestamp(occurred_after, "occurred_after")
-    before = None if occurred_before is None else parse_timestamp(occurred_before, "occurred_before")
-    if after is None and before is None:
-        return lambda _c: True
-
-    def inside(c: MemoryChunk) -> bool:
-        at = c.occurred_at
-        return at is not None and (after is None or at >= after) and (before is None or at < before)
-
-    return inside
+from contextplane.records.injections import InjectionRow
+from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
+from contextplane.records.summaries import SessionSummary, summary_stamp, validate_summary
+from contextplane.records.turn_inputs import TurnInputs
+from contextplane.store.protocol import SearchHit, SearchTrace
 
 
-def _scored(query: str, rows: Sequence[MemoryChunk]) -> list[tuple[float, MemoryChunk]]:
-    """(relevance, row) for the rows holding a meaningful word of ``query``, best first.
-
-    Relevance has the embedded store's meaning (``contextplane.store.query_terms``): the IDF
-    share of the query's meaningful words (function words never count) that the row holds,
-    with the IDF counted over every row (as a full-text index counts). A word ending in ``*``
-    matches by prefix. No term-frequency factor and no "too common" cut: small on purpose."""
-    terms = [t.strip('"*') + ("*" if t.endswith("*") else "") for t in meaningful_words(query)]
-    if not terms or not rows:
-        return []
-    bags = [(c, {w.lower() for w in _WORD.findall(c.content + " " + c.heading)}) for c in rows]
-
-    def holds(bag: set[str], term: str) -> bool:
-        return any(w.startswith(term[:-1]) for w in bag) if term.endswith("*") else term in bag
-
-    frequency = {t: sum(holds(bag, t) for _, bag in bags) for t in terms}
-    weight = {t: fts5_idf(len(rows), n) for t, n in frequency.items() if n}
-    ideal = sum(weight.values())
-    scored = []
-    for c, bag in bags:
-        matched = [t for t in weight if holds(bag, t)]
-        if matched:
-            scored.append((min(1.0, sum(weight[t] for t in matched) / ideal), len(matched), c))
-    scored.sort(key=lambda item: (-item[0], -item[1], int(item[2].id)))
-    return [(relevance, c) for relevance, _, c in scored]
-
-
-class InMemoryKnowledgeStore(MemoryWrites, ChunkReads, SearchTracing):
+class InMemoryKnowledgeStore(MemoryWrites, MemoryReads):
     """A dict of ``MemoryChunk`` values under one lock; search is word overlap. Its writes are
-    ``MemoryWrites`` (``memory_writes``); here are the views and the reads."""
+    ``MemoryWrites`` (``memory_writes``), its reads ``MemoryReads`` (``memory_reads``); here are
+    its views and its async forms."""
 
     @contextlib.contextmanager
     def consistent_read(self) -> Iterator[InMemoryKnowledgeStore]:
@@ -142,61 +87,6 @@ class InMemoryKnowledgeStore(MemoryWrites, ChunkReads, SearchTracing):
             }
         yield _FrozenView(self, rows, when)
 
-    # ------------------------------------------------------------------ reads
-
-    def get(self, chunk_id: str) -> MemoryChunk | None:
-        return self._rows.get(chunk_id) if isinstance(chunk_id, str) else None
-
-    def _deliverable(self, c: MemoryChunk, now: datetime | None, include_superseded: bool = False) -> bool:
-        if include_superseded and c.is_superseded:
-            return c.review_state != "rejected" and not c.is_expired(now)
-        return c.is_deliverable(now)
-
-    def _list(self, query: ListQuery, on: Any) -> list[MemoryChunk]:
-        """``list_chunks`` (``ChunkReads``): the filters in Python, oldest first."""
-        q = query
-        offset, namespace, namespaces, now = q.offset, q.namespace, q.namespaces, q.now
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValidationError(f"offset: expected a non-negative whole number, got {offset!r}")
-        kind = validate_memory_kind(q.memory_kind) if q.memory_kind is not None else None
-        in_window = _window(q.occurred_after, q.occurred_before)
-        review = validate_review_state(q.review_state) if q.review_state is not None else None
-        policy = validate_delivery_policy(q.delivery_policy) if q.delivery_policy is not None else None
-        with self._lock:
-            rows = sorted(self._rows.values(), key=lambda c: int(c.id))
-        out = [
-            c
-            for c in rows
-            if (kind is None or c.memory_kind == kind)
-            and (review is None or c.review_state == review)
-            and (policy is None or c.effective_delivery_policy == policy)
-            and (namespace is None or c.namespace == namespace)
-            and (namespaces is None or c.namespace in namespaces)
-            and in_window(c)
-            and (not q.deliverable or self._deliverable(c, now))
-        ][offset:]
-        return out if q.limit is None else out[: q.limit]
-
-    def _count(self, query: ListQuery, on: Any) -> int:
-        return len(self._list(query, on))
-
-    def _search(self, query: str, k: int, options: SearchOptions, on: Any, vector: Any) -> list[SearchHit]:
-        """``search`` (``ChunkReads``): every row scored (``_scored``), then filtered; there is
-        no vector leg, so ``full_text`` changes nothing."""
-        validate_text(query, "query", storable=False)
-        in_window = _window(options.occurred_after, options.occurred_before)
-        namespaces, now = options.namespaces, options.now
-        with self._lock:
-            rows = list(self._rows.values())
-        scored = [
-            (relevance, c)
-            for relevance, c in _scored(query, rows)
-            if (namespaces is None or c.namespace in namespaces)
-            and in_window(c)
-            and (not options.deliverable or self._deliverable(c, now, options.include_superseded))
-        ]
-        return [SearchHit(c, s, r, relevance=s) for r, (s, c) in enumerate(scored[:k], start=1)]
-
     # ------------------------------------------------------------------ async (AsyncKnowledgeStore)
     # Dict operations under a lock held for microseconds: nothing here can block a loop, so the
     # async forms run the synchronous ones in place (a store over a network awaits its client).
@@ -215,33 +105,6 @@ class InMemoryKnowledgeStore(MemoryWrites, ChunkReads, SearchTracing):
 
     async def aset_review_state(self, chunk_id: str, state: str) -> MemoryChunk:
         return self.set_review_state(chunk_id, state)
-
-    def _trace(
-        self, query: str, chunk_id: str, k: int, namespaces: Scopes, now: datetime | None, on: Any
-    ) -> SearchTrace:
-        """``trace_search`` (``SearchTracing``): where ``chunk_id`` ranked for ``query``: the IDF
-        share of its meaningful words is the one leg, every row a candidate; the filters are the
-        search's."""
-        validate_text(query, "query")
-        with self._lock:
-            rows = list(self._rows.values())
-        scored = _scored(query, rows)
-        every = [c.id for _, c in scored]
-        kept = [
-            c.id
-            for _, c in scored
-            if (namespaces is None or c.namespace in namespaces) and self._deliverable(c, now)
-        ]
-        leg = LegRank(
-            "overlap",
-            every.index(chunk_id) + 1 if chunk_id in every else None,
-            len(every),
-            len(every),
-            kept.index(chunk_id) + 1 if chunk_id in kept else None,
-            "" if chunk_id in every else "no meaningful word of the query occurs in it",
-        )
-        rank = kept.index(chunk_id) + 1 if chunk_id in kept else None
-        return SearchTrace(query, k, "exact", rank, tuple(kept[:k]), (leg,))
 
     def close(self) -> None:
         pass
@@ -308,6 +171,193 @@ def _to_origin(name: str) -> Callable[..., Any]:
 _WRITES = ("_write", "set_review_state", "set_expires_at", "invalidate_chunk", "supersede", "purge")
 for _name in (*_WRITES, "restore_chunks"):
     setattr(_FrozenView, _name, _to_origin(_name))
+
+
+class InMemorySessionSummaries:
+    """``SessionSummaries`` in a list; ``relevant`` ranks by word overlap with topic + summary."""
+
+    def __init__(self) -> None:
+        self._rows: list[SessionSummary] = []
+        self._lock = threading.Lock()
+
+    def add(
+        self, session_id: str, summary: str, *, topic: str = "", kind: str = "session", at: str | None = None
+    ) -> str:
+        validate_summary(session_id, summary, topic, kind)
+        with self._lock:
+            row = SessionSummary(
+                str(len(self._rows) + 1),
+                session_id,
+                at or summary_stamp(),
+                kind,
+                topic,
+                summary,
+            )
+            self._rows.append(row)
+            return row.id
+
+    def _newest_first(self, exclude: str | None) -> list[SessionSummary]:
+        with self._lock:
+            rows = [r for r in self._rows if r.session_id != (exclude or "")]
+        return sorted(rows, key=lambda r: (r.created_at, int(r.id)), reverse=True)
+
+    def newest(self, limit: int, *, exclude_session: str | None = None) -> list[SessionSummary]:
+        return self._newest_first(exclude_session)[:limit]
+
+    def relevant(self, query: str, limit: int, *, exclude_session: str | None = None) -> list[SessionSummary]:
+        words = {w.lower() for w in _WORD.findall(query)}
+        scored = []
+        for r in self._newest_first(exclude_session):
+            overlap = len(words & {w.lower() for w in _WORD.findall(f"{r.topic} {r.summary}")})
+            if overlap:
+                scored.append((overlap, r))
+        scored.sort(key=lambda pair: -pair[0])  # stable: newest first among equals
+        return [r for _, r in scored[:limit]]
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self._rows)
+
+    # Async forms (records.aio): list operations under a lock held for microseconds, run in place.
+
+    async def aadd(
+        self, session_id: str, summary: str, *, topic: str = "", kind: str = "session", at: str | None = None
+    ) -> str:
+        return self.add(session_id, summary, topic=topic, kind=kind, at=at)
+
+    async def anewest(self, limit: int, *, exclude_session: str | None = None) -> list[SessionSummary]:
+        return self.newest(limit, exclude_session=exclude_session)
+
+    async def arelevant(
+        self, query: str, limit: int, *, exclude_session: str | None = None
+    ) -> list[SessionSummary]:
+        return self.relevant(query, limit, exclude_session=exclude_session)
+
+    async def acount(self) -> int:
+        return self.count()
+
+
+class InMemoryInjectionLog:
+    """``InjectionLog`` in a list."""
+
+    def __init__(self) -> None:
+        self._rows: list[InjectionRow] = []
+        self._lock = threading.Lock()
+
+    def record(self, row: InjectionRow) -> int:
+        with self._lock:
+            stored = attrs.evolve(row, id=len(self._rows) + 1)
+            self._rows.append(stored)
+            return stored.id
+
+    def rows(self, session_id: str | None = None, limit: int | None = None) -> list[InjectionRow]:
+        with self._lock:
+            out = [r for r in self._rows if session_id is None or r.session_id == session_id]
+        return out if limit is None else out[:limit]
+
+    # Async forms (records.aio): list operations under a lock held for microseconds, run in place.
+
+    async def arecord(self, row: InjectionRow) -> int:
+        return self.record(row)
+
+    async def arows(self, session_id: str | None = None, limit: int | None = None) -> list[InjectionRow]:
+        return self.rows(session_id, limit)
+
+
+class InMemorySnapshotStore:
+    """``SnapshotStore`` in dicts; no retention (a test's life is short)."""
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, int, int], SnapshotRow] = {}
+        self._prefixes: dict[str, tuple[str | None, str]] = {}
+        self._inputs: dict[tuple[str, int], TurnInputs] = {}
+        self._lock = threading.Lock()
+
+    def put_inputs(self, inputs: TurnInputs) -> None:
+        with self._lock:
+            self._inputs[inputs.key] = inputs
+
+    def get_inputs(self, session_id: str, turn_index: int) -> TurnInputs | None:
+        with self._lock:
+            return self._inputs.get((session_id, turn_index))
+
+    def list_inputs(self, session_id: str | None = None) -> builtins.list[TurnInputs]:
+        with self._lock:
+            return [v for k, v in sorted(self._inputs.items()) if session_id is None or k[0] == session_id]
+
+    def register_prefix(self, sha256: str, text: str | None, sections_json: str) -> None:
+        with self._lock:
+            known = self._prefixes.get(sha256)
+            if known is None or (known[0] is None and text is not None):
+                self._prefixes[sha256] = (text, sections_json)
+
+    def put(self, row: SnapshotRow) -> None:
+        with self._lock:
+            self._rows[row.key] = row
+
+    def flush(self) -> None:
+        pass
+
+    def prefix_text(self, sha256: str) -> str | None:
+        with self._lock:
+            known = self._prefixes.get(sha256)
+        return None if known is None else known[0]
+
+    def count(self, session_id: str | None = None) -> int:
+        with self._lock:
+            return sum(1 for k in self._rows if session_id is None or k[0] == session_id)
+
+    def list(
+        self, session_id: str | None = None, *, limit: int | None = None
+    ) -> builtins.list[PromptSnapshot]:
+        with self._lock:
+            rows = [r for k, r in sorted(self._rows.items()) if session_id is None or k[0] == session_id]
+        if limit is not None:
+            rows = sorted(rows, key=lambda r: r.created_at)[-limit:]
+            rows.sort(key=lambda r: r.key)
+        return [decode_snapshot(r) for r in rows]
+
+    def get(self, session_id: str, turn_index: int, call_index: int = 0) -> PromptSnapshot | None:
+        with self._lock:
+            row = self._rows.get((session_id, turn_index, call_index))
+        return None if row is None else decode_snapshot(row)
+
+    def sessions(self) -> builtins.list[tuple[str, int, float]]:
+        with self._lock:
+            rows = list(self._rows.values())
+        out: dict[str, tuple[int, float]] = {}
+        for r in rows:
+            n, t = out.get(r.session_id, (0, 0.0))
+            out[r.session_id] = (n + 1, max(t, r.created_at))
+        return sorted(((s, n, t) for s, (n, t) in out.items()), key=lambda x: -x[2])
+
+    def prune(self, now: float | None = None) -> int:
+        return 0
+
+    # Async forms (records.aio): list operations under a lock held for microseconds, run in place.
+
+    async def aregister_prefix(self, sha256: str, text: str | None, sections_json: str) -> None:
+        self.register_prefix(sha256, text, sections_json)
+
+    async def aput(self, row: SnapshotRow) -> None:
+        self.put(row)
+
+    async def aflush(self) -> None:
+        self.flush()
+
+    async def aget(self, session_id: str, turn_index: int, call_index: int = 0) -> PromptSnapshot | None:
+        return self.get(session_id, turn_index, call_index)
+
+    async def alist(
+        self, session_id: str | None = None, *, limit: int | None = None
+    ) -> builtins.list[PromptSnapshot]:
+        return self.list(session_id, limit=limit)
+
+    async def aput_inputs(self, inputs: TurnInputs) -> None:
+        self.put_inputs(inputs)
+
+    async def aget_inputs(self, session_id: str, turn_index: int) -> TurnInputs | None:
+        return self.get_inputs(session_id, turn_index)
 
 
 class InMemoryBackend:
