@@ -24,8 +24,7 @@ import json
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from types import TracebackType
-from typing import Any, Final, NoReturn, Self
+from typing import Any, Final, NoReturn
 
 import numpy as np
 import psycopg
@@ -45,6 +44,7 @@ from contextplane.memory.model import (
     validate_text,
 )
 from contextplane.store import vector_space
+from contextplane.store.closing import ClosingStore
 from contextplane.store.columns import COLUMN_NAMES, INHERITED_ON_SUPERSEDE, superseding_row
 from contextplane.store.history_spec import AsOfOverlay
 from contextplane.store.protocol import SearchHit
@@ -168,7 +168,7 @@ def _corpus_of(view: PostgresStoreView) -> tuple[Any, ...]:
     return ("present", seq) if not purged else ("as of", seq, purged)
 
 
-class PostgresKnowledgeStore(ChunkWrites, SQLReads):
+class PostgresKnowledgeStore(ChunkWrites, SQLReads, ClosingStore):
     """``KnowledgeStore`` on PostgreSQL (``contextplane_postgres.PostgresBackend`` opens it);
     ``list_chunks``, ``count_chunks`` and ``search`` are the shared read spec's (``SQLReads``)."""
 
@@ -217,14 +217,6 @@ class PostgresKnowledgeStore(ChunkWrites, SQLReads):
 
     def close(self) -> None:
         """The pool belongs to the backend; closing the store alone closes nothing."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def _embed(self, texts: Sequence[str]) -> list[np.ndarray[Any, Any]]:
         embedder = self._embedder

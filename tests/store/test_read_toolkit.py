@@ -62,6 +62,7 @@ def test_every_store_reads_through_the_spec(store_class: type) -> None:
     for name in ("list_chunks", "count_chunks", "search"):
         assert getattr(store_class, name) is getattr(spec.ChunkReads, name), name
     assert store_class._list is not spec.ChunkReads._list
+    assert store_class.__exit__ is spec.ClosingStore.__exit__, "a store closes itself on leaving a with block"
 
 
 def test_the_toolkit_is_one_set_of_objects() -> None:

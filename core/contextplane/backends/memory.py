@@ -20,8 +20,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import attrs
 
@@ -36,10 +35,11 @@ from contextplane.records.injections import InjectionRow
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
 from contextplane.records.summaries import SessionSummary, summary_stamp, validate_summary
 from contextplane.records.turn_inputs import TurnInputs
+from contextplane.store.closing import ClosingStore
 from contextplane.store.protocol import SearchHit, SearchTrace
 
 
-class InMemoryKnowledgeStore(MemoryWrites, MemoryReads):
+class InMemoryKnowledgeStore(MemoryWrites, MemoryReads, ClosingStore):
     """A dict of ``MemoryChunk`` values under one lock; search is word overlap. Its writes are
     ``MemoryWrites`` (``memory_writes``), its reads ``MemoryReads`` (``memory_reads``); here are
     its views and its async forms."""
@@ -105,17 +105,6 @@ class InMemoryKnowledgeStore(MemoryWrites, MemoryReads):
 
     async def aset_review_state(self, chunk_id: str, state: str) -> MemoryChunk:
         return self.set_review_state(chunk_id, state)
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 class _FrozenView(InMemoryKnowledgeStore):

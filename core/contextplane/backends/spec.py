@@ -10,7 +10,9 @@
   ``Dialect`` (``SQLITE``; PostgreSQL's is ``contextplane_postgres.sql.POSTGRES``);
 - the row codec (``store.row_codec``): the columns a chunk is read from and written to, and a
   reader compiled per store from how its cells decode;
-- the write outcomes (``store.outcomes``): a consolidated batch's outcomes and history details.
+- the write outcomes (``store.outcomes``): a consolidated batch's outcomes and history details;
+- the view and history types (``store.view_spec``: ``PointInTimeView``; ``store.history_spec``:
+  ``AsOfOverlay``, ``STATE_COLUMNS``), and ``ClosingStore`` (a store closes on leaving ``with``).
 
 They are defined in ``contextplane.store`` (the embedded store needs them while this package is
 still being imported) and are the same objects here; the embedded store, the PostgreSQL store
@@ -19,8 +21,13 @@ and the in-memory reference backend all use them.
 
 from __future__ import annotations
 
+from contextplane.store.closing import ClosingStore
 from contextplane.store.filters import SQLITE, Dialect, ListQuery, check_whole, list_sql
+from contextplane.store.history_spec import STATE_COLUMNS, AsOfOverlay
+from contextplane.store.outcomes import write_outcomes
 from contextplane.store.read_spec import ChunkReads, Scopes, SearchOptions, SearchTracing, SQLReads, search_k
+from contextplane.store.row_codec import READ_ORDER, chunk_cells, compile_reader
+from contextplane.store.view_spec import PointInTimeView
 from contextplane.store.write_spec import (
     KEYWORDS,
     TEXT_FIELDS,
@@ -34,13 +41,18 @@ from contextplane.store.write_spec import (
 
 __all__ = [
     "KEYWORDS",
+    "READ_ORDER",
     "SQLITE",
+    "STATE_COLUMNS",
     "TEXT_FIELDS",
     "WRITE_FIELDS",
+    "AsOfOverlay",
     "ChunkReads",
     "ChunkWrites",
+    "ClosingStore",
     "Dialect",
     "ListQuery",
+    "PointInTimeView",
     "SQLReads",
     "Scopes",
     "SearchOptions",
@@ -48,8 +60,11 @@ __all__ = [
     "ValidWrite",
     "check_fields",
     "check_whole",
+    "chunk_cells",
+    "compile_reader",
     "list_sql",
     "search_k",
     "stamped",
     "validate_write",
+    "write_outcomes",
 ]

@@ -27,8 +27,7 @@ import os
 import threading
 from collections.abc import Hashable, Iterator
 from datetime import datetime
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import apsw
 
@@ -156,17 +155,6 @@ class SQLiteKnowledgeStore(StoreAsync):
                 with contextlib.suppress(apsw.Error):
                     self._conn.close()
                 self._conn = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ consistent reads
 
