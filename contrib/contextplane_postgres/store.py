@@ -29,7 +29,14 @@ from typing import Any, Final, NoReturn
 import numpy as np
 import psycopg
 
-from contextplane.backends.spec import ChunkWrites, SearchOptions, SQLReads, search_k, validate_write
+from contextplane.backends.spec import (
+    ChunkLifecycle,
+    ChunkWrites,
+    SearchOptions,
+    SQLReads,
+    search_k,
+    validate_write,
+)
 from contextplane.embedding import Embedder, embedder_failed, refused_write
 from contextplane.errors import EmbedderError, StoreError, ValidationError
 from contextplane.memory.consolidation import Consolidation, WriteOutcome
@@ -168,7 +175,7 @@ def _corpus_of(view: PostgresStoreView) -> tuple[Any, ...]:
     return ("present", seq) if not purged else ("as of", seq, purged)
 
 
-class PostgresKnowledgeStore(ChunkWrites, SQLReads, ClosingStore):
+class PostgresKnowledgeStore(ChunkWrites, ChunkLifecycle, SQLReads, ClosingStore):
     """``KnowledgeStore`` on PostgreSQL (``contextplane_postgres.PostgresBackend`` opens it);
     ``list_chunks``, ``count_chunks`` and ``search`` are the shared read spec's (``SQLReads``)."""
 
@@ -491,11 +498,10 @@ class PostgresKnowledgeStore(ChunkWrites, SQLReads, ClosingStore):
         actor = validate_text(by, "by")
         return self._update(chunk_id, "expires_at = %(at)s", {"at": value}, "expiry", actor)
 
-    def invalidate_chunk(
-        self, chunk_id: str, *, superseded_by: str | None = None, reason: str | None = None, by: str = ""
+    def _invalidate_chunk(
+        self, chunk_id: str, superseded_by: str | None, reason: str | None, by: str
     ) -> MemoryChunk:
-        """Stamp ``invalidated_at`` and a reason (``superseded_by:<id>`` for a supersession);
-        the row is kept for audit (D7). ``by``: as for ``set_review_state``."""
+        """``invalidate_chunk`` (``ChunkLifecycle``), in one transaction."""
         actor = validate_text(by, "by")
         with self.db.transaction() as conn:
             return self._invalidate(conn, chunk_id, superseded_by=superseded_by, reason=reason, actor=actor)

@@ -57,12 +57,17 @@ def test_the_protocol_states_the_signature_the_read_spec_implements(name: str) -
     assert [p[0] for p in implemented[len(contract) :]] == (["full_text"] if name == "search" else [])
 
 
+def test_the_protocol_states_the_lifecycle_signature_the_spec_implements() -> None:
+    assert _public(KnowledgeStore.invalidate_chunk) == _public(spec.ChunkLifecycle.invalidate_chunk)
+
+
 @pytest.mark.parametrize("store_class", STORES)
 def test_every_store_reads_through_the_spec(store_class: type) -> None:
     for name in ("list_chunks", "count_chunks", "search"):
         assert getattr(store_class, name) is getattr(spec.ChunkReads, name), name
     assert store_class._list is not spec.ChunkReads._list
     assert store_class.__exit__ is spec.ClosingStore.__exit__, "a store closes itself on leaving a with block"
+    assert store_class.invalidate_chunk is spec.ChunkLifecycle.invalidate_chunk
 
 
 def test_the_toolkit_is_one_set_of_objects() -> None:

@@ -157,7 +157,7 @@ def _to_origin(name: str) -> Callable[..., Any]:
 
 
 #: Every write of a view goes to the live store (``add_chunk``/``add_chunks`` through ``_write``).
-_WRITES = ("_write", "set_review_state", "set_expires_at", "invalidate_chunk", "supersede", "purge")
+_WRITES = ("_write", "set_review_state", "set_expires_at", "_invalidate_chunk", "supersede", "purge")
 for _name in (*_WRITES, "restore_chunks"):
     setattr(_FrozenView, _name, _to_origin(_name))
 

@@ -40,6 +40,7 @@ from contextplane.memory.model import (
     validate_text,
 )
 from contextplane.store.columns import superseding_row
+from contextplane.store.lifecycle_spec import ChunkLifecycle
 from contextplane.store.outcomes import write_outcomes
 from contextplane.store.restore import created_details, id_taken, restored_chunks
 
@@ -50,7 +51,7 @@ def _dedupe_key(chunk: MemoryChunk) -> tuple[str, str, str, datetime | None]:
     return (normalise_content(chunk.content), chunk.namespace, chunk.source_type, chunk.occurred_at)
 
 
-class MemoryWrites(ChunkWrites):
+class MemoryWrites(ChunkWrites, ChunkLifecycle):
     """The rows, their history and every write of ``InMemoryKnowledgeStore``."""
 
     def __init__(self, *, consolidation: Consolidation | None = None) -> None:
@@ -292,13 +293,8 @@ class MemoryWrites(ChunkWrites):
         value = None if expires_at is None else parse_timestamp(expires_at, "expires_at")
         return self._update(chunk_id, "expiry", by, expires_at=value)
 
-    def invalidate_chunk(
-        self,
-        chunk_id: str,
-        *,
-        superseded_by: str | None = None,
-        reason: str | None = None,
-        by: str = "",
+    def _invalidate_chunk(
+        self, chunk_id: str, superseded_by: str | None, reason: str | None, by: str
     ) -> MemoryChunk:
         with self._lock:
             if self._require(chunk_id).invalidated_at is not None:

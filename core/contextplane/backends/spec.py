@@ -2,7 +2,9 @@
 
 - the write spec (``store.write_spec``): ``add_chunk``'s keywords, their defaults, the checks
   and D7 stamps of a written row, and ``ChunkWrites``, which gives a store
-  ``add_chunk``/``add_chunks`` over its own ``_write``;
+  ``add_chunk``/``add_chunks`` over its own ``_write``; the lifecycle spec
+  (``store.lifecycle_spec``): ``ChunkLifecycle`` gives ``invalidate_chunk`` over
+  ``_invalidate_chunk``;
 - the read spec (``store.read_spec``): ``ChunkReads`` gives ``list_chunks``, ``count_chunks``
   and ``search`` over a store's ``_list``/``_count``/``_search``; ``SQLReads`` adds the SQL
   listing, ``SearchTracing`` the optional ``trace_search`` over ``_trace``;
@@ -24,6 +26,7 @@ from __future__ import annotations
 from contextplane.store.closing import ClosingStore
 from contextplane.store.filters import SQLITE, Dialect, ListQuery, check_whole, list_sql
 from contextplane.store.history_spec import STATE_COLUMNS, AsOfOverlay
+from contextplane.store.lifecycle_spec import ChunkLifecycle
 from contextplane.store.outcomes import write_outcomes
 from contextplane.store.read_spec import ChunkReads, Scopes, SearchOptions, SearchTracing, SQLReads, search_k
 from contextplane.store.row_codec import READ_ORDER, chunk_cells, compile_reader
@@ -47,6 +50,7 @@ __all__ = [
     "TEXT_FIELDS",
     "WRITE_FIELDS",
     "AsOfOverlay",
+    "ChunkLifecycle",
     "ChunkReads",
     "ChunkWrites",
     "ClosingStore",
