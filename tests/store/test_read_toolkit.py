@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -169,35 +168,36 @@ def test_a_bad_filter_is_refused_alike_in_every_dialect(
         filters.list_sql(dialect, query, "c.id")
 
 
-@pytest.fixture(params=["sqlite", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    if request.param == "memory":
-        yield InMemoryKnowledgeStore()
-        return
-    with SQLiteKnowledgeStore(tmp_path / "memory.sqlite3") as opened:
-        yield opened
-
-
-def test_every_listing_keyword_reaches_the_store(store: Any) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+def test_every_listing_keyword_reaches_the_store(kind: str, tmp_path: Path) -> None:
     """The spec packs the caller's keywords in order: a filter that reached the wrong field
     would list other rows (the SQL stores and the in-memory one read the same ``ListQuery``)."""
-    store.add_chunks(
-        [
-            {"content": "fact in a", "namespace": "project:a", "memory_kind": "fact"},
-            {"content": "always in b", "namespace": "project:b", "delivery_policy": "always"},
-            {"content": "said yesterday", "namespace": "project:a", "occurred_at": NOW - timedelta(days=1)},
+    with (
+        InMemoryKnowledgeStore()
+        if kind == "memory"
+        else SQLiteKnowledgeStore(tmp_path / "m.sqlite3") as store
+    ):
+        store.add_chunks(
+            [
+                {"content": "fact in a", "namespace": "project:a", "memory_kind": "fact"},
+                {"content": "always in b", "namespace": "project:b", "delivery_policy": "always"},
+                {
+                    "content": "said yesterday",
+                    "namespace": "project:a",
+                    "occurred_at": NOW - timedelta(days=1),
+                },
+            ]
+        )
+        listed = lambda **kw: [c.content for c in store.list_chunks(**kw)]  # noqa: E731
+        assert listed(namespaces=["project:a"]) == ["fact in a", "said yesterday"]
+        assert listed(namespace="project:b") == ["always in b"]
+        assert listed(delivery_policy="always") == ["always in b"]
+        assert listed(occurred_after=NOW - timedelta(days=2), occurred_before=NOW) == ["said yesterday"]
+        assert listed(limit=1, offset=1) == ["always in b"]
+        assert store.count_chunks(namespaces=["project:a"]) == 2
+        assert [h.chunk.content for h in store.search("fact", namespaces=["project:a"], full_text=True)] == [
+            "fact in a"
         ]
-    )
-    listed = lambda **kw: [c.content for c in store.list_chunks(**kw)]  # noqa: E731
-    assert listed(namespaces=["project:a"]) == ["fact in a", "said yesterday"]
-    assert listed(namespace="project:b") == ["always in b"]
-    assert listed(delivery_policy="always") == ["always in b"]
-    assert listed(occurred_after=NOW - timedelta(days=2), occurred_before=NOW) == ["said yesterday"]
-    assert listed(limit=1, offset=1) == ["always in b"]
-    assert store.count_chunks(namespaces=["project:a"]) == 2
-    assert [h.chunk.content for h in store.search("fact", namespaces=["project:a"], full_text=True)] == [
-        "fact in a"
-    ]
 
 
 # ------------------------------------------------------------------ the row codec
