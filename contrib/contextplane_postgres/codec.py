@@ -10,20 +10,10 @@ character (nearly all) is passed through after two substring checks.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Final
 
-from contextplane.memory.model import (
-    DELIVERY_POLICIES,
-    MEMORY_KINDS,
-    REVIEW_STATES,
-    DeliveryPolicy,
-    MemoryChunk,
-    MemoryKind,
-    ReviewState,
-)
-from contextplane.memory.stamps import legacy_kind_and_policy
+from contextplane.store.row_codec import READ_ORDER, compile_reader
 
 ESC: Final[str] = "\ue000"
 _DECODE: Final[re.Pattern[str]] = re.compile(f"{ESC}(.)", re.S)
@@ -61,27 +51,8 @@ def content_key(expr: str) -> str:
     return f"md5(regexp_replace({expr}, '{_WHITESPACE}', '', 'g'))"
 
 
-#: The select list, for ``... FROM chunks AS c``; ``chunk_from_row`` reads it in this order.
-COLUMNS: Final[tuple[str, ...]] = (
-    "id",
-    "content",
-    "domain",
-    "source_type",
-    "memory_kind",
-    "delivery_policy",
-    "review_state",
-    "namespace",
-    "heading",
-    "source",
-    "subject",
-    "epoch",
-    "invalidated_at",
-    "invalidation_reason",
-    "expires_at",
-    "created_at",
-    "updated_at",
-    "occurred_at",
-)
+#: The select list's names, for ``... FROM chunks AS c``: the shared row codec's read order.
+COLUMNS: Final[tuple[str, ...]] = READ_ORDER
 SELECT_COLUMNS: Final[str] = ", ".join(f"c.{name}" for name in COLUMNS)
 
 #: Largest bigint: a longer decimal id names no row (and must not reach the server as one).
@@ -105,53 +76,17 @@ def _utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(UTC)
 
 
-def chunk_from_row(row: Sequence[Any]) -> MemoryChunk:
-    """A chunk from the cells of ``SELECT_COLUMNS`` (a search row has its score after them),
-    reading NULL kind, policy and review state the way the embedded store does (D4 table,
-    retrieved, pending)."""
-    (
-        id_,
-        content,
-        domain,
-        source_type,
-        kind,
-        policy,
-        review,
-        namespace,
-        heading,
-        source,
-        subject,
-        epoch,
-        invalidated_at,
-        reason,
-        expires_at,
-        created_at,
-        updated_at,
-        occurred_at,
-    ) = row[: len(COLUMNS)]
-    domain = dec(domain)
-    source_type = dec(source_type)
-    memory_kind: MemoryKind = kind if kind in MEMORY_KINDS else legacy_kind_and_policy(domain, source_type)[0]
-    delivery_policy: DeliveryPolicy | None = policy if policy in DELIVERY_POLICIES else None
-    review_state: ReviewState = review if review in REVIEW_STATES else "pending"
-    created = created_at.astimezone(UTC)
-    return MemoryChunk(
-        id=str(id_),
-        content=dec(content),
-        domain=domain,
-        source_type=source_type,
-        memory_kind=memory_kind,
-        delivery_policy=delivery_policy,
-        review_state=review_state,
-        namespace=dec(namespace),
-        heading=dec(heading),
-        source=dec(source),
-        subject=dec(subject),
-        epoch=dec(epoch),
-        invalidated_at=_utc(invalidated_at),
-        invalidation_reason=None if reason is None else dec(reason),
-        expires_at=_utc(expires_at),
-        created_at=created,
-        updated_at=_utc(updated_at) or created,
-        occurred_at=_utc(occurred_at),
-    )
+#: A chunk from the cells of ``SELECT_COLUMNS`` (a search row has its score after them), by the
+#: shared row codec (``contextplane.store.row_codec``): text cells escaped (``dec``), timestamps
+#: as ``timestamptz``, NULL kind, policy and review state read as the embedded store reads them.
+chunk_from_row: Final = compile_reader(
+    pick=f"row[:{len(COLUMNS)}]",
+    decode={
+        "content": "dec({})",
+        "text": "dec({})",
+        "reason": "None if {0} is None else dec({0})",
+        "time": "_utc({})",
+        "created": "{}.astimezone(UTC)",
+    },
+    names={"dec": dec, "_utc": _utc, "UTC": UTC},
+)

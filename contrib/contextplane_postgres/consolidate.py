@@ -28,7 +28,6 @@ import psycopg
 from contextplane.memory.consolidation import (
     NEAR_DUPLICATE_CANDIDATES,
     Consolidation,
-    Outcome,
     WriteOutcome,
     candidate_terms,
     current_head,
@@ -37,6 +36,7 @@ from contextplane.memory.consolidation import (
     outdated_message,
 )
 from contextplane.memory.model import SUPERSEDED_PREFIX
+from contextplane.store.outcomes import write_outcomes
 from contextplane_postgres import history
 from contextplane_postgres.codec import content_key, dec
 from contextplane_postgres.schema import TS_CONFIG
@@ -139,25 +139,8 @@ def consolidate(
             for index in keep:
                 if prepared[index][at["subject"]]:
                     superseded[index] = _supersede_subject(conn, prepared[index], at, new_ids[index])
-    outcomes: list[WriteOutcome] = []
-    details: dict[int, str] = {}
-    for index in range(len(prepared)):
-        if index in duplicate_of:
-            target = duplicate_of[index]
-            found = str(new_ids[target]) if isinstance(target, int) else target
-            outcomes.append(WriteOutcome(found, "duplicate", duplicate_of=found))
-            continue
-        if index in outdated_of:
-            head, old = outdated_of[index]
-            outcomes.append(WriteOutcome(head, "outdated", duplicate_of=old))
-            continue
-        olds = superseded.get(index, [])
-        close = tuple(p for p in near.get(index, ()) if p[0] not in olds)
-        outcome: Outcome = "superseded" if olds else "near_duplicate" if close else "stored"
-        result = WriteOutcome(str(new_ids[index]), outcome, superseded=olds, near_duplicates=close)
-        if outcome != "stored":
-            details[new_ids[index]] = json.dumps(result.detail())
-        outcomes.append(result)
+    outcomes, stored = write_outcomes(len(prepared), new_ids, duplicate_of, outdated_of, superseded, near)
+    details = {new_ids[i]: json.dumps(r.detail()) for i, r in stored.items() if r.outcome != "stored"}
     history.record_created(conn, sorted(new_ids.values()), details)
     for index, chunk_id in sorted(new_ids.items()):
         for old in superseded.get(index, []):

@@ -48,7 +48,6 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-import attrs
 import psycopg
 
 from contextplane.errors import StoreError
@@ -60,6 +59,7 @@ from contextplane.memory.history import (
     HistoryPosition,
 )
 from contextplane.memory.model import format_timestamp, read_timestamp, utc_now
+from contextplane.store.history_spec import STATE_COLUMNS, AsOfOverlay
 from contextplane_postgres.codec import content_key, dec, enc
 
 #: Transaction-scoped advisory lock that numbers events in commit order ("cphist" in ASCII).
@@ -67,14 +67,6 @@ HISTORY_LOCK: Final[int] = 0x637068697374
 #: ``meta`` key: when the history of a store that had rows before it starts.
 HISTORY_STARTED_KEY: Final[str] = "history_started_at"
 
-#: The lifecycle columns an event carries; the overlay replaces exactly these.
-STATE_COLUMNS: Final[tuple[str, ...]] = (
-    "review_state",
-    "expires_at",
-    "invalidated_at",
-    "invalidation_reason",
-    "updated_at",
-)
 _STATE: Final[str] = ", ".join(STATE_COLUMNS)
 _STATE_C: Final[str] = ", ".join(f"c.{n}" for n in STATE_COLUMNS)
 _EVENT_COLUMNS: Final[str] = f"seq, chunk_id, at, event, actor, {_STATE}, detail"
@@ -301,21 +293,6 @@ def position_at(conn: psycopg.Connection[Any], shown: str, when: datetime) -> Hi
 
 
 # --------------------------------------------------------------------------- as-of overlays
-
-
-@attrs.frozen
-class AsOfOverlay:
-    """What an as-of view changed to show the past, and what it could not restore."""
-
-    position: HistoryPosition
-    #: Rows whose state at the position differs from now (their events after it).
-    changed: tuple[str, ...] = ()
-    #: Rows written after the position (hidden).
-    written_after: tuple[str, ...] = ()
-    #: Rows purged after the position: present then, their text gone now.
-    purged_after: tuple[str, ...] = ()
-    #: Term weights are counted on the shadowed corpus: exact unless rows were purged since.
-    exact_ranking: bool = True
 
 
 def _chunk_columns(conn: psycopg.Connection[Any], schema: str) -> list[str]:

@@ -17,6 +17,12 @@ from typing import Any
 
 import attrs
 
+from contextplane.backends.record_codec import (
+    INJECTION_INSERT_COLUMNS,
+    INJECTION_SELECT,
+    injection_cells,
+    injection_row,
+)
 from contextplane.observability.trajectory import TrajectoryEntry, TrajectoryRead
 from contextplane.records.injections import InjectionRow
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
@@ -89,27 +95,15 @@ class PostgresInjectionLog:
     def record(self, row: InjectionRow) -> int:
         with self.db.record_transaction() as conn:
             found = conn.execute(
-                "INSERT INTO injection_log(session_id, turn_index, at, mode, approx_tokens, used_chars, "
-                "budget_chars, delivered) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                (
-                    enc(row.session_id),
-                    row.turn_index,
-                    row.at,
-                    row.mode,
-                    row.approx_tokens,
-                    row.used_chars,
-                    row.budget_chars,
-                    json.dumps(row.delivered, sort_keys=True),
-                ),
+                f"INSERT INTO injection_log({INJECTION_INSERT_COLUMNS}) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                injection_cells(row, enc),
             ).fetchone()
         assert found is not None
         return int(found[0])
 
     def rows(self, session_id: str | None = None, limit: int | None = None) -> builtins.list[InjectionRow]:
-        statement = (
-            "SELECT id, session_id, turn_index, at, mode, approx_tokens, used_chars, budget_chars, delivered "
-            "FROM injection_log"
-        )
+        statement = INJECTION_SELECT
         args: dict[str, Any] = {}
         if session_id is not None:
             statement += " WHERE session_id = %(s)s"
@@ -120,20 +114,7 @@ class PostgresInjectionLog:
             args["n"] = limit
         with self.db.connection("read from") as conn:
             found = conn.execute(statement, args).fetchall()
-        return [
-            InjectionRow(
-                id=int(r[0]),
-                session_id=dec(r[1]),
-                turn_index=r[2],
-                at=r[3],
-                mode=r[4],
-                approx_tokens=r[5],
-                used_chars=r[6],
-                budget_chars=r[7],
-                delivered=json.loads(r[8]),
-            )
-            for r in found
-        ]
+        return [injection_row(r, dec) for r in found]
 
 
 _SNAPSHOT_COLUMNS = (

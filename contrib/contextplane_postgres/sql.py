@@ -30,20 +30,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any, Final
 
-from contextplane.errors import ValidationError
-from contextplane.memory.model import (
-    SUPERSEDED_PREFIX,
-    parse_timestamp,
-    utc_now,
-    validate_delivery_policy,
-    validate_memory_kind,
-    validate_review_state,
-    validate_text,
-)
+from contextplane.store import filters
+from contextplane.store.filters import Dialect, ListQuery
 from contextplane.store.fusion import FUSION_C
-from contextplane.store.sql import check_whole
 from contextplane_postgres.codec import SELECT_COLUMNS, enc
 from contextplane_postgres.schema import TS_CONFIG
 from contextplane_postgres.terms import TermPlan, tsquery_term
@@ -52,107 +44,52 @@ from contextplane_postgres.terms import TermPlan, tsquery_term
 FTS_CAP: Final[int] = 2_000
 
 
-def scope_filter(namespaces: Sequence[str] | None, params: dict[str, Any], clauses: list[str]) -> None:
-    """Only rows in ``namespaces`` (None: any scope; empty: none)."""
-    if namespaces is None:
-        return
-    if isinstance(namespaces, str):
-        raise ValidationError("namespaces: expected a list of scopes, got a single string")
-    names = [enc(validate_text(n, "namespaces")) for n in namespaces]
-    if not names:
-        clauses.append("false")
-        return
-    params["ns"] = names
-    clauses.append("c.namespace = ANY(%(ns)s)")
+class PostgresDialect(Dialect):
+    """The shared filter spec (``contextplane.store.filters``) in psycopg's spelling: ``%(x)s``
+    parameters, ``timestamptz`` values, text escaped for ``text`` cells (``codec.enc``), a scope
+    list as one array parameter, and paging by parameters."""
+
+    false = "false"
+    not_equal = "<>"
+
+    def mark(self, name: str) -> str:
+        return f"%({name})s"
+
+    def head(self, expr: str, n: int) -> str:
+        return f"left({expr}, {n})"
+
+    def time(self, value: datetime) -> Any:
+        return value
+
+    def text(self, value: str) -> Any:
+        return enc(value)
+
+    def scope(self, names: list[str], params: dict[str, Any], *, indexed: bool) -> str:
+        params["ns"] = names
+        return "c.namespace = ANY(%(ns)s)"
+
+    def page(self, limit: int | None, offset: int, params: dict[str, Any]) -> str:
+        text = ""
+        if limit is not None:
+            params["limit"] = limit
+            text += " LIMIT %(limit)s"
+        if offset:
+            params["offset"] = offset
+            text += " OFFSET %(offset)s"
+        return text
 
 
-def deliverable_filter(
-    include_superseded: bool, now: datetime | None, params: dict[str, Any], clauses: list[str]
-) -> None:
-    """Not rejected, not expired, not invalidated (superseded admitted with ``include_superseded``)."""
-    params["now"] = now or utc_now()
-    clauses.append("(c.review_state IS NULL OR c.review_state <> 'rejected')")
-    clauses.append("(c.expires_at IS NULL OR c.expires_at > %(now)s)")
-    if include_superseded:
-        clauses.append(
-            f"(c.invalidated_at IS NULL OR left(c.invalidation_reason, 14) = '{SUPERSEDED_PREFIX}')"
-        )
-    else:
-        clauses.append("c.invalidated_at IS NULL")
+#: This backend's dialect of the shared filter spec.
+POSTGRES: Final[Dialect] = PostgresDialect()
+scope_filter = partial(filters.scope_filter, POSTGRES)
+deliverable_filter = partial(filters.deliverable_filter, POSTGRES)
+event_time_filter = partial(filters.event_time_filter, POSTGRES)
 
 
-def event_time_filter(
-    occurred_after: datetime | str | None,
-    occurred_before: datetime | str | None,
-    params: dict[str, Any],
-    clauses: list[str],
-) -> None:
-    """Rows whose event time is in ``[occurred_after, occurred_before)`` (the embedded store's
-    rule: half open; a row without an event time is in no window)."""
-    if occurred_after is not None:
-        params["occurred_after"] = parse_timestamp(occurred_after, "occurred_after")
-        clauses.append("c.occurred_at >= %(occurred_after)s")
-    if occurred_before is not None:
-        params["occurred_before"] = parse_timestamp(occurred_before, "occurred_before")
-        clauses.append("c.occurred_at < %(occurred_before)s")
-
-
-def list_sql(
-    *,
-    deliverable: bool,
-    memory_kind: str | None,
-    review_state: str | None,
-    delivery_policy: str | None,
-    namespace: str | None,
-    namespaces: Sequence[str] | None,
-    limit: int | None,
-    now: datetime | None,
-    occurred_after: datetime | str | None = None,
-    occurred_before: datetime | str | None = None,
-    offset: int = 0,
-    count: bool = False,
-) -> tuple[str, dict[str, Any]]:
+def list_sql(*, count: bool = False, **query: Any) -> tuple[str, dict[str, Any]]:
     """``list_chunks``: rows matching every filter, oldest first, from the ``offset``-th (NULL
     policy is retrieved, NULL review state is pending); ``count``: how many match."""
-    params: dict[str, Any] = {}
-    clauses: list[str] = []
-    if memory_kind is not None:
-        params["kind"] = validate_memory_kind(memory_kind)
-        clauses.append("c.memory_kind = %(kind)s")
-    if review_state is not None:
-        params["review"] = validate_review_state(review_state)
-        clauses.append(
-            "(c.review_state = %(review)s OR c.review_state IS NULL)"
-            if review_state == "pending"
-            else "c.review_state = %(review)s"
-        )
-    if delivery_policy is not None:
-        params["policy"] = validate_delivery_policy(delivery_policy)
-        clauses.append(
-            "(c.delivery_policy = %(policy)s OR c.delivery_policy IS NULL)"
-            if delivery_policy == "retrieved"
-            else "c.delivery_policy = %(policy)s"
-        )
-    if namespace is not None:
-        params["namespace"] = enc(validate_text(namespace, "namespace"))
-        clauses.append("c.namespace = %(namespace)s")
-    scope_filter(namespaces, params, clauses)
-    event_time_filter(occurred_after, occurred_before, params, clauses)
-    if deliverable:
-        deliverable_filter(False, now, params, clauses)
-    sql = f"SELECT {'count(*)' if count else SELECT_COLUMNS} FROM chunks AS c"
-    if clauses:
-        sql += " WHERE " + " AND ".join(clauses)
-    if count:
-        return sql, params
-    sql += " ORDER BY c.id"
-    if limit is not None:
-        params["limit"] = check_whole(limit, "limit")
-        sql += " LIMIT %(limit)s"
-    if check_whole(offset, "offset"):
-        params["offset"] = offset
-        sql += " OFFSET %(offset)s"
-    return sql, params
+    return filters.list_sql(POSTGRES, ListQuery(**query), SELECT_COLUMNS, count=count)
 
 
 def tsquery_text(terms: Sequence[str]) -> str:

@@ -24,13 +24,19 @@ import json
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from types import TracebackType
-from typing import Any, Final, NoReturn, Self
+from typing import Any, Final, NoReturn
 
 import numpy as np
 import psycopg
 
-from contextplane.backends.spec import ChunkWrites, validate_write
+from contextplane.backends.spec import (
+    ChunkLifecycle,
+    ChunkWrites,
+    SearchOptions,
+    SQLReads,
+    search_k,
+    validate_write,
+)
 from contextplane.embedding import Embedder, embedder_failed, refused_write
 from contextplane.errors import EmbedderError, StoreError, ValidationError
 from contextplane.memory.consolidation import Consolidation, WriteOutcome
@@ -45,10 +51,14 @@ from contextplane.memory.model import (
     validate_text,
 )
 from contextplane.store import vector_space
-from contextplane.store.columns import INHERITED_ON_SUPERSEDE, SEARCH_K_MAX, superseding_row
+from contextplane.store.closing import ClosingStore
+from contextplane.store.columns import COLUMN_NAMES, INHERITED_ON_SUPERSEDE, superseding_row
+from contextplane.store.history_spec import AsOfOverlay
 from contextplane.store.protocol import SearchHit
 from contextplane.store.query_terms import meaningful_words
 from contextplane.store.restore import created_details, id_taken, restored_chunks
+from contextplane.store.row_codec import chunk_cells
+from contextplane.store.view_spec import PointInTimeView
 from contextplane_postgres import check as pg_check
 from contextplane_postgres import history as pg_history
 from contextplane_postgres import schema as pg_schema
@@ -64,27 +74,8 @@ from contextplane_postgres.terms import PgTermStats
 #: ``add_chunk`` keywords and what a superseding row inherits: the memory model's, one
 #: definition for every store (``contextplane.store.columns``).
 INHERITED = INHERITED_ON_SUPERSEDE
-#: Columns an insert writes, in the order of a prepared row.
-INSERT_COLUMNS = (
-    "id",
-    "content",
-    "domain",
-    "source_type",
-    "memory_kind",
-    "delivery_policy",
-    "review_state",
-    "expires_at",
-    "heading",
-    "source",
-    "subject",
-    "namespace",
-    "epoch",
-    "invalidated_at",
-    "invalidation_reason",
-    "created_at",
-    "updated_at",
-    "occurred_at",
-)
+#: Columns an insert writes, in the order of a prepared row: the shared row codec's table order.
+INSERT_COLUMNS: Final[tuple[str, ...]] = COLUMN_NAMES
 _TYPES = {
     "id": "bigint",
     "expires_at": "timestamptz",
@@ -121,6 +112,10 @@ def copy_rows(
         else:
             for row, vector in zip(rows, vectors, strict=True):
                 copy.write_row([*row, vector])
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def prepare_row(row: Mapping[str, Any], now: datetime, index: int) -> list[Any]:
@@ -180,8 +175,13 @@ def _corpus_of(view: PostgresStoreView) -> tuple[Any, ...]:
     return ("present", seq) if not purged else ("as of", seq, purged)
 
 
-class PostgresKnowledgeStore(ChunkWrites):
-    """``KnowledgeStore`` on PostgreSQL (``contextplane_postgres.PostgresBackend`` opens it)."""
+class PostgresKnowledgeStore(ChunkWrites, ChunkLifecycle, SQLReads, ClosingStore):
+    """``KnowledgeStore`` on PostgreSQL (``contextplane_postgres.PostgresBackend`` opens it);
+    ``list_chunks``, ``count_chunks`` and ``search`` are the shared read spec's (``SQLReads``)."""
+
+    dialect = sql.POSTGRES
+    select = SELECT_COLUMNS
+    chunk_from_row = chunk_from_row
 
     def __init__(
         self,
@@ -224,14 +224,6 @@ class PostgresKnowledgeStore(ChunkWrites):
 
     def close(self) -> None:
         """The pool belongs to the backend; closing the store alone closes nothing."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def _embed(self, texts: Sequence[str]) -> list[np.ndarray[Any, Any]]:
         embedder = self._embedder
@@ -435,16 +427,7 @@ class PostgresKnowledgeStore(ChunkWrites):
         now = utc_now()
         details = created_details(chunks, now, actor)
         ids = [int(c.id) for c in chunks]
-        prepared = [
-            [
-                int(c.id), enc(c.content), enc(c.domain), enc(c.source_type), c.memory_kind,
-                c.delivery_policy, c.review_state, c.expires_at, enc(c.heading), enc(c.source),
-                enc(c.subject), enc(c.namespace), enc(c.epoch), c.invalidated_at,
-                None if c.invalidation_reason is None else enc(c.invalidation_reason),
-                c.created_at, c.updated_at, c.occurred_at,
-            ]
-            for c in chunks
-        ]
+        prepared = [chunk_cells(c, INSERT_COLUMNS, enc, _same) for c in chunks]
         with self.db.transaction() as conn:
             for statement, purged in (
                 ("SELECT min(id) FROM chunks WHERE id = ANY(%s)", False),
@@ -460,8 +443,10 @@ class PostgresKnowledgeStore(ChunkWrites):
                 copy_rows(conn, prepared, vectors)
             else:
                 columns = [list(col) for col in zip(*prepared, strict=True)]
-                conn.execute(INSERT_SQL if vectors is None else INSERT_VECTORS_SQL,
-                             columns if vectors is None else [*columns, vectors])
+                conn.execute(
+                    INSERT_SQL if vectors is None else INSERT_VECTORS_SQL,
+                    columns if vectors is None else [*columns, vectors],
+                )
             conn.execute(  # new rows continue after the largest id, never before one handed out
                 "SELECT setval(s::regclass, %(high)s) FROM pg_get_serial_sequence('chunks', 'id') AS s "
                 "WHERE %(high)s > coalesce(pg_sequence_last_value(s::regclass), 0)",
@@ -513,11 +498,10 @@ class PostgresKnowledgeStore(ChunkWrites):
         actor = validate_text(by, "by")
         return self._update(chunk_id, "expires_at = %(at)s", {"at": value}, "expiry", actor)
 
-    def invalidate_chunk(
-        self, chunk_id: str, *, superseded_by: str | None = None, reason: str | None = None, by: str = ""
+    def _invalidate_chunk(
+        self, chunk_id: str, superseded_by: str | None, reason: str | None, by: str
     ) -> MemoryChunk:
-        """Stamp ``invalidated_at`` and a reason (``superseded_by:<id>`` for a supersession);
-        the row is kept for audit (D7). ``by``: as for ``set_review_state``."""
+        """``invalidate_chunk`` (``ChunkLifecycle``), in one transaction."""
         actor = validate_text(by, "by")
         with self.db.transaction() as conn:
             return self._invalidate(conn, chunk_id, superseded_by=superseded_by, reason=reason, actor=actor)
@@ -640,85 +624,8 @@ class PostgresKnowledgeStore(ChunkWrites):
         with self._reading(_on) as conn:
             return self._get(conn, chunk_id)
 
-    def list_chunks(
-        self,
-        *,
-        deliverable: bool = False,
-        memory_kind: str | None = None,
-        review_state: str | None = None,
-        delivery_policy: str | None = None,
-        namespace: str | None = None,
-        namespaces: Sequence[str] | None = None,
-        limit: int | None = None,
-        now: datetime | None = None,
-        occurred_after: datetime | str | None = None,
-        occurred_before: datetime | str | None = None,
-        offset: int = 0,
-        _on: PostgresStoreView | None = None,
-    ) -> list[MemoryChunk]:
-        """Rows matching every given filter, oldest first (an event-time window is half open)."""
-        statement, params = sql.list_sql(
-            deliverable=deliverable,
-            memory_kind=memory_kind,
-            review_state=review_state,
-            delivery_policy=delivery_policy,
-            namespace=namespace,
-            namespaces=namespaces,
-            limit=limit,
-            now=now,
-            occurred_after=occurred_after,
-            occurred_before=occurred_before,
-            offset=offset,
-        )
-        with self._reading(_on) as conn:
-            return [chunk_from_row(r) for r in conn.execute(statement, params)]
-
-    def count_chunks(
-        self,
-        *,
-        deliverable: bool = False,
-        memory_kind: str | None = None,
-        review_state: str | None = None,
-        delivery_policy: str | None = None,
-        namespace: str | None = None,
-        namespaces: Sequence[str] | None = None,
-        now: datetime | None = None,
-        occurred_after: datetime | str | None = None,
-        occurred_before: datetime | str | None = None,
-        _on: PostgresStoreView | None = None,
-    ) -> int:
-        """How many rows ``list_chunks`` with these filters returns without a limit (so a
-        listing can say "50 of N", and a deep page can skip whole review states)."""
-        statement, params = sql.list_sql(
-            deliverable=deliverable,
-            memory_kind=memory_kind,
-            review_state=review_state,
-            delivery_policy=delivery_policy,
-            namespace=namespace,
-            namespaces=namespaces,
-            limit=None,
-            now=now,
-            occurred_after=occurred_after,
-            occurred_before=occurred_before,
-            count=True,
-        )
-        with self._reading(_on) as conn:
-            row = conn.execute(statement, params).fetchone()
-        return int(row[0]) if row else 0
-
-    def search(
-        self,
-        query: str,
-        k: int = 10,
-        *,
-        deliverable: bool = True,
-        namespaces: Sequence[str] | None = None,
-        include_superseded: bool = False,
-        now: datetime | None = None,
-        occurred_after: datetime | str | None = None,
-        occurred_before: datetime | str | None = None,
-        full_text: bool = False,
-        _on: PostgresStoreView | None = None,
+    def _search(
+        self, query: str, k: int, options: SearchOptions, _on: PostgresStoreView | None, vector: Any
     ) -> list[SearchHit]:
         """Hybrid (full text + HNSW vectors, fused by relevance) or full-text search in one
         statement; each hit carries its relevance (0 to 1, the embedded store's meaning: see
@@ -726,19 +633,16 @@ class PostgresKnowledgeStore(ChunkWrites):
         ``terms.tsquery_term``); function words and terms too common to inform are not scored.
         Search text is not stored: a lone surrogate in it matches nothing (as on the embedded
         store). ``full_text`` skips the vector leg (a turn's fallback when the embedder fails)."""
-        validate_text(query, "query", storable=False)
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValidationError(f"k: expected a whole number >= 1, got {k!r}")
-        k = min(k, SEARCH_K_MAX)
+        k = search_k(query, k)
         params: dict[str, Any] = {"k": k, "n": max(k * 4, 40), "fts_cap": max(self.fts_cap, k * 4)}
         clauses: list[str] = []
-        sql.scope_filter(namespaces, params, clauses)
-        sql.event_time_filter(occurred_after, occurred_before, params, clauses)
-        if deliverable:
-            sql.deliverable_filter(include_superseded, now, params, clauses)
+        sql.scope_filter(options.namespaces, params, clauses)
+        sql.event_time_filter(options.occurred_after, options.occurred_before, params, clauses)
+        if options.deliverable:
+            sql.deliverable_filter(options.include_superseded, options.now, params, clauses)
         where = " AND ".join(clauses) or "true"
-        wanted = self._embedder is not None and query.strip() and not full_text
-        vector = self._embed([query])[0] if wanted else None
+        if vector is None and self._embedder is not None and query.strip() and not options.full_text:
+            vector = self._embed([query])[0]
         if not meaningful_words(query) and vector is None:
             return []
         if vector is not None:
@@ -871,10 +775,12 @@ class PostgresKnowledgeStore(ChunkWrites):
         return [str(r[0]) for r in rows]
 
 
-class PostgresStoreView:
+class PostgresStoreView(PointInTimeView):
     """One composition's point-in-time view (``consistent_read``), or the store as of a past
     position (``as_of``): reads see that state, with the deliverable filter evaluated at the
     view's time; writes and anything else go to the store itself."""
+
+    store: PostgresKnowledgeStore
 
     def __init__(
         self,
@@ -883,7 +789,7 @@ class PostgresStoreView:
         *,
         now: datetime | None = None,
         position: HistoryPosition | None = None,
-        overlay: pg_history.AsOfOverlay | None = None,
+        overlay: AsOfOverlay | None = None,
     ) -> None:
         self.store = store
         self.conn = conn
@@ -897,43 +803,16 @@ class PostgresStoreView:
         #: connection that went back to the pool.
         self.closed = False
 
-    def get(self, chunk_id: str) -> MemoryChunk | None:
-        return self.store.get(chunk_id, _on=self)
+    def _latest_seq(self) -> int:
+        with self.store._reading(self) as conn:
+            return pg_history.latest_seq(conn)
 
-    def list_chunks(self, **filters: Any) -> list[MemoryChunk]:
-        if filters.get("now") is None and self.now is not None:
-            filters["now"] = self.now
-        return self.store.list_chunks(**filters, _on=self)
+    def _row_key(self, chunk_id: str) -> int | None:
+        return as_id(chunk_id)
 
-    def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
-        if options.get("now") is None and self.now is not None:
-            options["now"] = self.now
-        return self.store.search(query, k, **options, _on=self)
-
-    def history_position(self) -> HistoryPosition:
-        """The position this view reads at: for a present view, its newest visible event at
-        the time it opened (what a composition records to be replayed)."""
-        if self._position is None:
-            with self.store._reading(self) as conn:
-                seq = pg_history.latest_seq(conn)
-            self._position = HistoryPosition(seq, self.now or utc_now())
-        return self._position
-
-    def history(self, chunk_id: str) -> list[HistoryEvent]:
-        """The row's events up to this view's position."""
-        key = as_id(chunk_id)
-        if key is None:
-            return []
-        upto = self.history_position().seq
+    def _events(self, key: int, upto: int) -> list[HistoryEvent]:
         with self.store._reading(self) as conn:
             return pg_history.events(conn, key, upto)
-
-    @contextlib.contextmanager
-    def consistent_read(self) -> Iterator[PostgresStoreView]:
-        yield self
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
 
     def __repr__(self) -> str:
         return f"<PostgresStoreView of {self.store.db.shown}>"

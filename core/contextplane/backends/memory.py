@@ -17,117 +17,32 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import itertools
-import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from datetime import datetime
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import attrs
 
-from contextplane.backends.spec import ChunkWrites, check_fields, validate_write
+from contextplane.backends.memory_reads import _WORD, MemoryReads
+from contextplane.backends.memory_writes import MemoryWrites
+from contextplane.backends.spec import ListQuery, Scopes, SearchOptions
 from contextplane.errors import StoreError, ValidationError
-from contextplane.memory.consolidation import (
-    NEAR_DUPLICATE_CANDIDATES,
-    Consolidation,
-    Outcome,
-    WriteOutcome,
-    candidate_terms,
-    current_head,
-    near_duplicates,
-    normalise_content,
-    outdated_message,
-    word_set,
-)
-from contextplane.memory.history import EventName, HistoryEvent, HistoryPosition, apply_event
-from contextplane.memory.model import (
-    SUPERSEDED_PREFIX,
-    MemoryChunk,
-    parse_timestamp,
-    to_utc,
-    utc_now,
-    validate_delivery_policy,
-    validate_memory_kind,
-    validate_review_state,
-    validate_text,
-)
+from contextplane.memory.history import HistoryEvent, HistoryPosition, apply_event
+from contextplane.memory.model import MemoryChunk, to_utc, utc_now
 from contextplane.records.backend import register_backend
 from contextplane.records.injections import InjectionRow
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
 from contextplane.records.summaries import SessionSummary, summary_stamp, validate_summary
 from contextplane.records.turn_inputs import TurnInputs
-from contextplane.store.columns import INHERITED_ON_SUPERSEDE, superseding_row
-from contextplane.store.protocol import LegRank, SearchHit, SearchTrace
-from contextplane.store.query_terms import fts5_idf, meaningful_words
-from contextplane.store.restore import created_details, id_taken, restored_chunks
-
-_WORD = re.compile(r"\w+")
-#: What a superseding row inherits, as every store has it.
-_INHERITED = INHERITED_ON_SUPERSEDE
+from contextplane.store.closing import ClosingStore
+from contextplane.store.protocol import SearchHit, SearchTrace
 
 
-def _dedupe_key(chunk: MemoryChunk) -> tuple[str, str, str, datetime | None]:
-    """What makes two writes the same memory: the text (whitespace collapsed), scope, provenance,
-    event time (the same words said on another day are another event)."""
-    return (normalise_content(chunk.content), chunk.namespace, chunk.source_type, chunk.occurred_at)
-
-
-def _window(
-    occurred_after: datetime | str | None, occurred_before: datetime | str | None
-) -> Callable[[MemoryChunk], bool]:
-    """The event-time filter: ``[occurred_after, occurred_before)``; no event time, no window."""
-    after = None if occurred_after is None else parse_timestamp(occurred_after, "occurred_after")
-    before = None if occurred_before is None else parse_timestamp(occurred_before, "occurred_before")
-    if after is None and before is None:
-        return lambda _c: True
-
-    def inside(c: MemoryChunk) -> bool:
-        at = c.occurred_at
-        return at is not None and (after is None or at >= after) and (before is None or at < before)
-
-    return inside
-
-
-def _scored(query: str, rows: Sequence[MemoryChunk]) -> list[tuple[float, MemoryChunk]]:
-    """(relevance, row) for the rows holding a meaningful word of ``query``, best first.
-
-    Relevance has the embedded store's meaning (``contextplane.store.query_terms``): the IDF
-    share of the query's meaningful words (function words never count) that the row holds,
-    with the IDF counted over every row (as a full-text index counts). A word ending in ``*``
-    matches by prefix. No term-frequency factor and no "too common" cut: small on purpose."""
-    terms = [t.strip('"*') + ("*" if t.endswith("*") else "") for t in meaningful_words(query)]
-    if not terms or not rows:
-        return []
-    bags = [(c, {w.lower() for w in _WORD.findall(c.content + " " + c.heading)}) for c in rows]
-
-    def holds(bag: set[str], term: str) -> bool:
-        return any(w.startswith(term[:-1]) for w in bag) if term.endswith("*") else term in bag
-
-    frequency = {t: sum(holds(bag, t) for _, bag in bags) for t in terms}
-    weight = {t: fts5_idf(len(rows), n) for t, n in frequency.items() if n}
-    ideal = sum(weight.values())
-    scored = []
-    for c, bag in bags:
-        matched = [t for t in weight if holds(bag, t)]
-        if matched:
-            scored.append((min(1.0, sum(weight[t] for t in matched) / ideal), len(matched), c))
-    scored.sort(key=lambda item: (-item[0], -item[1], int(item[2].id)))
-    return [(relevance, c) for relevance, _, c in scored]
-
-
-class InMemoryKnowledgeStore(ChunkWrites):
-    """A dict of ``MemoryChunk`` values under one lock; search is word overlap."""
-
-    def __init__(self, *, consolidation: Consolidation | None = None) -> None:
-        self._consolidation = consolidation if consolidation is not None else Consolidation()
-        self._rows: dict[str, MemoryChunk] = {}
-        self._ids = itertools.count(1)
-        self._lock = threading.RLock()
-        self._events: list[HistoryEvent] = []
-        #: The backend this store belongs to; set by the backend that wraps it.
-        self.backend: Any = None
+class InMemoryKnowledgeStore(MemoryWrites, MemoryReads, ClosingStore):
+    """A dict of ``MemoryChunk`` values under one lock; search is word overlap. Its writes are
+    ``MemoryWrites`` (``memory_writes``), its reads ``MemoryReads`` (``memory_reads``); here are
+    its views and its async forms."""
 
     @contextlib.contextmanager
     def consistent_read(self) -> Iterator[InMemoryKnowledgeStore]:
@@ -137,26 +52,6 @@ class InMemoryKnowledgeStore(ChunkWrites):
             rows = dict(self._rows)
             position = HistoryPosition(len(self._events), utc_now())
         yield _FrozenView(self, rows, position)
-
-    # ------------------------------------------------------------------ history
-
-    def _record(self, chunk: MemoryChunk, event: EventName, actor: str = "", **detail: Any) -> None:
-        """Append one event with the state ``chunk`` is in (caller holds the lock)."""
-        self._events.append(
-            HistoryEvent(
-                seq=len(self._events) + 1,
-                chunk_id=chunk.id,
-                at=chunk.created_at if event == "created" else utc_now(),
-                event=event,
-                actor=actor,
-                review_state=chunk.review_state,
-                expires_at=chunk.expires_at,
-                invalidated_at=chunk.invalidated_at,
-                invalidation_reason=chunk.invalidation_reason,
-                updated_at=chunk.updated_at,
-                detail=detail,
-            )
-        )
 
     def history(self, chunk_id: str) -> list[HistoryEvent]:
         with self._lock:
@@ -192,358 +87,6 @@ class InMemoryKnowledgeStore(ChunkWrites):
             }
         yield _FrozenView(self, rows, when)
 
-    # ------------------------------------------------------------------ writes
-
-    def _make(self, row: Mapping[str, Any], now: datetime) -> MemoryChunk:
-        """Validate and stamp one row by the write spec (its id is given when it is stored). A
-        batch's rows have their fields checked first, by index (``_write``)."""
-        w = validate_write(row, 0, now)
-        return MemoryChunk(
-            id="",
-            content=w.content,
-            created_at=now,
-            updated_at=now,
-            domain=w.domain,
-            source_type=w.source_type,
-            memory_kind=w.stamp.memory_kind,
-            delivery_policy=w.stamp.delivery_policy,
-            review_state=w.stamp.review_state,
-            namespace=w.namespace,
-            heading=w.heading,
-            source=w.source,
-            subject=w.subject,
-            epoch=w.epoch,
-            expires_at=w.stamp.expires_at,
-            occurred_at=w.occurred_at,
-        )
-
-    def _write(self, rows: Iterable[Mapping[str, Any]], *, single: bool) -> list[WriteOutcome]:
-        """``add_chunk``/``add_chunks`` (``ChunkWrites``). Validate every row first (all or
-        none), then consolidate and store them in one go under the lock, deciding as the
-        embedded store's ``writes`` does: duplicates against the rows deliverable before the
-        write (and earlier rows of the batch), near duplicates on single writes only, then
-        same-subject supersession in id order."""
-        now = utc_now()
-        with self._lock:
-            made = []
-            for index, row in enumerate(rows):
-                check_fields(row, index)  # an unknown field names its row
-                made.append(self._make(row, now))
-            policy = self._consolidation
-            seen: dict[tuple[str, str, str, datetime | None], str | int] = {}  # key -> id / batch index
-            if policy.deduplicate:
-                for c in sorted(self._rows.values(), key=lambda c: int(c.id), reverse=True):
-                    if c.is_deliverable(now):
-                        seen[_dedupe_key(c)] = c.id  # the oldest wins: it is written last
-            outdated = self._outdated(now) if policy.deduplicate else {}
-            keep: list[int] = []
-            duplicate_of: dict[int, str | int] = {}
-            outdated_of: dict[int, tuple[str, str]] = {}  # the text of a superseded row: (head, row)
-            for index, chunk in enumerate(made):
-                key = _dedupe_key(chunk)
-                if policy.deduplicate and key in seen:
-                    duplicate_of[index] = seen[key]
-                    continue
-                if key in outdated:
-                    outdated_of[index] = outdated[key]
-                    continue
-                if policy.deduplicate and chunk.is_deliverable(now):
-                    seen[key] = index  # only a deliverable row absorbs copies
-                keep.append(index)
-            near = {i: self._near(made[i], now, policy) for i in keep} if single else {}
-            ids = {i: str(next(self._ids)) for i in keep}
-            stored = [attrs.evolve(made[i], id=ids[i]) for i in keep]
-            for chunk in stored:
-                self._rows[chunk.id] = chunk
-            superseded: dict[int, list[str]] = {}
-            if policy.auto_supersede:
-                taken: set[str] = set()  # superseded by an earlier row of this write
-                for index, chunk in zip(keep, stored, strict=True):
-                    if chunk.subject:
-                        superseded[index] = self._subject_heads(chunk, taken)
-                        taken.update(superseded[index])
-            outcomes: list[WriteOutcome] = []
-            created: list[tuple[MemoryChunk, WriteOutcome]] = []
-            for index in range(len(made)):
-                if index in duplicate_of:
-                    target = duplicate_of[index]
-                    found = ids[target] if isinstance(target, int) else target
-                    outcomes.append(WriteOutcome(found, "duplicate", duplicate_of=found))
-                    continue
-                if index in outdated_of:
-                    head, old = outdated_of[index]
-                    outcomes.append(WriteOutcome(head, "outdated", duplicate_of=old))
-                    continue
-                olds = superseded.get(index, [])
-                close = tuple(p for p in near.get(index, ()) if p[0] not in olds)
-                outcome: Outcome = "superseded" if olds else "near_duplicate" if close else "stored"
-                result = WriteOutcome(ids[index], outcome, superseded=olds, near_duplicates=close)
-                created.append((self._rows[ids[index]], result))
-                outcomes.append(result)
-            for chunk, result in created:  # before the supersessions, as they were written
-                detail = result.detail() if result.outcome != "stored" else {}
-                self._record(chunk, "created", chunk.source_type, **detail)
-            for index, chunk in zip(keep, stored, strict=True):
-                for old in superseded.get(index, []):
-                    self._rows[old] = attrs.evolve(
-                        self._rows[old],
-                        invalidated_at=chunk.created_at,
-                        invalidation_reason=f"{SUPERSEDED_PREFIX}{chunk.id}",
-                        updated_at=chunk.created_at,
-                    )
-                    self._record(
-                        self._rows[old],
-                        "superseded",
-                        chunk.source_type,
-                        by=chunk.id,
-                        rule="same subject, scope and kind",
-                    )
-            for index, target in sorted(duplicate_of.items()):
-                found = ids[target] if isinstance(target, int) else target
-                self._record(
-                    self._rows[found],
-                    "consolidated",
-                    made[index].source_type,
-                    outcome="duplicate",
-                    message="an exact duplicate write returned this row",
-                )
-            for index, (head, old) in sorted(outdated_of.items()):
-                self._record(
-                    self._rows[head],
-                    "consolidated",
-                    made[index].source_type,
-                    outcome="outdated",
-                    message=outdated_message(old),
-                )
-        return outcomes
-
-    def restore_chunks(self, rows: Iterable[Mapping[str, Any] | MemoryChunk], *, by: str = "") -> list[str]:
-        """``ExactRestore``: rows back with their ids, times and state, nothing consolidated, one
-        ``created`` event each at the restore's time saying so; an id the store holds or held
-        (a purged row's events keep it) is refused and nothing is stored."""
-        chunks = restored_chunks(rows)
-        actor = validate_text(by, "by")
-        now = utc_now()
-        with self._lock:
-            held = {e.chunk_id for e in self._events}
-            for chunk in chunks:
-                if chunk.id in self._rows or chunk.id in held:
-                    raise id_taken("in-memory store", chunk.id, purged=chunk.id not in self._rows)
-            details = created_details(chunks, now, actor)
-            for chunk in sorted(chunks, key=lambda c: int(c.id)):
-                self._rows[chunk.id] = chunk
-                self._events.append(
-                    HistoryEvent(
-                        seq=len(self._events) + 1,
-                        chunk_id=chunk.id,
-                        at=now,
-                        event="created",
-                        actor=chunk.source_type,
-                        review_state=chunk.review_state,
-                        expires_at=chunk.expires_at,
-                        invalidated_at=chunk.invalidated_at,
-                        invalidation_reason=chunk.invalidation_reason,
-                        updated_at=chunk.updated_at,
-                        detail=details[chunk.id],
-                    )
-                )
-            # new rows continue after every id handed out (a restored one may be the largest)
-            used = [int(i) for i in self._rows] + [int(e.chunk_id) for e in self._events]
-            self._ids = itertools.count(max(used) + 1)
-        return [c.id for c in chunks]
-
-    def _outdated(self, now: datetime) -> dict[tuple[str, str, str, datetime | None], tuple[str, str]]:
-        """Superseded rows (not rejected) whose chain ends in a deliverable head: dedupe key ->
-        (head id, row id), the newest row of a key winning (``memory.consolidation``)."""
-
-        def step(chunk_id: str) -> tuple[str | None, bool] | None:
-            row = self._rows.get(chunk_id)
-            return None if row is None else (row.superseded_by, row.is_deliverable(now))
-
-        found: dict[tuple[str, str, str, datetime | None], tuple[str, str]] = {}
-        for c in sorted(self._rows.values(), key=lambda c: int(c.id), reverse=True):
-            if c.superseded_by is None or c.review_state == "rejected" or _dedupe_key(c) in found:
-                continue
-            head = current_head(c.superseded_by, step)
-            if head is not None:
-                found[_dedupe_key(c)] = (head, c.id)
-        return found
-
-    def _near(
-        self, chunk: MemoryChunk, now: datetime, policy: Consolidation
-    ) -> tuple[tuple[str, float], ...]:
-        """Deliverable rows of the write's scope at or above the threshold: the newest
-        ``NEAR_DUPLICATE_CANDIDATES`` holding one of its prefix-filter words, as the embedded
-        store looks them up (``memory.consolidation``)."""
-        terms = set(candidate_terms(chunk.content, policy.near_duplicate_threshold))
-        candidates = []
-        for c in sorted(self._rows.values(), key=lambda c: int(c.id), reverse=True):
-            if c.namespace == chunk.namespace and c.is_deliverable(now) and terms & word_set(c.content):
-                candidates.append((c.id, c.content))
-                if len(candidates) == NEAR_DUPLICATE_CANDIDATES:
-                    break
-        return near_duplicates(chunk.content, candidates, policy.near_duplicate_threshold)
-
-    def _subject_heads(self, new: MemoryChunk, taken: set[str]) -> list[str]:
-        """The older deliverable rows holding ``new``'s subject in its scope and kind, which
-        it supersedes (``taken``: rows an earlier row of the same write supersedes)."""
-        return [
-            c.id
-            for c in sorted(self._rows.values(), key=lambda c: int(c.id))
-            if c.subject == new.subject
-            and c.namespace == new.namespace
-            and c.memory_kind == new.memory_kind
-            and int(c.id) < int(new.id)
-            and c.id not in taken
-            and c.is_deliverable(new.created_at)
-        ]
-
-    def _require(self, chunk_id: str) -> MemoryChunk:
-        found = self._rows.get(chunk_id)
-        if found is None:
-            raise StoreError(f"no memory with id {chunk_id!r}")
-        return found
-
-    def _update(self, chunk_id: str, event: EventName, by: str, **changes: Any) -> MemoryChunk:
-        with self._lock:
-            chunk = attrs.evolve(self._require(chunk_id), updated_at=utc_now(), **changes)
-            self._rows[chunk_id] = chunk
-            self._record(chunk, event, validate_text(by, "by"))
-            return chunk
-
-    def set_review_state(self, chunk_id: str, state: str, *, by: str = "") -> MemoryChunk:
-        return self._update(chunk_id, "review", by, review_state=validate_review_state(state))
-
-    def set_expires_at(
-        self, chunk_id: str, expires_at: datetime | str | None, *, by: str = ""
-    ) -> MemoryChunk:
-        value = None if expires_at is None else parse_timestamp(expires_at, "expires_at")
-        return self._update(chunk_id, "expiry", by, expires_at=value)
-
-    def invalidate_chunk(
-        self,
-        chunk_id: str,
-        *,
-        superseded_by: str | None = None,
-        reason: str | None = None,
-        by: str = "",
-    ) -> MemoryChunk:
-        with self._lock:
-            if self._require(chunk_id).invalidated_at is not None:
-                raise StoreError(f"memory {chunk_id} is already invalidated")
-            text = (
-                f"{SUPERSEDED_PREFIX}{superseded_by}"
-                if superseded_by is not None
-                else reason or "invalidated"
-            )
-            event: EventName = "superseded" if superseded_by is not None else "invalidated"
-            return self._update(chunk_id, event, by, invalidated_at=utc_now(), invalidation_reason=text)
-
-    def supersede(self, old_id: str, content: str, **attrs_: Any) -> str:
-        """An explicit supersession: stored as given (not consolidated), insert first, so a
-        bad row leaves the old one alone."""
-        with self._lock:
-            old = self._require(old_id)
-            if old.invalidated_at is not None:
-                raise StoreError(f"memory {old_id} is already invalidated")
-            row = superseding_row(old, attrs_, content)
-            chunk = attrs.evolve(self._make(row, utc_now()), id=str(next(self._ids)))
-            self._rows[chunk.id] = chunk
-            # no "supersedes" detail (the embedded store writes one): the console's tests use
-            # this store as the one whose history names no predecessor
-            self._record(chunk, "created", chunk.source_type)
-            self.invalidate_chunk(old_id, superseded_by=chunk.id, by=chunk.source_type)
-            return chunk.id
-
-    def purge(self, now: datetime | None = None, *, ids: Sequence[str] | None = None) -> int:
-        with self._lock:
-            doomed = [
-                c.id
-                for c in self._rows.values()
-                if (c.is_expired(now) or c.invalidated_at is not None)
-                and not c.is_superseded
-                and (ids is None or c.id in ids)
-            ]
-            for chunk_id in doomed:
-                self._record(self._rows[chunk_id], "purged", "purge")
-                del self._rows[chunk_id]
-            return len(doomed)
-
-    # ------------------------------------------------------------------ reads
-
-    def get(self, chunk_id: str) -> MemoryChunk | None:
-        return self._rows.get(chunk_id) if isinstance(chunk_id, str) else None
-
-    def _deliverable(self, c: MemoryChunk, now: datetime | None, include_superseded: bool = False) -> bool:
-        if include_superseded and c.is_superseded:
-            return c.review_state != "rejected" and not c.is_expired(now)
-        return c.is_deliverable(now)
-
-    def list_chunks(
-        self,
-        *,
-        deliverable: bool = False,
-        memory_kind: str | None = None,
-        review_state: str | None = None,
-        delivery_policy: str | None = None,
-        namespace: str | None = None,
-        namespaces: Sequence[str] | None = None,
-        limit: int | None = None,
-        now: datetime | None = None,
-        occurred_after: datetime | str | None = None,
-        occurred_before: datetime | str | None = None,
-        offset: int = 0,
-    ) -> list[MemoryChunk]:
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValidationError(f"offset: expected a non-negative whole number, got {offset!r}")
-        kind = validate_memory_kind(memory_kind) if memory_kind is not None else None
-        in_window = _window(occurred_after, occurred_before)
-        review = validate_review_state(review_state) if review_state is not None else None
-        policy = validate_delivery_policy(delivery_policy) if delivery_policy is not None else None
-        with self._lock:
-            rows = sorted(self._rows.values(), key=lambda c: int(c.id))
-        out = [
-            c
-            for c in rows
-            if (kind is None or c.memory_kind == kind)
-            and (review is None or c.review_state == review)
-            and (policy is None or c.effective_delivery_policy == policy)
-            and (namespace is None or c.namespace == namespace)
-            and (namespaces is None or c.namespace in namespaces)
-            and in_window(c)
-            and (not deliverable or self._deliverable(c, now))
-        ][offset:]
-        return out if limit is None else out[:limit]
-
-    def count_chunks(self, **filters: Any) -> int:
-        """How many rows ``list_chunks`` with these filters returns without a limit."""
-        return len(self.list_chunks(**filters))
-
-    def search(
-        self,
-        query: str,
-        k: int = 10,
-        *,
-        deliverable: bool = True,
-        namespaces: Sequence[str] | None = None,
-        include_superseded: bool = False,
-        now: datetime | None = None,
-        occurred_after: datetime | str | None = None,
-        occurred_before: datetime | str | None = None,
-    ) -> list[SearchHit]:
-        validate_text(query, "query", storable=False)
-        in_window = _window(occurred_after, occurred_before)
-        with self._lock:
-            rows = list(self._rows.values())
-        scored = [
-            (relevance, c)
-            for relevance, c in _scored(query, rows)
-            if (namespaces is None or c.namespace in namespaces)
-            and in_window(c)
-            and (not deliverable or self._deliverable(c, now, include_superseded))
-        ]
-        return [SearchHit(c, s, r, relevance=s) for r, (s, c) in enumerate(scored[:k], start=1)]
-
     # ------------------------------------------------------------------ async (AsyncKnowledgeStore)
     # Dict operations under a lock held for microseconds: nothing here can block a loop, so the
     # async forms run the synchronous ones in place (a store over a network awaits its client).
@@ -562,49 +105,6 @@ class InMemoryKnowledgeStore(ChunkWrites):
 
     async def aset_review_state(self, chunk_id: str, state: str) -> MemoryChunk:
         return self.set_review_state(chunk_id, state)
-
-    def trace_search(
-        self,
-        query: str,
-        chunk_id: str,
-        k: int = 10,
-        *,
-        namespaces: Sequence[str] | None = None,
-        now: datetime | None = None,
-    ) -> SearchTrace:
-        """Where ``chunk_id`` ranked for ``query``: the IDF share of its meaningful words is the
-        one leg, every row a candidate; the filters are the search's."""
-        validate_text(query, "query")
-        with self._lock:
-            rows = list(self._rows.values())
-        scored = _scored(query, rows)
-        every = [c.id for _, c in scored]
-        kept = [
-            c.id
-            for _, c in scored
-            if (namespaces is None or c.namespace in namespaces) and self._deliverable(c, now)
-        ]
-        leg = LegRank(
-            "overlap",
-            every.index(chunk_id) + 1 if chunk_id in every else None,
-            len(every),
-            len(every),
-            kept.index(chunk_id) + 1 if chunk_id in kept else None,
-            "" if chunk_id in every else "no meaningful word of the query occurs in it",
-        )
-        rank = kept.index(chunk_id) + 1 if chunk_id in kept else None
-        return SearchTrace(query, k, "exact", rank, tuple(kept[:k]), (leg,))
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 class _FrozenView(InMemoryKnowledgeStore):
@@ -634,50 +134,32 @@ class _FrozenView(InMemoryKnowledgeStore):
     def as_of(self, when: HistoryPosition | datetime) -> Any:
         return self._origin.as_of(when)
 
-    def list_chunks(self, **filters: Any) -> list[MemoryChunk]:
-        if filters.get("now") is None:
-            filters["now"] = self.now
-        return super().list_chunks(**filters)
+    def _list(self, query: ListQuery, on: Any) -> list[MemoryChunk]:
+        return super()._list(query if query.now is not None else query._replace(now=self.now), on)
 
-    def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
-        if options.get("now") is None:
-            options["now"] = self.now
-        return super().search(query, k, **options)
+    def _search(self, query: str, k: int, options: SearchOptions, on: Any, vector: Any) -> list[SearchHit]:
+        now = options.now if options.now is not None else self.now
+        return super()._search(query, k, options._replace(now=now), on, vector)
 
-    def trace_search(self, query: str, chunk_id: str, k: int = 10, **options: Any) -> SearchTrace:
-        if options.get("now") is None:
-            options["now"] = self.now
-        return super().trace_search(query, chunk_id, k, **options)
+    def _trace(
+        self, query: str, chunk_id: str, k: int, namespaces: Scopes, now: datetime | None, on: Any
+    ) -> SearchTrace:
+        return super()._trace(query, chunk_id, k, namespaces, self.now if now is None else now, on)
 
-    def _write(self, rows: Iterable[Mapping[str, Any]], *, single: bool) -> list[WriteOutcome]:
-        return self._origin._write(rows, single=single)
 
-    def set_review_state(self, chunk_id: str, state: str, *, by: str = "") -> MemoryChunk:
-        return self._origin.set_review_state(chunk_id, state, by=by)
+def _to_origin(name: str) -> Callable[..., Any]:
+    def forwarded(self: _FrozenView, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._origin, name)(*args, **kwargs)
 
-    def set_expires_at(
-        self, chunk_id: str, expires_at: datetime | str | None, *, by: str = ""
-    ) -> MemoryChunk:
-        return self._origin.set_expires_at(chunk_id, expires_at, by=by)
+    forwarded.__name__ = forwarded.__qualname__ = name
+    forwarded.__doc__ = f"The live store's ``{name}``: a view's writes are the store's."
+    return forwarded
 
-    def invalidate_chunk(
-        self,
-        chunk_id: str,
-        *,
-        superseded_by: str | None = None,
-        reason: str | None = None,
-        by: str = "",
-    ) -> MemoryChunk:
-        return self._origin.invalidate_chunk(chunk_id, superseded_by=superseded_by, reason=reason, by=by)
 
-    def supersede(self, old_id: str, content: str, **attrs_: Any) -> str:
-        return self._origin.supersede(old_id, content, **attrs_)
-
-    def purge(self, now: datetime | None = None, *, ids: Sequence[str] | None = None) -> int:
-        return self._origin.purge(now, ids=ids)
-
-    def restore_chunks(self, rows: Iterable[Mapping[str, Any] | MemoryChunk], *, by: str = "") -> list[str]:
-        return self._origin.restore_chunks(rows, by=by)
+#: Every write of a view goes to the live store (``add_chunk``/``add_chunks`` through ``_write``).
+_WRITES = ("_write", "set_review_state", "set_expires_at", "_invalidate_chunk", "supersede", "purge")
+for _name in (*_WRITES, "restore_chunks"):
+    setattr(_FrozenView, _name, _to_origin(_name))
 
 
 class InMemorySessionSummaries:

@@ -21,12 +21,13 @@ from contextplane.embedding import Embedder
 from contextplane.errors import StoreError
 from contextplane.memory.consolidation import Consolidation
 from contextplane.memory.model import MemoryChunk
+from contextplane.store.closing import ClosingStore
 from contextplane.store.columns import SELECT_COLUMNS, as_id, chunk_from_row
 from contextplane.store.connection import store_error
 from contextplane.store.migrate import write_transaction
 
 
-class StoreBase:
+class StoreBase(ClosingStore):
     """Thread-safe (one connection, one lock); process-safe through SQLite's own locking
     (WAL + busy timeout + ``BEGIN IMMEDIATE``)."""
 

@@ -12,23 +12,14 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 import attrs
 
-from contextplane.memory.model import (
-    DELIVERY_POLICIES,
-    MEMORY_KINDS,
-    REVIEW_STATES,
-    DeliveryPolicy,
-    MemoryChunk,
-    MemoryKind,
-    ReviewState,
-    read_timestamp,
-)
-from contextplane.memory.stamps import legacy_kind_and_policy
+from contextplane.memory.model import MemoryChunk, read_timestamp
+from contextplane.store.row_codec import READ_ORDER, compile_reader
 
 #: How ``add_chunk`` fills a column: ``content`` (required text), ``text`` (validated text,
 #: ``default`` when absent), ``namespace`` (a validated scope), ``stamp`` (the D7 creation
@@ -159,77 +150,18 @@ def as_id(chunk_id: object) -> int | None:
     return value if ID_MIN <= value <= ID_MAX else None
 
 
-#: The cells ``chunk_from_row`` reads, by name, picked out of a row in one call.
-_READ: Final[tuple[str, ...]] = (
-    "id",
-    "content",
-    "domain",
-    "source_type",
-    "memory_kind",
-    "delivery_policy",
-    "review_state",
-    "namespace",
-    "heading",
-    "source",
-    "subject",
-    "epoch",
-    "invalidated_at",
-    "invalidation_reason",
-    "expires_at",
-    "created_at",
-    "updated_at",
-    "occurred_at",
+_cells = operator.itemgetter(*(COLUMN_NAMES.index(name) for name in READ_ORDER))
+_EPOCH: Final[datetime] = datetime.fromtimestamp(0, UTC)  # an unreadable legacy creation stamp
+#: A chunk from the cells of ``SELECT_COLUMNS`` (a search row has its score after them), by the
+#: shared row codec: text cells may be a legacy NULL, timestamps are ISO text.
+chunk_from_row: Final = compile_reader(
+    pick="_cells(row)",
+    decode={
+        "content": "str({})",
+        "text": 'str({} or "")',
+        "reason": "{}",
+        "time": "read_timestamp({})",
+        "created": "read_timestamp({}) or _EPOCH",
+    },
+    names={"_cells": _cells, "read_timestamp": read_timestamp, "_EPOCH": _EPOCH},
 )
-_cells = operator.itemgetter(*(COLUMN_NAMES.index(name) for name in _READ))
-
-
-def chunk_from_row(row: Sequence[Any]) -> MemoryChunk:
-    """Build a chunk from the cells of ``SELECT_COLUMNS`` (a search row has its score after
-    them), reading legacy NULLs as the spec says: NULL kind is the D4 table applied to
-    ``domain``, NULL review state is pending, NULL policy is retrieved."""
-    (
-        id_,
-        content,
-        domain,
-        source_type,
-        kind,
-        policy,
-        review,
-        namespace,
-        heading,
-        source,
-        subject,
-        epoch,
-        invalidated_at,
-        reason,
-        expires_at,
-        created_at,
-        updated_at,
-        occurred_at,
-    ) = _cells(row)
-    domain = str(domain or "")
-    source_type = str(source_type or "")
-    memory_kind: MemoryKind = kind if kind in MEMORY_KINDS else legacy_kind_and_policy(domain, source_type)[0]
-    delivery_policy: DeliveryPolicy | None = policy if policy in DELIVERY_POLICIES else None
-    review_state: ReviewState = review if review in REVIEW_STATES else "pending"
-    created = read_timestamp(created_at) or datetime.fromtimestamp(0, UTC)  # unreadable legacy stamp
-    return MemoryChunk(
-        id=str(id_),
-        content=str(content),
-        domain=domain,
-        source_type=source_type,
-        memory_kind=memory_kind,
-        delivery_policy=delivery_policy,
-        review_state=review_state,
-        namespace=str(namespace or ""),
-        heading=str(heading or ""),
-        source=str(source or ""),
-        subject=str(subject or ""),
-        epoch=str(epoch or ""),
-        invalidated_at=read_timestamp(invalidated_at),
-        invalidation_reason=reason,
-        expires_at=read_timestamp(expires_at),
-        created_at=created,
-        updated_at=read_timestamp(updated_at) or created,
-        occurred_at=read_timestamp(occurred_at),
-    )

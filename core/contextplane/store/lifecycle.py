@@ -27,10 +27,11 @@ from contextplane.memory.model import (
     validate_text,
 )
 from contextplane.store.columns import SELECT_COLUMNS, as_id, chunk_from_row, superseding_row
+from contextplane.store.lifecycle_spec import ChunkLifecycle
 from contextplane.store.writes import StoreWrites
 
 
-class StoreLifecycle(StoreWrites):
+class StoreLifecycle(StoreWrites, ChunkLifecycle):
     """Review, expiry, invalidation, supersession and purge."""
 
     def set_review_state(self, chunk_id: str, state: str, *, by: str = "") -> MemoryChunk:
@@ -54,16 +55,10 @@ class StoreLifecycle(StoreWrites):
             sets = "expires_at = ?, updated_at = ?"
             return self._changed(conn, chunk_id, sets, (value, stamp), "expiry", actor, stamp)
 
-    def invalidate_chunk(
-        self,
-        chunk_id: str,
-        *,
-        superseded_by: str | None = None,
-        reason: str | None = None,
-        by: str = "",
+    def _invalidate_chunk(
+        self, chunk_id: str, superseded_by: str | None, reason: str | None, by: str
     ) -> MemoryChunk:
-        """Stamp ``invalidated_at`` and a reason; ``superseded_by`` records ``superseded_by:<id>``.
-        The row is kept for audit (D7); only ``purge`` ever deletes, and never a superseded row."""
+        """``invalidate_chunk`` (``ChunkLifecycle``), in one write transaction."""
         actor = validate_text(by, "by")
         with self._writing() as conn:
             return self._invalidate(conn, chunk_id, superseded_by=superseded_by, reason=reason, actor=actor)

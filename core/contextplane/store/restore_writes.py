@@ -21,31 +21,13 @@ from contextplane.errors import StoreError
 from contextplane.memory.consolidation import content_hash
 from contextplane.memory.model import MemoryChunk, format_timestamp, utc_now, validate_text
 from contextplane.store import history, migrate, restore, vector_index
+from contextplane.store.columns import COLUMN_NAMES
 from contextplane.store.lifecycle import StoreLifecycle
+from contextplane.store.row_codec import chunk_cells
 
-_COLUMNS: Final[tuple[str, ...]] = (
-    "id",
-    "content",
-    "domain",
-    "source_type",
-    "memory_kind",
-    "delivery_policy",
-    "review_state",
-    "expires_at",
-    "heading",
-    "source",
-    "subject",
-    "namespace",
-    "epoch",
-    "invalidated_at",
-    "invalidation_reason",
-    "created_at",
-    "updated_at",
-    "occurred_at",
-    "content_hash",
-    "created_seq",
-    "history",
-)
+#: A restored row: the chunk's cells in table order (the shared row codec), then the columns
+#: only this store keeps.
+_COLUMNS: Final[tuple[str, ...]] = (*COLUMN_NAMES, "content_hash", "created_seq", "history")
 _NAMES: Final[str] = ", ".join(_COLUMNS)
 #: Rows go through a temporary table, then into ``chunks`` in one statement, as a bulk write's
 #: do (``columns.STAGE_SQL``: FTS5 flushes its pending index at every statement boundary, and
@@ -64,8 +46,8 @@ _HIGH_SQL: Final[str] = (
 )
 
 
-def _stamp(value: Any) -> str | None:
-    return None if value is None else format_timestamp(value)
+def _same(value: Any) -> Any:
+    return value
 
 
 def _runs(ids: list[int]) -> list[range]:
@@ -108,15 +90,9 @@ class StoreRestore(StoreLifecycle):
                 c = chunks[index]
                 seq = seqs[int(c.id)]
                 entry = [seq, now_text, "created", c.source_type, details[c.id], *([None] * 5)]
-                staged.append(
-                    (
-                        int(c.id), c.content, c.domain, c.source_type, c.memory_kind, c.delivery_policy,
-                        c.review_state, _stamp(c.expires_at), c.heading, c.source, c.subject, c.namespace,
-                        c.epoch, _stamp(c.invalidated_at), c.invalidation_reason, _stamp(c.created_at),
-                        _stamp(c.updated_at), _stamp(c.occurred_at), content_hash(c.content), seq,
-                        json.dumps(entry, ensure_ascii=False) + "\n",
-                    )
-                )
+                cells = chunk_cells(c, COLUMN_NAMES, _same, format_timestamp)
+                history_text = json.dumps(entry, ensure_ascii=False) + "\n"
+                staged.append((*cells, content_hash(c.content), seq, history_text))
             conn.execute(_STAGING_SQL)
             conn.executemany(_STAGE_SQL, staged)
             conn.execute(_RESTORE_SQL)

@@ -11,77 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import attrs
 
-from contextplane.errors import ValidationError
-from contextplane.memory.model import (
-    SUPERSEDED_PREFIX,
-    format_timestamp,
-    parse_timestamp,
-    utc_now,
-    validate_delivery_policy,
-    validate_memory_kind,
-    validate_review_state,
-    validate_text,
-)
+from contextplane.store import filters
 from contextplane.store.columns import SELECT_COLUMNS
+from contextplane.store.filters import SQLITE, ListQuery
+from contextplane.store.filters import check_whole as check_whole
 
-
-def scope_filter(
-    namespaces: Sequence[str] | None, params: dict[str, Any], clauses: list[str], *, indexed: bool = True
-) -> None:
-    """Only rows in ``namespaces`` (None: any scope; empty: none). ``indexed=False`` (search)
-    keeps the planner off the namespace index: a search is driven by its leg's candidates, and
-    scanning every row of the global scope through the index made a scoped search at 100k rows
-    cost 40-100 ms instead of about 1."""
-    if namespaces is None:
-        return
-    if isinstance(namespaces, str):
-        raise ValidationError("namespaces: expected a list of scopes, got a single string")
-    names = [validate_text(n, "namespaces") for n in namespaces]
-    if not names:
-        clauses.append("0")
-        return
-    marks = []
-    for i, name in enumerate(names):
-        params[f"ns{i}"] = name
-        marks.append(f":ns{i}")
-    column = "c.namespace" if indexed else "+c.namespace"
-    clauses.append(f"{column} IN ({', '.join(marks)})")
-
-
-def deliverable_filter(
-    include_superseded: bool, now: datetime | None, params: dict[str, Any], clauses: list[str]
-) -> None:
-    """Only rows the model may be shown: not rejected, not expired, not invalidated (superseded
-    ones admitted when ``include_superseded``)."""
-    params["now"] = format_timestamp(now or utc_now())
-    clauses.append("(c.review_state IS NULL OR c.review_state != 'rejected')")
-    clauses.append("(c.expires_at IS NULL OR c.expires_at > :now)")
-    if include_superseded:
-        clauses.append(
-            f"(c.invalidated_at IS NULL OR substr(c.invalidation_reason, 1, 14) = '{SUPERSEDED_PREFIX}')"
-        )
-    else:
-        clauses.append("c.invalidated_at IS NULL")
-
-
-def event_time_filter(
-    occurred_after: datetime | str | None,
-    occurred_before: datetime | str | None,
-    params: dict[str, Any],
-    clauses: list[str],
-) -> None:
-    """Only rows whose event time lies in ``[occurred_after, occurred_before)``: half open, so
-    consecutive windows never hold a row twice. A row without an event time is in no window."""
-    if occurred_after is not None:
-        params["occurred_after"] = format_timestamp(parse_timestamp(occurred_after, "occurred_after"))
-        clauses.append("c.occurred_at >= :occurred_after")
-    if occurred_before is not None:
-        params["occurred_before"] = format_timestamp(parse_timestamp(occurred_before, "occurred_before"))
-        clauses.append("c.occurred_at < :occurred_before")
+#: The filters of the embedded store: the shared spec (``filters``) in SQLite's dialect.
+scope_filter = partial(filters.scope_filter, SQLITE)
+deliverable_filter = partial(filters.deliverable_filter, SQLITE)
+event_time_filter = partial(filters.event_time_filter, SQLITE)
 
 
 @attrs.frozen
@@ -128,72 +71,10 @@ def search_filters(
     )
 
 
-def list_sql(
-    *,
-    deliverable: bool,
-    memory_kind: str | None,
-    review_state: str | None,
-    delivery_policy: str | None,
-    namespace: str | None,
-    namespaces: Sequence[str] | None,
-    limit: int | None,
-    now: datetime | None,
-    occurred_after: datetime | str | None = None,
-    occurred_before: datetime | str | None = None,
-    offset: int = 0,
-    count: bool = False,
-) -> tuple[str, dict[str, Any]]:
-    """The statement and parameters of ``list_chunks``: rows matching every given filter,
-    oldest first, from the ``offset``-th (``count``: how many match, for ``count_chunks``).
-    ``delivery_policy="retrieved"`` also matches NULL; ``review_state="pending"`` also matches
-    NULL (legacy rows)."""
-    params: dict[str, Any] = {}
-    clauses: list[str] = []
-    if memory_kind is not None:
-        params["kind"] = validate_memory_kind(memory_kind)
-        clauses.append("c.memory_kind = :kind")
-    if review_state is not None:
-        params["review"] = validate_review_state(review_state)
-        clauses.append(
-            "(c.review_state = :review OR c.review_state IS NULL)"
-            if review_state == "pending"
-            else "c.review_state = :review"
-        )
-    if delivery_policy is not None:
-        params["policy"] = validate_delivery_policy(delivery_policy)
-        if params["policy"] == "always":  # a literal, so the partial index chunks_always applies
-            clauses.append("c.delivery_policy = 'always'")
-        else:
-            clauses.append(
-                "(c.delivery_policy = :policy OR c.delivery_policy IS NULL)"
-                if delivery_policy == "retrieved"
-                else "c.delivery_policy = :policy"
-            )
-    if namespace is not None:
-        params["namespace"] = validate_text(namespace, "namespace")
-        clauses.append("c.namespace = :namespace")
-    scope_filter(namespaces, params, clauses)
-    event_time_filter(occurred_after, occurred_before, params, clauses)
-    if deliverable:
-        deliverable_filter(False, now, params, clauses)
-    sql = f"SELECT {'count(*)' if count else SELECT_COLUMNS} FROM chunks AS c"
-    if clauses:
-        sql += " WHERE " + " AND ".join(clauses)
-    if count:
-        return sql, params
-    sql += " ORDER BY c.id"
-    if limit is not None:
-        sql += f" LIMIT {check_whole(limit, 'limit')}"
-    if check_whole(offset, "offset"):
-        sql += f"{'' if limit is not None else ' LIMIT -1'} OFFSET {offset}"
-    return sql, params
-
-
-def check_whole(value: object, name: str) -> int:
-    """``limit`` and ``offset``: a non-negative whole number (put into the statement)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValidationError(f"{name}: expected a non-negative whole number, got {value!r}")
-    return value
+def list_sql(*, count: bool = False, **query: Any) -> tuple[str, dict[str, Any]]:
+    """The statement and parameters of ``list_chunks`` (``count``: of ``count_chunks``), keyword
+    by keyword as ``ListQuery`` names them."""
+    return filters.list_sql(SQLITE, ListQuery(**query), SELECT_COLUMNS, count=count)
 
 
 def fts_leg(where: str, *, exact: bool, limit: str) -> str:

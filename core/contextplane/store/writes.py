@@ -1,31 +1,23 @@
-"""Writes: validating a row, stamping it (ADR D7), consolidating it, and inserting it with its
-vector and its ``created`` event (all in one transaction).
-
-Every write path goes through ``_prepare``: a row is checked against the write spec
-(``write_spec``: ``add_chunk``'s fields and checks, shared by every store), its text
-validated and its creation stamps (kind, delivery policy, review state, expiry) decided once,
-before the write lock is taken, and laid out in ``INSERT_COLUMNS`` order. Bulk rows usually
-share their attributes, so the stamps are memoised per attribute tuple within a batch.
+"""Writes: a row validated and stamped, consolidated, and inserted with its vector and its
+``created`` event, all in one transaction. This module consolidates (``memory.consolidation``'s rules: exact
+duplicates, outdated text, near duplicates, same-subject supersession) before the insert
+(``inserts``: validation, D7 stamps, the insert and the history seams).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import apsw
 
 from contextplane.embedding import refused_write
-from contextplane.errors import StoreError
 from contextplane.memory.consolidation import (
     NEAR_DUPLICATE_CANDIDATES,
     Consolidation,
-    Outcome,
     WriteOutcome,
     candidate_terms,
-    content_hash,
     current_head,
     near_duplicates,
     normalise_content,
@@ -34,34 +26,24 @@ from contextplane.memory.consolidation import (
 from contextplane.memory.model import (
     SUPERSEDED_PREFIX,
     format_timestamp,
-    parse_occurred_at,
     utc_now,
-    validate_namespace,
-    validate_text,
 )
-from contextplane.store import history, migrate, unkeyed, vector_index, write_spec
-from contextplane.store.columns import (
-    ATTRIBUTE_FIELDS,
-    BULK_INSERT_SQL,
-    INSERT_COLUMNS,
-    INSERT_SQL,
-    STAGE_SQL,
-    STAGING_SQL,
-    UNSTAGE_SQL,
-)
+from contextplane.store import migrate, unkeyed, write_spec
 from contextplane.store.connection import store_error
 from contextplane.store.fts_query import to_match_expression
-from contextplane.store.vector_upkeep import VectorUpkeep
+from contextplane.store.inserts import (
+    _AT,
+    _AT_EXPIRES,
+    _AT_HASH,
+    _AT_NAMESPACE,
+    _AT_OCCURRED,
+    _AT_REVIEW,
+    _AT_SOURCE_TYPE,
+    _AT_SUBJECT,
+    StoreInserts,
+)
+from contextplane.store.outcomes import write_outcomes
 
-#: Where each column sits in a prepared row (``INSERT_COLUMNS`` order).
-_AT: Final[dict[str, int]] = {c.name: i for i, c in enumerate(INSERT_COLUMNS)}
-_AT_HASH: Final[int] = _AT["content_hash"]
-_AT_NAMESPACE: Final[int] = _AT["namespace"]
-_AT_SOURCE_TYPE: Final[int] = _AT["source_type"]
-_AT_REVIEW: Final[int] = _AT["review_state"]
-_AT_SUBJECT: Final[int] = _AT["subject"]
-_AT_EXPIRES: Final[int] = _AT["expires_at"]
-_AT_OCCURRED: Final[int] = _AT["occurred_at"]
 #: The D6 filter on ``chunks AS c`` at the write's time (the one parameter).
 _DELIVERABLE: Final[str] = (
     "(c.review_state IS NULL OR c.review_state != 'rejected') "
@@ -103,7 +85,7 @@ def _match(candidates: list[tuple[str, Any]] | None, content: str) -> Any | None
     return None
 
 
-class StoreWrites(write_spec.ChunkWrites, VectorUpkeep):
+class StoreWrites(write_spec.ChunkWrites, StoreInserts):
     """Adding rows: one or a batch, all or none."""
 
     #: Set once the store's rows all have their content key (``_keys_complete``).
@@ -187,28 +169,8 @@ class StoreWrites(write_spec.ChunkWrites, VectorUpkeep):
             new_ids = dict(zip(keep, ids, strict=True))
             if policy.auto_supersede:
                 superseded = self._subject_heads(conn, prepared, new_ids, now_text)
-        outcomes: list[WriteOutcome] = []
-        details: dict[int, str] = {}
-        for index in range(len(prepared)):
-            if index in new_ids and index not in superseded and not near.get(index):
-                outcomes.append(WriteOutcome(str(new_ids[index])))  # stored: the common case
-                continue
-            if index in duplicate_of:
-                target = duplicate_of[index]
-                found = str(new_ids[target]) if isinstance(target, int) else target
-                outcomes.append(WriteOutcome(found, "duplicate", duplicate_of=found))
-                continue
-            if index in outdated_of:
-                head, old = outdated_of[index]
-                outcomes.append(WriteOutcome(head, "outdated", duplicate_of=old))
-                continue
-            olds = superseded.get(index, [])
-            close = tuple(p for p in near.get(index, ()) if p[0] not in olds)
-            outcome: Outcome = "superseded" if olds else "near_duplicate" if close else "stored"
-            result = WriteOutcome(str(new_ids[index]), outcome, superseded=olds, near_duplicates=close)
-            if outcome != "stored":
-                details[new_ids[index]] = json.dumps(result.detail())
-            outcomes.append(result)
+        outcomes, stored = write_outcomes(len(prepared), new_ids, duplicate_of, outdated_of, superseded, near)
+        details = {new_ids[i]: json.dumps(r.detail()) for i, r in stored.items() if r.outcome != "stored"}
         if details:
             self._record_created(conn, details)
         for index, chunk_id in sorted(new_ids.items()):
@@ -304,9 +266,7 @@ class StoreWrites(write_spec.ChunkWrites, VectorUpkeep):
         for chunk_id, content, namespace, source_type, occurred, key in conn.execute(
             "SELECT c.id, c.content, c.namespace, c.source_type, c.occurred_at, c.content_hash "
             "FROM chunks AS c WHERE c.content_hash IN (SELECT value FROM json_each(?)) "
-            "AND c.content_hash IS NOT NULL AND "
-            + _DELIVERABLE
-            + " ORDER BY c.id",
+            "AND c.content_hash IS NOT NULL AND " + _DELIVERABLE + " ORDER BY c.id",
             (json.dumps(hashes), now_text),
         ):
             key_of = (key, namespace, source_type, occurred)
@@ -397,131 +357,3 @@ class StoreWrites(write_spec.ChunkWrites, VectorUpkeep):
     @staticmethod
     def _subject_key(row: tuple[Any, ...]) -> tuple[str, str, str]:
         return (str(row[_AT_SUBJECT]), str(row[_AT_NAMESPACE]), str(row[_AT["memory_kind"]]))
-
-    # The history's three seams (bench/history_bench.py replaces them to measure its cost).
-
-    # The history seams: every write path appends its events through these, in its own write
-    # transaction (``store.history``). bench/history_bench.py replaces them to measure the
-    # history's cost, so each does exactly the history's part and nothing else.
-
-    def _log_created(self, conn: apsw.Connection, ids: range, at: str) -> int | None:
-        """The position of a write batch, logged before its rows are inserted with it."""
-        return history.log_created(conn, ids, at)
-
-    def _record_created(self, conn: apsw.Connection, details: dict[int, str]) -> None:
-        """What consolidation said about created rows (id -> JSON detail)."""
-        if details:
-            history.record_created(conn, details)
-
-    def _change(
-        self,
-        conn: apsw.Connection,
-        chunk_id: int,
-        sets: str,
-        params: Sequence[Any],
-        event: str,
-        actor: str,
-        at: str,
-        *,
-        detail: Mapping[str, Any] | None = None,
-    ) -> None:
-        """One change to one row (``UPDATE chunks SET {sets}``) with its event; a row that is not
-        there raises, so the write transaction rolls back with nothing changed."""
-        if not history.change(conn, chunk_id, sets, params, event, actor, at, detail=detail):
-            raise StoreError(f"{self.path}: no memory with id {str(chunk_id)!r}")
-
-    def _record_purged(self, conn: apsw.Connection, where: str, params: Mapping[str, Any], at: str) -> None:
-        """The ``purged`` events of the rows a purge is about to delete."""
-        history.record_purged(conn, where, params, at)
-
-    def _insert(
-        self,
-        conn: apsw.Connection,
-        prepared: list[tuple[Any, ...]],
-        vectors: list[bytes] | None,
-    ) -> range:
-        """Insert prepared rows (caller holds the write transaction) and their vectors, at one
-        history position (their ``created`` events)."""
-        # AUTOINCREMENT under our write lock hands out max(seq, max id) + 1, +2, ... in order.
-        first = 1 + int(
-            migrate.scalar(
-                conn,
-                "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'chunks'), 0), "
-                "coalesce((SELECT max(id) FROM chunks), 0))",
-            )
-        )
-        at = str(prepared[0][_AT["created_at"]])
-        seq = self._log_created(conn, range(first, first + len(prepared)), at)
-        if len(prepared) > 1:  # one statement for the batch (see ``columns.STAGE_SQL``)
-            conn.execute(STAGING_SQL)
-            conn.executemany(STAGE_SQL, prepared)
-            conn.execute(BULK_INSERT_SQL, (seq,))
-            conn.execute(UNSTAGE_SQL)
-        else:
-            conn.execute(INSERT_SQL, (*prepared[0], seq))
-        last = int(conn.last_insert_rowid())
-        if last - first + 1 != len(prepared):
-            raise StoreError(
-                f"{self.path}: inserted ids are not contiguous ({first}..{last}); nothing stored"
-            )
-        ids = range(first, last + 1)
-        if vectors is not None:
-            assert self._embedder is not None
-            vector_index.require_space(conn, self.path, self._embedder)  # one lookup; never a mix
-            vector_index.add_vectors(conn, zip(ids, vectors, strict=True))
-        return ids
-
-    def _prepare(
-        self,
-        row: Mapping[str, Any],
-        now: datetime,
-        now_text: str,
-        index: int,
-        cache: dict[tuple[Any, ...], tuple[Any, ...]] | None = None,
-    ) -> tuple[Any, ...]:
-        """Validate and stamp one row into insert order. ``cache`` memoises everything but the
-        content per distinct attribute tuple: bulk rows usually share their attributes, and the
-        stamps depend only on those attributes and ``now`` (fixed for the batch)."""
-        write_spec.check_fields(row, index)
-        content = validate_text(row["content"], "content", allow_empty=False)
-        occurred = parse_occurred_at(row.get("occurred_at"))
-        key = tuple(map(row.get, ATTRIBUTE_FIELDS))
-        try:
-            tail = cache.get(key) if cache is not None else None
-        except TypeError:  # an unhashable value: validation below will name it
-            tail, cache = None, None
-        if tail is None:
-            tail = self._stamp_tail(row, now, now_text)
-            if cache is not None:
-                cache[key] = tail
-        event = None if occurred is None else format_timestamp(occurred)
-        return (content, *tail, event, content_hash(content))
-
-    @staticmethod
-    def _stamp_tail(row: Mapping[str, Any], now: datetime, now_text: str) -> tuple[Any, ...]:
-        """Everything after the content, in ``INSERT_COLUMNS`` order."""
-        domain, source_type, stamp = write_spec.stamped(row, now)
-        stamped: dict[str, Any] = {
-            "domain": domain,
-            "source_type": source_type,
-            "memory_kind": stamp.memory_kind,
-            "delivery_policy": stamp.delivery_policy,
-            "review_state": stamp.review_state,
-            "expires_at": None if stamp.expires_at is None else format_timestamp(stamp.expires_at),
-        }
-        tail: list[Any] = []
-        for column in INSERT_COLUMNS[1:]:
-            name = column.name
-            if column.on_add in ("event", "derived"):
-                continue  # per row, in ``_prepare``
-            if name in stamped:
-                tail.append(stamped[name])
-            elif column.on_add == "text":
-                tail.append(validate_text(row.get(name, column.default), name))
-            elif column.on_add == "namespace":
-                tail.append(validate_namespace(row.get(name, "")))
-            elif column.on_add == "now":
-                tail.append(now_text)
-            else:  # a new kind of column must say how it is written
-                raise AssertionError(f"column {name!r}: no rule for on_add={column.on_add!r}")
-        return tuple(tail)

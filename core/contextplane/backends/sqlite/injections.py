@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import json
 import os
 import threading
 from typing import Any
 
+from contextplane.backends.record_codec import (
+    INJECTION_INSERT_COLUMNS,
+    INJECTION_SELECT,
+    injection_cells,
+    injection_row,
+)
 from contextplane.backends.sqlite.connection import adopt, connect, has_table
 from contextplane.backends.sqlite.connection import translated as _translated
 from contextplane.records.injections import InjectionRow
@@ -53,26 +58,13 @@ class SQLiteInjectionLog:
     def record(self, row: InjectionRow) -> int:
         with self._lock, _translated(self.path, "recording the injection log row"):
             self._conn.execute(
-                "INSERT INTO injection_log(session_id, turn_index, at, mode, approx_tokens, used_chars, "
-                "budget_chars, delivered) VALUES (?,?,?,?,?,?,?,?)",
-                (
-                    row.session_id,
-                    row.turn_index,
-                    row.at,
-                    row.mode,
-                    row.approx_tokens,
-                    row.used_chars,
-                    row.budget_chars,
-                    json.dumps(row.delivered, sort_keys=True),
-                ),
+                f"INSERT INTO injection_log({INJECTION_INSERT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)",
+                injection_cells(row),
             )
             return int(self._conn.last_insert_rowid())
 
     def rows(self, session_id: str | None = None, limit: int | None = None) -> builtins.list[InjectionRow]:
-        sql = (
-            "SELECT id, session_id, turn_index, at, mode, approx_tokens, used_chars, budget_chars, delivered "
-            "FROM injection_log"
-        )
+        sql = INJECTION_SELECT
         args: list[Any] = []
         if session_id is not None:
             sql += " WHERE session_id = ?"
@@ -86,20 +78,7 @@ class SQLiteInjectionLog:
                 return []  # opened read-only on a file that never logged an injection
             with _translated(self.path, "reading the injection log"):
                 out = list(self._conn.execute(sql, args))
-        return [
-            InjectionRow(
-                id=r[0],
-                session_id=r[1],
-                turn_index=r[2],
-                at=r[3],
-                mode=r[4],
-                approx_tokens=r[5],
-                used_chars=r[6],
-                budget_chars=r[7],
-                delivered=json.loads(r[8]),
-            )
-            for r in out
-        ]
+        return [injection_row(r) for r in out]
 
     def close(self) -> None:
         self._conn.close()
