@@ -21,7 +21,16 @@ import apsw
 
 from contextplane.errors import StoreError, ValidationError
 from contextplane.memory.model import MemoryChunk
-from contextplane.store import fusion, legs, query_terms, ranks, sql, vector_index, vector_lists, vector_matrix
+from contextplane.store import (
+    fusion,
+    legs,
+    query_terms,
+    ranks,
+    sql,
+    vector_index,
+    vector_lists,
+    vector_matrix,
+)
 from contextplane.store.columns import SELECT_COLUMNS, as_id, chunk_from_row
 from contextplane.store.connection import store_error
 from contextplane.store.filters import SQLITE
