@@ -73,7 +73,7 @@ if TYPE_CHECKING:  # kept names (not in __all__): ``X as X`` is mypy's mark of a
     from contextplane.embedding import AsyncEmbedder as AsyncEmbedder
     from contextplane.embedding import Embedder as Embedder
     from contextplane.errors import SectionError as SectionError
-    from contextplane.hookspecs import hookimpl as hookimpl
+    from contextplane.markers import hookimpl as hookimpl
     from contextplane.memory.model import MemoryChunk as MemoryChunk
     from contextplane.notices import PluginWarning as PluginWarning
     from contextplane.notices import warn_once as warn_once
@@ -145,7 +145,7 @@ _WHERE: dict[str, str] = {
     "compose_projected_context": "contextplane.projection",
     "deliver": "contextplane.delivery",
     "get_host": "contextplane.plugins",
-    "hookimpl": "contextplane.hookspecs",
+    "hookimpl": "contextplane.markers",
     "load_config": "contextplane.config",
     "open_runtime": "contextplane.runtime",
     "open_backend": "contextplane.backends",

@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # what mypy and IDEs see; at run time __getattr__ loads each 
     from contextplane.config import Config
     from contextplane.embedding import AsyncEmbedder, Embedder
     from contextplane.errors import EmbedderError, StoreError, ValidationError
-    from contextplane.hookspecs import hookimpl
+    from contextplane.markers import hookimpl
     from contextplane.memory.consolidation import (
         Consolidation,
         Outcome,
@@ -151,7 +151,7 @@ _WHERE: dict[str, str] = {
     "check_fields": "contextplane.backends.spec",
     "current_head": "contextplane.memory.consolidation",
     "decode_snapshot": "contextplane.records",
-    "hookimpl": "contextplane.hookspecs",
+    "hookimpl": "contextplane.markers",
     "near_duplicates": "contextplane.memory.consolidation",
     "normalise_content": "contextplane.memory.consolidation",
     "register_backend": "contextplane.records",

@@ -8,20 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pluggy
-
 from contextplane.config import Config
 from contextplane.embedding import Embedder
+from contextplane.markers import PROJECT as PROJECT
+from contextplane.markers import hookimpl as hookimpl
+from contextplane.markers import hookspec
 from contextplane.records.backend import Backend
 from contextplane.request import ProjectionRequest
 from contextplane.sections import ContextSection, PromptSection
 from contextplane.store.protocol import KnowledgeStore
 from contextplane.types import ModelCall, ProjectedContext, StablePrefix
-
-PROJECT = "contextplane"
-
-hookspec = pluggy.HookspecMarker(PROJECT)
-hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec

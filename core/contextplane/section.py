@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # what mypy and IDEs see; at run time __getattr__ loads each 
     from contextplane.budget import budget_chars
     from contextplane.config import Config
     from contextplane.errors import ConfigError, EmbedderError, SectionError, StoreError
-    from contextplane.hookspecs import hookimpl
+    from contextplane.markers import hookimpl
     from contextplane.memory.model import MemoryChunk
     from contextplane.notices import BudgetWarning, PluginWarning, log_failure, warn_once
     from contextplane.plugins import PluginHost, plugin_host_with
@@ -71,7 +71,7 @@ _WHERE: dict[str, str] = {
     "budget_chars": "contextplane.budget",
     "build_stable_prefix": "contextplane.authority",
     "compose_projected_context": "contextplane.projection",
-    "hookimpl": "contextplane.hookspecs",
+    "hookimpl": "contextplane.markers",
     "log_failure": "contextplane.notices",
     "plugin_host_with": "contextplane.plugins",
     "warn_once": "contextplane.notices",

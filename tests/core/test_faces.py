@@ -118,6 +118,9 @@ def fresh_modules(code: str) -> set[str]:
         # what a section declares is values only: no store, no configuration converter
         "from contextplane.section import ContextSection, PromptSection, Row, Draft, Envelope, Shed, "
         "ProjectionRequest, BuildContext, Surface, warn_once, PluginWarning, SectionError",
+        # declaring a hook: the marker alone, not the typed specs (which load the store)
+        "from contextplane.section import hookimpl",
+        "from contextplane import hookimpl",
     ],
 )
 def test_a_face_imports_nothing_heavy(code: str) -> None:

@@ -155,3 +155,21 @@ def test_the_bound_decides_and_bad_values_are_refused(path: Path) -> None:
     with pytest.raises(ConfigError, match="vector_memory_mb"):
         structure({"store": {"vector_memory_mb": -5}})
     assert structure({"store": {"vector_memory_mb": 0}}).store.vector_memory_mb == 0
+
+
+def test_admitted_in_order_is_the_best_n_the_filter_admits(path: Path) -> None:
+    """The one-statement filter (SQL stops at the n-th admitted candidate) against filtering
+    every candidate: the same rows, best first, for a scope that keeps one in five."""
+    import numpy as np
+
+    with _open(path, 256) as store:
+        conn = store.conn
+        ids = np.array([int(r[0]) for r in conn.execute("SELECT id FROM chunks ORDER BY id")], dtype=np.int64)
+        sims = np.random.default_rng(2).standard_normal(len(ids)).astype(np.float32)
+        where, params = "c.namespace = :ns", {"ns": "project:b"}
+        allowed = {int(r[0]) for r in conn.execute("SELECT id FROM chunks WHERE namespace = 'project:b'")}
+        best = [int(i) for i in ids[np.argsort(-sims, kind="stable")] if int(i) in allowed]
+        for n in (1, 7, 60, len(allowed) + 5):
+            got = vector_matrix.admitted_in_order(conn, ids, sims, where, params, n)
+            assert [k for k, _ in got] == best[:n]
+        assert vector_matrix.admitted_in_order(conn, ids, sims, where, params, 0) == []

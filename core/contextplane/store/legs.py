@@ -164,7 +164,7 @@ def vector_leg(
         ids, sims = listed
         # the index form's first width, as in SQL: the scope filter keeps most candidates of a
         # turn's scopes, and each costs a row lookup
-        found = vector_matrix.scan(conn, ids, sims, where, params, n, first=2 * n)
+        found = vector_matrix.admitted_in_order(conn, ids, sims, where, params, n)
         return Leg("vector", tuple(k for k, _ in found), dict(found), "held", 1)
     fast, exact = vector_statements(where)
     rows, form, used = _widened(

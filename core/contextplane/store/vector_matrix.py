@@ -16,6 +16,7 @@ alone, so the filters mean exactly what they mean everywhere else.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections.abc import Hashable
@@ -95,10 +96,25 @@ def scan(
     """The ``n`` rows ``where`` admits (on ``chunks AS c``) with the highest similarity, ties by
     id: the best ``first`` candidates (``4n`` unless given) first, filtered in SQL; when the
     filters leave fewer than ``n`` and more rows exist, 8 times as many, and so on."""
+    return scan_widening(conn, ids, sims, where, params, n, first=first)[0]
+
+
+def scan_widening(
+    conn: apsw.Connection,
+    ids: Any,
+    sims: Any,
+    where: str,
+    params: dict[str, Any],
+    n: int,
+    *,
+    first: int | None = None,
+) -> tuple[list[tuple[int, float]], int]:
+    """``scan``, and how many candidates it filtered last (a caller remembers it per scope set,
+    so a scope that keeps few of the nearest vectors starts there next time)."""
     np = vector_index._numpy()
     total = len(ids)
     if total == 0:
-        return []
+        return [], 0
     # stable sort on -sim keeps ascending id order among equal similarities (ids are sorted)
     order = np.argsort(-sims, kind="stable")
     take = min(total, 4 * n if first is None else max(n, first))
@@ -114,5 +130,46 @@ def scan(
         }
         kept = [(key, float(sims[i])) for key, i in zip(keys, chosen.tolist(), strict=True) if key in allowed]
         if len(kept) >= n or take >= total:
-            return kept[:n]
+            return kept[:n], take
         take = min(total, take * 8)
+
+
+def admitted_in_order(
+    conn: apsw.Connection,
+    ids: Any,
+    sims: Any,
+    where: str,
+    params: dict[str, Any],
+    n: int,
+) -> list[tuple[int, float]]:
+    """The ``n`` rows ``where`` admits with the highest similarity, ties by id, in one statement:
+    every candidate is handed to SQL best first and SQL stops at the ``n``-th admitted one.
+
+    Why not ``scan``'s widening: a scope holding a twentieth of the store keeps one candidate
+    in twenty, so widening from the first ``2n`` re-filtered the candidates two or three times a
+    search (a row lookup each); here each candidate is looked up at most once, and no more of
+    them than it takes. ``json_each`` yields the array in order and ``CROSS JOIN`` keeps it the
+    outer loop; the order SQL returned (``j.key``) is checked, and a plan that did not keep it
+    is answered by filtering every candidate instead."""
+    np = vector_index._numpy()
+    if len(ids) == 0 or n <= 0:
+        return []
+    order = np.argsort(-sims, kind="stable")  # ids ascending: equal similarities stay by id
+    keys = ids[order].tolist()
+    values = sims[order].tolist()
+    rows: list[Any] = conn.execute(
+        "SELECT j.key FROM json_each(:ids) AS j CROSS JOIN chunks AS c ON c.id = j.value "
+        f"WHERE {where} LIMIT :n_admitted",
+        {**params, "ids": json.dumps(keys), "n_admitted": n},
+    ).fetchall()
+    positions = [int(r[0]) for r in rows]
+    if any(b <= a for a, b in itertools.pairwise(positions)):
+        allowed = {
+            int(r[0])
+            for r in conn.execute(
+                f"SELECT c.id FROM chunks AS c WHERE c.id IN (SELECT value FROM json_each(:ids)) AND {where}",
+                {**params, "ids": json.dumps(keys)},
+            )
+        }
+        positions = [i for i, key in enumerate(keys) if key in allowed][:n]
+    return [(keys[i], values[i]) for i in positions]
