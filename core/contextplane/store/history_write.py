@@ -15,7 +15,6 @@ from contextplane.errors import StoreError
 from contextplane.memory.history import (
     EVENT_NAMES,
 )
-from contextplane.store import migrate
 from contextplane.store.columns import SELECT_NAMES
 from contextplane.store.history_spec import STATE_COLUMNS as STATE_COLUMNS
 
@@ -123,7 +122,10 @@ def record_purged(conn: apsw.Connection, where: str, params: Mapping[str, Any], 
 
 
 def latest_seq(conn: apsw.Connection) -> int:
-    return int(migrate.scalar(conn, "SELECT coalesce(max(seq), 0) FROM chunk_log"))
+    """The history's last position. Read here, not through ``migrate.scalar``: every turn reads
+    it (replay needs it), and the migrations' state module has no other business on a turn."""
+    row: Any = conn.execute("SELECT coalesce(max(seq), 0) FROM chunk_log").fetchone()
+    return int(row[0])
 
 
 def chunk_ids(values: Iterable[str]) -> list[int]:
