@@ -47,7 +47,6 @@ from typing import Any
 from contextplane.engine.assembly import (
     Drafting,
     assemble,
-    d8_request,
     needs_memory,
     prepare,
     row_limit,
@@ -68,7 +67,6 @@ from contextplane.handoff import hand_off, settled_within
 from contextplane.observability.turn import TurnState
 from contextplane.plugins import PluginHost
 from contextplane.request import ProjectionRequest
-from contextplane.signatures import parameters_of
 from contextplane.types import ProjectedContext
 
 #: Set inside ``per_read()``: every turn takes the per-read route, whatever its store.
@@ -227,10 +225,3 @@ async def acompose_turn(
     if projection.injection is not None:  # told once the view is closed
         await host.anotify_projection(projection, request)
     return projection
-
-
-@parameters_of(d8_request)
-async def acompose_projected_context(*args: Any, **kwargs: Any) -> ProjectedContext:
-    """``compose_projected_context`` for an event loop: the same arguments, the same projection."""
-    request, host, strict = d8_request(*args, **kwargs)
-    return await acompose(request, host=host, strict=strict)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contextplane.engine.assembly import assemble, d8_request, prepare, row_limit, split
+from contextplane.engine.assembly import assemble, prepare, row_limit, split
 from contextplane.engine.drafting import (
     HERE,
     TurnDrafts,
@@ -26,7 +26,6 @@ from contextplane.engine.drafting import (
 from contextplane.observability.turn import TurnState
 from contextplane.plugins import PluginHost
 from contextplane.request import ProjectionRequest
-from contextplane.signatures import parameters_of
 from contextplane.types import ProjectedContext
 
 
@@ -94,15 +93,3 @@ def run_turn(
     if projection.injection is not None:
         host.notify_projection(projection, request)
     return projection
-
-
-@parameters_of(d8_request)
-def compose_projected_context(*args: Any, **kwargs: Any) -> ProjectedContext:
-    """Compose the projected context for one request: the ADR D8 signature over ``compose``.
-
-    ``knowledge_store`` may be a memory store or a whole backend; a store's own backend (the
-    embedded SQLite store's file, say) receives the records unless ``backend`` names another.
-    ``only_sections`` restricts composition to a declared subset (a subagent's contract).
-    """
-    request, host, strict = d8_request(*args, **kwargs)
-    return compose(request, host=host, strict=strict)
