@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -22,9 +22,11 @@ from agent_framework import (
     BaseChatClient,
     ChatMiddlewareLayer,
     ChatResponse,
+    ChatResponseUpdate,
     Content,
     FunctionInvocationLayer,
     Message,
+    ResponseStream,
     tool,
 )
 
@@ -158,10 +160,15 @@ def text_reply(text: str = "ok") -> Policy:
 
 
 def lookup_then_answer(messages: Sequence[Message]) -> ChatResponse:
-    """Calls ``lookup`` once per run (when the newest non-projection message is the user's),
-    then answers with the tool's result."""
-    results = [c for m in messages for c in m.contents if c.type == "function_result"]
-    if not any(str(m.role) == "tool" for m in messages[-3:]):
+    """Calls ``lookup`` once per run (no tool result after the newest operator input yet), then
+    answers with the tool's result. The projection is not operator input (it is marked)."""
+    inputs = [
+        i for i, m in enumerate(messages)
+        if str(m.role) == "user" and "contextplane_projection" not in (m.additional_properties or {})
+    ]
+    after = messages[inputs[-1] + 1 :] if inputs else messages
+    results = [c for m in after for c in m.contents if c.type == "function_result"]
+    if not results:
         call = Content.from_function_call(call_id=f"call-{len(messages)}", name="lookup", arguments={"city": "Oslo"})
         return ChatResponse(messages=[Message(role="assistant", contents=[call])])
     return ChatResponse(messages=[Message(role="assistant", contents=[f"answer: {results[-1].result}"])])
@@ -180,8 +187,15 @@ class FakeChatClient(FunctionInvocationLayer[Any], ChatMiddlewareLayer[Any], Bas
         return self.policy(messages)
 
     def _inner_get_response(self, *, messages: Sequence[Message], stream: bool, options: Any, **kwargs: Any) -> Any:
-        assert not stream, "the fake client answers non-streaming calls only"
-        return self._respond(messages, options)
+        if not stream:
+            return self._respond(messages, options)
+
+        async def updates() -> AsyncIterator[ChatResponseUpdate]:
+            # One update per message of the canned response, as a provider streams them.
+            for message in (await self._respond(messages, options)).messages:
+                yield ChatResponseUpdate(role=message.role, contents=list(message.contents))
+
+        return ResponseStream(updates(), finalizer=ChatResponse.from_updates)
 
 
 @tool

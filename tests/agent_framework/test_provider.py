@@ -270,3 +270,70 @@ def test_a_client_without_chat_middleware_still_gets_the_projection_and_says_why
     assert backend.snapshots.list("s1") == [] and len(backend.injections.rows("s1")) == 2
     assert sum("no chat middleware" in r.getMessage() for r in caplog.records) == 1
     assert MARK not in stored_json(session)
+
+
+def test_a_streamed_run_records_and_stores_the_same(host, backend, sections) -> None:
+    agent, client, _cp, _history = make_agent(host, backend, lookup_then_answer, tools=[lookup])
+
+    async def streamed() -> Any:
+        session = agent.create_session(session_id="s1")
+        for q in ("q-one", "q-two"):
+            stream = agent.run(q, session=session, stream=True)
+            async for _update in stream:
+                pass
+            await stream.get_final_response()
+        return session
+
+    session = run(streamed())
+    assert len(client.seen) == 4
+    assert len(sections.of("working")) == 2
+    assert [r.turn_index for r in backend.injections.rows("s1")] == [0, 1]
+    assert [s.key for s in backend.snapshots.list("s1")] == [("s1", 0, 0), ("s1", 0, 1), ("s1", 1, 0), ("s1", 1, 1)]
+    for seen in client.seen:
+        assert len(projections_in(seen.messages)) == 1 and MARK in seen.messages[-1].text
+    stored = session.state["in_memory"]["messages"]
+    assert [str(m.role) for m in stored] == ["user", "assistant", "tool", "assistant"] * 2
+    assert MARK not in stored_json(session)
+
+
+def test_per_service_call_history_persistence_does_not_store_the_projection_either(host, backend) -> None:
+    """With ``require_per_service_call_history_persistence`` the framework loads and persists
+    around every model call, splitting context from input by attribution: the projection is
+    context, so it is still never stored."""
+    runtime = open_runtime(host.config, backend=backend, host=host)
+    client = FakeChatClient(lookup_then_answer)
+    agent = Agent(
+        client,
+        tools=[lookup],
+        context_providers=[InMemoryHistoryProvider(), ContextPlaneProvider(runtime)],
+        require_per_service_call_history_persistence=True,
+    )
+    session = run(two_turns(agent))
+    assert len(client.seen) == 4
+    for seen in client.seen:
+        # The framework's per-call middleware runs inside ours and rebuilds the call from its
+        # context messages first, so in this mode the projection leads (documented).
+        assert projections_in(seen.messages) == [seen.messages[0]]
+    stored = session.state["in_memory"]["messages"]
+    assert "q-one" in [m.text for m in stored] and "q-two" in [m.text for m in stored]
+    assert MARK not in stored_json(session)
+    assert len(backend.snapshots.list("s1")) == 4 and len(backend.injections.rows("s1")) == 2
+
+
+def test_concurrent_runs_each_see_their_own_turn(host, backend) -> None:
+    agent, client, _cp, _history = make_agent(host, backend, lookup_then_answer, tools=[lookup])
+
+    async def many() -> list[Any]:
+        sessions = [agent.create_session(session_id=f"c{i}") for i in range(6)]
+        await asyncio.gather(*(agent.run(f"q{i}", session=s) for i, s in enumerate(sessions)))
+        return sessions
+
+    sessions = run(many())
+    assert len(client.seen) == 12
+    for seen in client.seen:
+        [projection] = projections_in(seen.messages)
+        query = seen.messages[0].text
+        assert f"{MARK}c{query[1:]}|0|{query}}}" in projection.text
+    for i, session in enumerate(sessions):
+        assert [s.key for s in backend.snapshots.list(f"c{i}")] == [(f"c{i}", 0, 0), (f"c{i}", 0, 1)]
+        assert MARK not in stored_json(session)
