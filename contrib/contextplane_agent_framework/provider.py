@@ -5,8 +5,8 @@ run's input once, and whatever it adds to the ``SessionContext`` is sent with ev
 of the run (the function-invocation loop reuses the run's message list). So the provider:
 
 1. in ``before_run`` builds the turn's ``ProjectionRequest`` (the query is the run's input, the
-   session the ``AgentSession``, the turn index a counter in the provider's session state) and
-   composes it once (``Runtime.acompose``; the records observer writes the injection-log row
+   session the ``AgentSession``, the turn index a counter in the provider's session state; a
+   run that only answers a tool-approval request resumes the turn) and composes it once (``Runtime.acompose``; the records observer writes the injection-log row
    and the trajectory entry). It extends the run's instructions with the stable prefix and its
    context messages with the projection, attributed to ``source_id``: a ``HistoryProvider``
    stores input and response messages, and context messages only when built with
@@ -46,34 +46,40 @@ from contextplane.config import Config
 from contextplane.plugins import PluginHost, get_host
 from contextplane.request import BuildContext, ProjectionRequest, Surface
 from contextplane.runtime import Runtime, Turn
-from contextplane_agent_framework.messages import RunCodec
+from contextplane_agent_framework.messages import RunCodec, is_context_frame
 
 logger = logging.getLogger("contextplane.agent_framework")
 
 #: A flag fixed for the provider, or decided per run from the session and the run's context.
 Flag = bool | Callable[[AgentSession, SessionContext], bool]
 
-#: Key of the turn counter in the provider's session state (the only thing it keeps there).
+#: Keys of the turn counter and the turn's model-call counter in the provider's session state
+#: (the only things it keeps there: no text).
 TURN_KEY = "turn_index"
+CALLS_KEY = "calls"
 
 
 def run_query(messages: Sequence[Message]) -> str:
-    """The run's input as the query: its newest user message, else all its text."""
+    """The newest operator text: the newest user message with text that is not a context frame
+    ("" when there is none: a run that only answers an approval request, say)."""
     for message in reversed(messages):
-        if str(message.role) == "user" and message.text:
+        if str(message.role) == "user" and message.text and not is_context_frame(message):
             return str(message.text)
-    return "\n".join(str(m.text) for m in messages if m.text)
+    return ""
 
 
 class ProjectionDelivery(ChatMiddleware):
     """One run's projection on its way to that run's model calls (made by ``before_run``).
 
-    Counts the calls (the snapshot's ``call_index``); ``codec`` reads the run's messages."""
+    Counts the turn's calls (the snapshot's ``call_index``) in the provider's session state, so
+    a resumed run continues the numbering; ``codec`` reads the run's messages."""
 
-    def __init__(self, runtime: Runtime, turn: Turn, codec: RunCodec) -> None:
+    def __init__(self, runtime: Runtime, turn: Turn, codec: RunCodec, state: dict[str, Any]) -> None:
         self.runtime = runtime
         self.turn = turn
         self.codec = codec
+        self.state = state
+        #: Model calls of this run.
         self.calls = 0
 
     def prefix_seen(self, options: Mapping[str, Any] | None) -> StablePrefix | str | None:
@@ -89,10 +95,12 @@ class ProjectionDelivery(ChatMiddleware):
 
     async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
         history = [m for m in context.messages if not self.codec.is_this_run(m)]
-        delivered = await self.runtime.adeliver(
-            self.turn, history, self.codec, call_index=self.calls, prefix=self.prefix_seen(context.options)
-        )
+        call_index = int(self.state.get(CALLS_KEY, 0))
+        self.state[CALLS_KEY] = call_index + 1
         self.calls += 1
+        delivered = await self.runtime.adeliver(
+            self.turn, history, self.codec, call_index=call_index, prefix=self.prefix_seen(context.options)
+        )
         context.messages = delivered.messages  # a new list: the run's own list is untouched
         await call_next()
 
@@ -155,11 +163,19 @@ class ContextPlaneProvider(ContextProvider):
     def request(
         self, session: AgentSession, context: SessionContext, state: dict[str, Any]
     ) -> ProjectionRequest:
-        """This run's ``ProjectionRequest``; advances the session's turn counter."""
-        turn_index = int(state.get(TURN_KEY, -1)) + 1
-        state[TURN_KEY] = turn_index
+        """This run's ``ProjectionRequest``. A run whose input holds operator text opens a turn
+        (the counter advances); one without (it answers a tool-approval request) resumes the
+        current turn, queried with the newest operator text of the loaded history."""
+        query = run_query(context.input_messages)
+        resumed = not query and TURN_KEY in state
+        if resumed:
+            turn_index = int(state[TURN_KEY])
+            query = run_query(context.get_messages(exclude_sources={self.source_id}))
+        else:
+            turn_index = int(state.get(TURN_KEY, -1)) + 1
+            state[TURN_KEY], state[CALLS_KEY] = turn_index, 0
         return self.runtime.request(
-            run_query(context.input_messages),
+            query,
             state=self.working_state(session, context) if self.working_state is not None else None,
             session_id=context.session_id or session.session_id,
             turn_index=turn_index,
@@ -169,7 +185,7 @@ class ContextPlaneProvider(ContextProvider):
             goal_turn=_flag(self.goal_turn, session, context),
             budget_tokens=self.budget_tokens,
             context_window=self.context_window,
-            extra={"reason": "turn"},
+            extra={"reason": "resume" if resumed else "turn"},
         )
 
     async def before_run(
@@ -180,7 +196,7 @@ class ContextPlaneProvider(ContextProvider):
         projection = turn.projection
         token = f"{projection.session_id}:{projection.turn_index}:{uuid.uuid4().hex}"
         codec = RunCodec(self.source_id, token)
-        delivery = ProjectionDelivery(self.runtime, turn, codec)
+        delivery = ProjectionDelivery(self.runtime, turn, codec, state)
         if self.stable_prefix:
             prefix = self.runtime.prefix
             text = prefix.text if isinstance(prefix, StablePrefix) else prefix
@@ -214,4 +230,4 @@ def _flag(value: Flag, session: AgentSession, context: SessionContext) -> bool:
     return bool(value(session, context)) if callable(value) else bool(value)
 
 
-__all__ = ["TURN_KEY", "ContextPlaneProvider", "Flag", "ProjectionDelivery", "run_query"]
+__all__ = ["CALLS_KEY", "TURN_KEY", "ContextPlaneProvider", "Flag", "ProjectionDelivery", "run_query"]

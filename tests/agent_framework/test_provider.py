@@ -74,8 +74,8 @@ def test_two_turns_the_model_saw_the_projection_and_the_session_stores_none(host
     everything = stored_json(session)
     assert "q-two" in everything, "the serialised session must hold the history, or the next check proves nothing"
     assert MARK not in everything and MEMTEXT not in everything and PROJECTION_MARKER not in everything
-    # The provider keeps only its turn counter in the session.
-    assert session.state["contextplane"] == {"turn_index": 1}
+    # The provider keeps only its counters in the session (the turn, the turn's model calls).
+    assert session.state["contextplane"] == {"turn_index": 1, "calls": 1}
 
 
 def test_one_composition_one_injection_row_per_turn_one_snapshot_per_model_call(host, backend, sections) -> None:
@@ -337,3 +337,47 @@ def test_concurrent_runs_each_see_their_own_turn(host, backend) -> None:
     for i, session in enumerate(sessions):
         assert [s.key for s in backend.snapshots.list(f"c{i}")] == [(f"c{i}", 0, 0), (f"c{i}", 0, 1)]
         assert MARK not in stored_json(session)
+
+
+def test_a_run_answering_a_tool_approval_resumes_the_turn(host, backend, sections) -> None:
+    """The approval answer is a new run with no operator text: it recomposes the same turn once
+    (reason "resume", queried with the turn's operator input) and continues its call numbering."""
+    from agent_framework import tool
+
+    @tool(approval_mode="always_require")
+    def guarded_lookup(city: str) -> str:
+        """Look the weather in a city up, after the operator approves."""
+        return f"sunny in {city}"
+
+    runtime = open_runtime(host.config, backend=backend, host=host)
+    client = FakeChatClient(lambda m: _renamed(lookup_then_answer(m), "guarded_lookup"))
+    agent = Agent(client, tools=[guarded_lookup], context_providers=[InMemoryHistoryProvider(), ContextPlaneProvider(runtime)])
+
+    async def turns() -> Any:
+        session = agent.create_session(session_id="s1")
+        first = await agent.run("q-one", session=session)
+        [request] = first.user_input_requests
+        await agent.run(Message(role="user", contents=[request.to_function_approval_response(True)]), session=session)
+        return session
+
+    session = run(turns())
+    assert [(d.turn_index, d.query) for d in sections.of("working")] == [(0, "q-one"), (0, "q-one")]
+    entries = [e for e in backend.trajectory.read("s1").entries if e.kind == "projection"]
+    assert [(e.data["turn_index"], e.data["reason"]) for e in entries] == [(0, "turn"), (0, "resume")]
+    assert [s.key for s in backend.snapshots.list("s1")] == [("s1", 0, 0), ("s1", 0, 1)]
+    assert len(client.seen) == 2
+    kinds = [(str(m.role), [c.type for c in m.contents]) for m in client.seen[1].messages]
+    assert kinds == [("user", ["text"]), ("assistant", ["function_call"]), ("tool", ["function_result"]), ("user", ["text"])]
+    assert client.seen[1].messages[2].contents[0].result == "sunny in Oslo"
+    [projection] = projections_in(client.seen[1].messages)
+    assert "|0|q-one}" in projection.text and client.seen[1].messages[-1] is projection
+    assert session.state["contextplane"] == {"turn_index": 0, "calls": 2}
+    assert MARK not in stored_json(session)
+
+
+def _renamed(response: ChatResponse, name: str) -> ChatResponse:
+    for message in response.messages:
+        for content in message.contents:
+            if content.type == "function_call":
+                content.name = name
+    return response
