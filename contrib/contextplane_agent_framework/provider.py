@@ -6,8 +6,9 @@ of the run (the function-invocation loop reuses the run's message list). So the 
 
 1. in ``before_run`` builds the turn's ``ProjectionRequest`` (the query is the run's input, the
    session the ``AgentSession``, the turn index a counter in the provider's session state; a
-   run that only answers a tool-approval request resumes the turn) and composes it once (``Runtime.acompose``; the records observer writes the injection-log row
-   and the trajectory entry). It extends the run's instructions with the stable prefix and its
+   run that only answers a tool-approval request resumes the turn) and composes it once
+   (``Runtime.acompose``; the records observer writes the injection-log row and the
+   trajectory entry). It extends the run's instructions with the stable prefix and its
    context messages with the projection, attributed to ``source_id``: a ``HistoryProvider``
    stores input and response messages, and context messages only when built with
    ``store_context_messages=True`` (default False), so the projection is never stored;
@@ -139,6 +140,14 @@ class ContextPlaneProvider(ContextProvider):
         source_id: str = "contextplane",
     ) -> None:
         super().__init__(source_id)
+        wiring = {"host": host, "config": config, "backend": backend, "knowledge_store": knowledge_store,
+                  "skills_index": skills_index, "tools": tools or None}
+        given = [name for name, value in wiring.items() if value is not None]
+        if runtime is not None and given:
+            raise ValueError(
+                f"ContextPlaneProvider got a runtime and {', '.join(given)}: the runtime already holds "
+                f"its wiring; pass open_runtime(..., {given[0]}=...) or leave runtime out"
+            )
         if runtime is None:
             host = host if host is not None else get_host(config)
             config = config if config is not None else host.config

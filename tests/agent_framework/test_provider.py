@@ -381,3 +381,43 @@ def _renamed(response: ChatResponse, name: str) -> ChatResponse:
             if content.type == "function_call":
                 content.name = name
     return response
+
+
+def test_a_runtime_and_wiring_of_its_own_is_refused_with_the_fix(host, backend) -> None:
+    runtime = open_runtime(host.config, backend=backend, host=host)
+    with pytest.raises(ValueError, match=r"got a runtime and backend, tools: .*open_runtime\(\.\.\., backend=\.\.\.\)"):
+        ContextPlaneProvider(runtime, backend=backend, tools=["lookup"])
+
+
+def test_a_provider_wired_without_a_runtime_composes_and_records(host, backend, sections) -> None:
+    client = FakeChatClient(text_reply())
+    cp = ContextPlaneProvider(host=host, backend=backend, tools=["lookup"])
+    agent = Agent(client, context_providers=[InMemoryHistoryProvider(), cp])
+    run(two_turns(agent))
+    assert cp.runtime.backend is backend and len(backend.snapshots.list("s1")) == 2
+    assert client.seen[0].instructions == cp.runtime.prefix.text
+
+
+def test_twenty_turns_store_no_derived_context_and_stay_within_the_budget(host, backend) -> None:
+    agent, client, cp, _history = make_agent(host, backend, budget_tokens=60)
+    queries = tuple(f"question number {i} " + "x" * 40 for i in range(20))
+
+    async def many() -> Any:
+        session = agent.create_session(session_id="s1")
+        for q in queries:
+            await agent.run(q, session=session)
+        return session
+
+    session = run(many())
+    snaps = backend.snapshots.list("s1")
+    assert [s.key for s in snaps] == [("s1", t, 0) for t in range(20)]
+    assert all(s.budget_chars == 240 and s.used_chars <= 240 for s in snaps)
+    assert {s.prefix_sha256 for s in snaps} == {cp.runtime.prefix.sha256}
+    for seen, snap in zip(client.seen, snaps, strict=True):
+        [projection] = projections_in(seen.messages)
+        assert len(projection.text) == snap.used_chars <= snap.budget_chars
+        # The budget binds: the memory sections are shed to fit it.
+        assert [(x.label, x.truncated) for x in snap.sections if x.chars == 0] == [("memory", True), ("digest", True)]
+    stored = session.state["in_memory"]["messages"]
+    assert len(stored) == 40 and all(PROJECTION_MARKER not in (m.additional_properties or {}) for m in stored)
+    assert MARK not in stored_json(session) and MEMTEXT not in stored_json(session)
