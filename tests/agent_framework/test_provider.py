@@ -94,6 +94,9 @@ def test_one_composition_one_injection_row_per_turn_one_snapshot_per_model_call(
         assert snap.projection_sha256 is not None
         assert snap.history_messages == len(seen.messages) - 1
     assert MARK not in stored_json(session)
+    # The turn inputs, once per composition (what explain and replay read).
+    inputs = backend.snapshots.list_inputs("s1")
+    assert [(i.turn_index, i.query) for i in inputs] == [(0, "q-one"), (1, "q-two")]
 
 
 def test_a_tool_calling_turn_keeps_call_and_result_intact_and_in_order(host, backend) -> None:
