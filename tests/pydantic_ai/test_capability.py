@@ -1,0 +1,303 @@
+"""The PydanticAI capability on real agents (``FunctionModel``/``TestModel``, no network):
+the projection reaches each model request and nothing PydanticAI stores (ADR D2)."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import closing
+import logging
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.test import TestModel
+
+from contextplane import ContextSection, PluginHost, Row, Shed, hookimpl, plugin_host_with
+from contextplane.backends.sqlite import SQLiteBackend
+from contextplane.config import structure
+from contextplane.errors import SectionError
+from contextplane.runtime import Runtime, open_runtime
+from contextplane_pydantic_ai import ContextPlaneCapability
+from contextplane_pydantic_ai.codec import message_text
+
+from .conftest import CONFIG, MARK, MEMORY, MEMTEXT, MarkerSections, Recorder, tag, tool_then_answer
+
+Run = Callable[..., Any]
+
+
+def run_sync(agent: Agent[Any, Any], prompt: str, **kwargs: Any) -> Any:
+    return agent.run_sync(prompt, **kwargs)
+
+
+def run_async(agent: Agent[Any, Any], prompt: str, **kwargs: Any) -> Any:
+    return asyncio.run(agent.run(prompt, **kwargs))
+
+
+PATHS = pytest.mark.parametrize("run", [run_sync, run_async], ids=["run_sync", "run"])
+
+
+def stored(messages: list[ModelMessage]) -> str:
+    """Everything PydanticAI keeps of a run, as it would be saved (its own JSON)."""
+    return ModelMessagesTypeAdapter.dump_json(messages).decode()
+
+
+def sent(messages: list[ModelMessage]) -> str:
+    return "\n".join(message_text(m) for m in messages)
+
+
+@PATHS
+def test_two_turns_see_their_projection_and_the_history_never_holds_it(
+    run: Run, runtime: Runtime, backend: SQLiteBackend, sections: MarkerSections
+) -> None:
+    model = Recorder()
+    agent = Agent(model.model(), capabilities=[ContextPlaneCapability(runtime)])
+    first = run(agent, "when is the deploy window?", deps={"session_id": "s1"})
+    given = first.all_messages()
+    second = run(agent, "and the freeze?", message_history=given, deps={"session_id": "s1"})
+
+    one, two = model.seen
+    # Each request saw its own turn's projection, after the history, and only that one.
+    assert tag("s1", 0, "when is the deploy window?") in sent(one.messages)
+    assert tag("s1", 1, "and the freeze?") in sent(two.messages)
+    assert tag("s1", 0, "when is the deploy window?") not in sent(two.messages)
+    last = two.messages[-1]
+    assert isinstance(last, ModelRequest) and isinstance(last.parts[-1], UserPromptPart)
+    assert tag("s1", 1, "and the freeze?") in str(last.parts[-1].content)
+    # What PydanticAI stores and what the second run was handed hold none of it.
+    for messages in (given, second.all_messages(), second.new_messages()):
+        assert MARK not in stored(messages) and MEMTEXT not in stored(messages)
+    assert [type(m) for m in second.all_messages()] == [ModelRequest, ModelResponse] * 2
+    # One composition per turn: each section drafted once per run.
+    assert [(d[0], d[2], d[3]) for d in sections.draws] == [
+        ("working", "s1", 0), ("memory", "s1", 0), ("working", "s1", 1), ("memory", "s1", 1)
+    ]  # fmt: skip
+    # One injection row per turn, one snapshot per model request, the turn inputs of each turn.
+    assert [(r.session_id, r.turn_index) for r in backend.injections.rows("s1")] == [("s1", 0), ("s1", 1)]
+    assert [s.key for s in backend.snapshots.list("s1")] == [("s1", 0, 0), ("s1", 1, 0)]
+    assert [(i.session_id, i.turn_index) for i in backend.snapshots.list_inputs("s1")] == [("s1", 0), ("s1", 1)]
+
+
+@PATHS
+def test_the_stable_prefix_is_the_instructions_byte_identical_across_turns(
+    run: Run, runtime: Runtime, backend: SQLiteBackend
+) -> None:
+    model = Recorder()
+    agent = Agent(model.model(), capabilities=[ContextPlaneCapability(runtime)])
+    history: list[ModelMessage] = []
+    for query in ("one", "two", "three"):
+        history = run(agent, query, message_history=history, deps={"session_id": "p"}).all_messages()
+    prefix = runtime.prefix
+    assert prefix is not None and not isinstance(prefix, str)
+    assert [s.instructions for s in model.seen] == [prefix.text] * 3
+    assert "PREFIX-IDENTITY" in prefix.text and MARK not in prefix.text
+    assert {s.prefix_sha256 for s in backend.snapshots.list("p")} == {prefix.sha256}
+    # The instructions are not re-sent from the history: no message part carries the prefix.
+    assert all("PREFIX-IDENTITY" not in sent(s.messages) for s in model.seen)
+
+
+@PATHS
+def test_a_tool_calling_turn_keeps_the_pair_and_snapshots_each_model_request(
+    run: Run, runtime: Runtime, backend: SQLiteBackend, sections: MarkerSections
+) -> None:
+    model = Recorder(tool_then_answer())
+    agent = Agent(model.model(), capabilities=[ContextPlaneCapability(runtime)])
+
+    @agent.tool_plain
+    def lookup(topic: str) -> str:
+        """Look a topic up."""
+        return f"looked up {topic}"
+
+    result = run(agent, "check the deploy", deps={"session_id": "t"})
+    assert result.output == "done"
+    calls = model.seen
+    assert len(calls) == 2
+    for call in calls:  # the projection is the last thing of every request
+        last = call.messages[-1]
+        assert isinstance(last, ModelRequest) and isinstance(last.parts[-1], UserPromptPart)
+        assert tag("t", 0, "check the deploy") in str(last.parts[-1].content)
+    # The second request: the tool call, then its result, in order and unsplit, then the projection.
+    response, request = calls[1].messages[-2], calls[1].messages[-1]
+    assert isinstance(response, ModelResponse) and isinstance(request, ModelRequest)
+    [call_part] = [p for p in response.parts if isinstance(p, ToolCallPart)]
+    kinds = [type(p) for p in request.parts]
+    assert kinds[0] is ToolReturnPart and kinds[-1] is UserPromptPart
+    assert request.parts[0].tool_call_id == call_part.tool_call_id == "call-1"
+    # Stored: request, tool call, tool result, answer; no projection anywhere.
+    stored_messages = result.all_messages()
+    assert MARK not in stored(stored_messages)
+    assert [type(p).__name__ for m in stored_messages for p in m.parts] == [
+        "UserPromptPart", "ToolCallPart", "ToolReturnPart", "TextPart"
+    ]  # fmt: skip
+    # One composition, one injection row, one snapshot per model request.
+    assert [d[0] for d in sections.draws] == ["working", "memory"]
+    assert len(backend.injections.rows("t")) == 1
+    assert [s.key for s in backend.snapshots.list("t")] == [("t", 0, 0), ("t", 0, 1)]
+
+
+def test_testmodel_turns_with_tools_never_store_the_projection(runtime: Runtime, backend: SQLiteBackend) -> None:
+    agent = Agent(TestModel(), capabilities=[ContextPlaneCapability(runtime, session_id="tm")])
+
+    @agent.tool_plain
+    def lookup(topic: str) -> str:
+        """Look a topic up."""
+        return f"looked up {topic}"
+
+    first = agent.run_sync("first")
+    second = agent.run_sync("second", message_history=first.all_messages())
+    assert MARK not in stored(second.all_messages())
+    assert [(r.turn_index) for r in backend.injections.rows("tm")] == [0, 1]
+    # Turn 0 called the tool (two model requests), turn 1 answered at once.
+    assert [s.key for s in backend.snapshots.list("tm")] == [("tm", 0, 0), ("tm", 0, 1), ("tm", 1, 0)]
+
+
+@PATHS
+def test_incognito_writes_no_row_no_inputs_and_no_text(
+    run: Run, runtime: Runtime, backend: SQLiteBackend, sections: MarkerSections
+) -> None:
+    model = Recorder()
+    agent = Agent(model.model(), capabilities=[ContextPlaneCapability(runtime, session_id="inc")])
+    result = run(agent, "secret question", deps={"incognito": True})
+    [call] = model.seen
+    assert MEMTEXT not in sent(call.messages)  # memory sections are not drafted incognito
+    assert tag("inc", 0, "secret question") in sent(call.messages)
+    assert {d[4] for d in sections.draws} == {True}
+    assert MARK not in stored(result.all_messages())
+    assert backend.injections.rows() == []
+    assert backend.snapshots.list_inputs() == []
+    # The call's snapshot is flagged and holds no text or hashes (as on every surface).
+    [snap] = backend.snapshots.list("inc")
+    assert (snap.mode, snap.incognito, snap.projection_sha256, snap.full_text) == ("incognito", True, None, None)
+
+
+def test_goal_turn_flag_from_the_capability_reaches_the_request(runtime: Runtime, backend: SQLiteBackend) -> None:
+    model = Recorder()
+    agent = Agent(
+        model.model(),
+        capabilities=[ContextPlaneCapability(runtime, session_id="g", goal_turn=lambda ctx: ctx.deps == "goal")],
+    )
+    first = agent.run_sync("plan it", deps="goal")
+    agent.run_sync("next", deps="plain", message_history=first.all_messages())
+    assert [r.mode for r in backend.injections.rows("g")] == ["goal_turn", "native"]
+
+
+def test_session_and_turn_from_deps_attributes(runtime: Runtime, backend: SQLiteBackend) -> None:
+    class Deps:
+        session_id = "from-deps"
+        turn_index = 7
+
+    model = Recorder()
+    agent = Agent(model.model(), deps_type=Deps, capabilities=[ContextPlaneCapability(runtime)])
+    agent.run_sync("hello", deps=Deps())
+    assert tag("from-deps", 7, "hello") in sent(model.seen[0].messages)
+    assert [s.key for s in backend.snapshots.list("from-deps")] == [("from-deps", 7, 0)]
+
+
+def test_without_a_session_the_conversation_id_carries_across_runs(runtime: Runtime, backend: SQLiteBackend) -> None:
+    agent = Agent(Recorder().model(), capabilities=[ContextPlaneCapability(runtime)])
+    first = agent.run_sync("one")
+    agent.run_sync("two", message_history=first.all_messages())
+    rows = backend.injections.rows()
+    assert len({r.session_id for r in rows}) == 1 and rows[0].session_id
+    assert [r.turn_index for r in rows] == [0, 1]
+
+
+def test_a_history_processor_listed_inside_never_sees_or_stores_the_projection(runtime: Runtime) -> None:
+    """``ProcessHistory`` writes ``ctx.messages`` back: were it to run after the projection was
+    placed, the projection would be stored. The capability's ordering puts it inside."""
+    given: list[str] = []
+
+    def keep(messages: list[ModelMessage]) -> list[ModelMessage]:
+        given.append(stored(messages))
+        return messages
+
+    model = Recorder()
+    agent = Agent(model.model(), capabilities=[ContextPlaneCapability(runtime, session_id="h"), ProcessHistory(keep)])
+    first = agent.run_sync("one")
+    second = agent.run_sync("two", message_history=first.all_messages())
+    assert len(given) == 2 and all(MARK not in g for g in given)
+    assert MARK not in stored(second.all_messages())
+    assert tag("h", 1, "two") in sent(model.seen[1].messages)
+
+
+def test_concurrent_runs_on_one_agent_each_see_their_own_turn(runtime: Runtime, backend: SQLiteBackend) -> None:
+    model = Recorder()
+    agent = Agent(model.model(), capabilities=[ContextPlaneCapability(runtime)])
+
+    async def both() -> None:
+        await asyncio.gather(*(agent.run(f"q-{s}", deps={"session_id": s}) for s in ("a", "b", "c")))
+
+    asyncio.run(both())
+    for s in ("a", "b", "c"):
+        [call] = [c for c in model.seen if f"q-{s}" in sent(c.messages)]
+        assert tag(s, 0, f"q-{s}") in sent(call.messages)
+        assert sent(call.messages).count(MARK) == 1
+        assert [x.key for x in backend.snapshots.list(s)] == [(s, 0, 0)]
+
+
+class BrokenSection:
+    plugin_name = "broken_plugin"
+
+    @hookimpl
+    def register_context_sections(self, register: Callable[[ContextSection], None]) -> None:
+        def boom(_req: Any) -> list[Row]:
+            raise RuntimeError("the section broke")
+
+        register(ContextSection("broken", 30, Shed.DROP_ROWS, boom, MEMORY))
+
+
+def broken_host(strict: bool) -> PluginHost:
+    config = structure({**CONFIG, "plugins": {"strict": strict}})
+    return plugin_host_with([MarkerSections(), BrokenSection()], config)
+
+
+@PATHS
+def test_a_broken_section_plugin_does_not_take_down_the_run(
+    run: Run, tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    host = broken_host(strict=False)
+    with (
+        closing(SQLiteBackend(tmp_path / "b.sqlite3", config=host.config)) as backend,
+        open_runtime(host.config, backend=backend, host=host) as runtime,
+        caplog.at_level(logging.WARNING, logger="contextplane"),
+    ):
+        model = Recorder()
+        agent = Agent(model.model(), capabilities=[ContextPlaneCapability(runtime, session_id="x")])
+        result = run(agent, "still works")
+        assert result.output == "ok"
+        assert tag("x", 0, "still works") in sent(model.seen[0].messages)
+        assert len(backend.injections.rows("x")) == 1
+    failures = [r for r in caplog.records if "'broken' of plugin 'broken_plugin' failed" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].name.startswith("contextplane")
+
+
+def test_strict_mode_turns_a_broken_section_into_a_failed_run(tmp_path: Any) -> None:
+    host = broken_host(strict=True)
+    with (
+        closing(SQLiteBackend(tmp_path / "s.sqlite3", config=host.config)) as backend,
+        open_runtime(host.config, backend=backend, host=host) as runtime,
+    ):
+        agent = Agent(Recorder().model(), capabilities=[ContextPlaneCapability(runtime, session_id="x")])
+        with pytest.raises(SectionError, match="'broken' of plugin 'broken_plugin' failed"):
+            agent.run_sync("fails")
+
+
+def test_importing_contextplane_does_not_import_pydantic_ai() -> None:
+    code = (
+        "import sys, contextplane, contextplane.runtime\n"
+        "assert 'pydantic_ai' not in sys.modules, 'pydantic_ai imported'\n"
+        "assert 'contextplane_pydantic_ai' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
