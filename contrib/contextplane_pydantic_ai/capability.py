@@ -42,7 +42,7 @@ from pydantic_ai.tools import RunContext
 from contextplane.authority import StablePrefix
 from contextplane.request import ProjectionRequest, Surface
 from contextplane.runtime import Runtime, Turn
-from contextplane_pydantic_ai.codec import CODEC, is_projection
+from contextplane_pydantic_ai.codec import CODEC, is_projection, separated
 
 #: A flag given as a bool, or read from the run: ``f(ctx) -> bool``.
 Flag = bool | Callable[[RunContext[Any]], bool]
@@ -205,7 +205,7 @@ class ContextPlaneCapability(AbstractCapability[Any]):
     ) -> ModelRequestContext:
         """Compose once per run, then place the projection after the history for this request
         only: a new list is assigned, nothing is appended to the one PydanticAI mirrors."""
-        history = list(request_context.messages)
+        history = separated(request_context.messages)
         if not history or not isinstance(history[-1], ModelRequest):
             # A provider-suspended response being resumed: the request re-sends the history as
             # it was, ending in that response, so there is nowhere to put a projection.

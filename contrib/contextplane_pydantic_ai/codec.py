@@ -1,14 +1,19 @@
 """PydanticAI messages as a ``MessageCodec``: how delivery reads and writes them.
 
-The projection travels as one ``ModelRequest`` holding one ``UserPromptPart``, marked in the
-request's ``metadata`` (``contextplane_projection``), placed after the history for one model
-request only. A message carrying the marker is a context frame: were one ever handed back as
-history (a caller that stored a request it should not have), delivery strips it by the
-marker, never by its text.
+The projection travels as one ``ModelRequest`` holding one ``ProjectionPart`` (a
+``UserPromptPart`` to PydanticAI and every provider), marked twice: the request's ``metadata``
+(``contextplane_projection``) and the part's type. It is placed after the history for one
+model request only. Were one ever handed back as history (a caller that kept a request it
+should not have), delivery strips it by the marker, never by its text; the part's type is the
+marker that survives PydanticAI merging consecutive requests (which keeps no application
+metadata), and ``separated`` gives such a part its own marked request again so it is stripped
+and counted as a stripped frame like any other.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic_ai.messages import (
@@ -26,10 +31,35 @@ from pydantic_ai.messages import (
 PROJECTION_MARKER = "contextplane_projection"
 
 
+@dataclass(repr=False)
+class ProjectionPart(UserPromptPart):
+    """The projection's text: a user prompt to PydanticAI and the providers, marked by its type."""
+
+
 def is_projection(message: ModelMessage) -> bool:
-    """True for the request the capability placed (by marker, never by content)."""
-    meta = getattr(message, "metadata", None)
-    return isinstance(meta, dict) and bool(meta.get(PROJECTION_MARKER))
+    """True for a request the capability placed (by marker, never by content)."""
+    if not isinstance(message, ModelRequest):
+        return False
+    meta = message.metadata
+    if isinstance(meta, dict) and meta.get(PROJECTION_MARKER):
+        return True
+    return bool(message.parts) and all(isinstance(p, ProjectionPart) for p in message.parts)
+
+
+def separated(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """``messages`` with every projection part that was merged into another request moved to a
+    marked request of its own, right after it (copies: the messages given are not changed)."""
+    out: list[ModelMessage] = []
+    for message in messages:
+        if isinstance(message, ModelRequest) and not is_projection(message):
+            frames = [p for p in message.parts if isinstance(p, ProjectionPart)]
+            if frames:
+                rest = [p for p in message.parts if not isinstance(p, ProjectionPart)]
+                out.append(replace(message, parts=rest))
+                out.append(ModelRequest(parts=frames, metadata={PROJECTION_MARKER: True}))
+                continue
+        out.append(message)
+    return out
 
 
 def _part_text(part: Any) -> str:
@@ -67,7 +97,7 @@ def message_role(message: ModelMessage) -> str:
 
 def projection_request(text: str) -> ModelRequest:
     """The projection as a marked request (sent for one model request, never stored)."""
-    return ModelRequest(parts=[UserPromptPart(text)], metadata={PROJECTION_MARKER: True})
+    return ModelRequest(parts=[ProjectionPart(text)], metadata={PROJECTION_MARKER: True})
 
 
 class PydanticAICodec:
