@@ -350,3 +350,35 @@ def test_the_documented_example_runs(tmp_path: Any, monkeypatch: pytest.MonkeyPa
     assert out.returncode == 0, out.stderr
     *_, keys = out.stdout.strip().splitlines()
     assert keys == "[('ops-1', 0, 0), ('ops-1', 1, 0)]"
+
+
+def test_full_text_capture_shows_what_the_model_was_sent_with_chat_roles(tmp_path: Any) -> None:
+    """The codec's roles and text: a tool step's snapshot reads as the other surfaces' do."""
+    host = plugin_host_with(
+        [MarkerSections()], structure({"context": {**CONFIG["context"], "capture_full_text": True}})
+    )
+    with (
+        closing(SQLiteBackend(tmp_path / "ft.sqlite3", config=host.config)) as backend,
+        open_runtime(host.config, backend=backend, host=host) as runtime,
+    ):
+        agent = Agent(
+            Recorder(tool_then_answer()).model(),
+            capabilities=[ContextPlaneCapability(runtime, session_id="ft")],
+        )
+
+        @agent.tool_plain
+        def lookup(topic: str) -> str:
+            """Look a topic up."""
+            return f"looked up {topic}"
+
+        agent.run_sync("check the deploy")
+        first, second = backend.snapshots.list("ft")
+        assert first.full_text is not None and second.full_text is not None
+        prefix = runtime.prefix
+        assert prefix is not None and not isinstance(prefix, str)
+        assert first.full_text.startswith(f"[system]\n{prefix.text}\n\n[user]\ncheck the deploy\n\n[user]\n")
+        assert '[assistant]\nlookup({"topic":"deploy"})' in second.full_text
+        assert "[tool]\nlooked up deploy" in second.full_text
+        # The projection is the last message, after the tool result.
+        text = second.full_text
+        assert text.index("[tool]\nlooked up") < text.rindex("[user]\n") < text.index(MARK)
