@@ -35,14 +35,14 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any
 
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, ProcessHistory
-from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, UserPromptPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import RunContext
 
 from contextplane.authority import StablePrefix
 from contextplane.request import ProjectionRequest, Surface
 from contextplane.runtime import Runtime, Turn
-from contextplane_pydantic_ai.codec import CODEC, is_projection, separated
+from contextplane_pydantic_ai.codec import CODEC, ProjectionPart, is_projection, separated
 
 #: A flag given as a bool, or read from the run: ``f(ctx) -> bool``.
 Flag = bool | Callable[[RunContext[Any]], bool]
@@ -65,15 +65,32 @@ def _prompt_text(prompt: Any) -> str:
     return "\n".join(p for p in prompt if isinstance(p, str))
 
 
+def is_user_turn(message: ModelMessage) -> bool:
+    """True for a request that carries an operator's prompt (what opens a turn)."""
+    return (
+        isinstance(message, ModelRequest)
+        and not is_projection(message)
+        and any(isinstance(p, UserPromptPart) and not isinstance(p, ProjectionPart) for p in message.parts)
+    )
+
+
 def user_turns(messages: list[ModelMessage]) -> list[ModelRequest]:
     """The requests of ``messages`` that carry an operator's prompt (one per turn)."""
-    return [
-        m
-        for m in messages
-        if isinstance(m, ModelRequest)
-        and not is_projection(m)
-        and any(isinstance(p, UserPromptPart) for p in m.parts)
-    ]
+    return [m for m in messages if isinstance(m, ModelRequest) and is_user_turn(m)]
+
+
+def call_position(messages: list[ModelMessage]) -> int:
+    """The index in its turn of the model call ``messages`` are sent to: the model responses
+    since the newest operator prompt. Read from the history, not counted per run, so a run that
+    resumes a turn (deferred tool results, no new prompt) carries on its numbering and never
+    overwrites the snapshots of the turn's earlier calls."""
+    responses = 0
+    for message in reversed(messages):
+        if isinstance(message, ModelResponse):
+            responses += 1
+        elif is_user_turn(message):
+            break
+    return responses
 
 
 def newest_prompt(messages: list[ModelMessage]) -> str:
@@ -81,7 +98,9 @@ def newest_prompt(messages: list[ModelMessage]) -> str:
     turns = user_turns(messages)
     if not turns:
         return ""
-    parts = [p for p in turns[-1].parts if isinstance(p, UserPromptPart)]
+    parts = [
+        p for p in turns[-1].parts if isinstance(p, UserPromptPart) and not isinstance(p, ProjectionPart)
+    ]
     return _prompt_text(parts[-1].content)
 
 
@@ -117,8 +136,6 @@ class ContextPlaneCapability(AbstractCapability[Any]):
     project: str | None = None
     #: This run's turn, composed on its first model request (per-run copies only: ``for_run``).
     _turn: Turn | None = field(default=None, init=False, repr=False, compare=False)
-    #: Model requests delivered so far in this run: the next call's index.
-    _calls: int = field(default=0, init=False, repr=False, compare=False)
 
     # --- configuration PydanticAI reads once -----------------------------------------------
 
@@ -140,16 +157,18 @@ class ContextPlaneCapability(AbstractCapability[Any]):
         return CapabilityOrdering(wrapped_by=(ProcessHistory,))
 
     async def for_run(self, ctx: RunContext[Any]) -> ContextPlaneCapability:
-        """A copy per run: the run's turn and call count live on it, never on the agent's."""
+        """A copy per run: the run's turn lives on it, never on the agent's."""
         return replace(self)
 
     # --- the turn --------------------------------------------------------------------------
 
     def request_of(self, ctx: RunContext[Any]) -> ProjectionRequest:
         """The run's ``ProjectionRequest``: the query is the run's user prompt (else the newest
-        operator prompt in its history), session, turn and flags as the class doc says."""
+        operator prompt in its history: a run resuming a turn, ``reason`` "resume"), session,
+        turn and flags as the class doc says."""
         messages = list(ctx.messages)
-        query = _prompt_text(ctx.prompt) or newest_prompt(messages)
+        prompt = _prompt_text(ctx.prompt)
+        query = prompt or newest_prompt(messages)
         return self.runtime.request(
             query,
             session_id=self._session(ctx),
@@ -161,7 +180,7 @@ class ContextPlaneCapability(AbstractCapability[Any]):
             budget_tokens=self.budget_tokens,
             context_window=self.context_window,
             project=self.project,
-            extra={"reason": "turn"},
+            extra={"reason": "turn" if prompt else "resume"},
         )
 
     def _session(self, ctx: RunContext[Any]) -> str:
@@ -213,9 +232,17 @@ class ContextPlaneCapability(AbstractCapability[Any]):
         turn = self._turn
         if turn is None:
             turn = self._turn = await self.runtime.acompose(self.request_of(ctx))
-        call_index, self._calls = self._calls, self._calls + 1
+        call_index = call_position(history)
         delivered = await self.runtime.adeliver(turn, history, CODEC, call_index=call_index)
         return replace(request_context, messages=delivered.messages)
 
 
-__all__ = ["ContextPlaneCapability", "Flag", "from_deps", "newest_prompt", "user_turns"]
+__all__ = [
+    "ContextPlaneCapability",
+    "Flag",
+    "call_position",
+    "from_deps",
+    "is_user_turn",
+    "newest_prompt",
+    "user_turns",
+]

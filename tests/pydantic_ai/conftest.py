@@ -59,12 +59,15 @@ class MarkerSections:
     plugin_name = "markers"
 
     def __init__(self) -> None:
-        self.draws: list[tuple[str, str, str, int, bool]] = []
+        #: (section, query, session, turn, incognito, reason) of every draft.
+        self.draws: list[tuple[str, str, str, int, bool, str]] = []
         self._lock = threading.Lock()
 
     def _draw(self, name: str, req: Any) -> None:
         with self._lock:
-            self.draws.append((name, req.query, req.session_id, req.turn_index, req.incognito))
+            self.draws.append(
+                (name, req.query, req.session_id, req.turn_index, req.incognito, str(req.extra.get("reason")))
+            )
 
     def _working(self, req: Any) -> list[Row]:
         self._draw("working", req)

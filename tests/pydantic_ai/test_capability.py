@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
     ModelMessage,
@@ -382,3 +382,40 @@ def test_full_text_capture_shows_what_the_model_was_sent_with_chat_roles(tmp_pat
         # The projection is the last message, after the tool result.
         text = second.full_text
         assert text.index("[tool]\nlooked up") < text.rindex("[user]\n") < text.index(MARK)
+
+
+def test_a_run_resuming_a_turn_recomposes_once_and_numbers_its_calls_on(
+    runtime: Runtime, backend: SQLiteBackend, sections: MarkerSections
+) -> None:
+    """Deferred tool approval: the first run stops at the tool call, a second run (no prompt)
+    resumes the same turn. It composes once, as a resume of that turn, and its model call is
+    the turn's call 1: the first run's snapshot (call 0) is kept, not overwritten."""
+    model = Recorder(tool_then_answer())
+    agent = Agent(
+        model.model(),
+        output_type=[str, DeferredToolRequests],
+        capabilities=[ContextPlaneCapability(runtime, session_id="r")],
+    )
+
+    @agent.tool_plain(requires_approval=True)
+    def lookup(topic: str) -> str:
+        """Look a topic up (after approval)."""
+        return f"looked up {topic}"
+
+    first = agent.run_sync("check the deploy")
+    assert isinstance(first.output, DeferredToolRequests)
+    second = agent.run_sync(
+        message_history=first.all_messages(),
+        deferred_tool_results=DeferredToolResults(approvals={"call-1": True}),
+    )
+    assert second.output == "done"
+    assert [(d[0], d[1], d[3], d[5]) for d in sections.draws] == [
+        ("working", "check the deploy", 0, "turn"),
+        ("memory", "check the deploy", 0, "turn"),
+        ("working", "check the deploy", 0, "resume"),
+        ("memory", "check the deploy", 0, "resume"),
+    ]
+    assert [s.key for s in backend.snapshots.list("r")] == [("r", 0, 0), ("r", 0, 1)]
+    assert len(backend.injections.rows("r")) == 2  # one per composition
+    assert tag("r", 0, "check the deploy") in sent(model.seen[1].messages)
+    assert MARK not in stored(second.all_messages())
