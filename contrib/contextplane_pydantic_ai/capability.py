@@ -233,7 +233,9 @@ class ContextPlaneCapability(AbstractCapability[Any]):
         if turn is None:
             turn = self._turn = await self.runtime.acompose(self.request_of(ctx))
         call_index = call_position(history)
-        delivered = await self.runtime.adeliver(turn, history, CODEC, call_index=call_index)
+        # The snapshot's prefix is the one this capability delivered (none with instructions off).
+        prefix = self.runtime.prefix if self.instructions else None
+        delivered = await self.runtime.adeliver(turn, history, CODEC, call_index=call_index, prefix=prefix)
         return replace(request_context, messages=delivered.messages)
 
 

@@ -419,3 +419,19 @@ def test_a_run_resuming_a_turn_recomposes_once_and_numbers_its_calls_on(
     assert len(backend.injections.rows("r")) == 2  # one per composition
     assert tag("r", 0, "check the deploy") in sent(model.seen[1].messages)
     assert MARK not in stored(second.all_messages())
+
+
+def test_with_instructions_off_the_agent_keeps_its_own_and_no_prefix_is_recorded(
+    runtime: Runtime, backend: SQLiteBackend
+) -> None:
+    model = Recorder()
+    agent = Agent(
+        model.model(),
+        instructions="The agent's own instructions.",
+        capabilities=[ContextPlaneCapability(runtime, session_id="o", instructions=False)],
+    )
+    agent.run_sync("hi")
+    assert model.seen[0].instructions == "The agent's own instructions."
+    assert tag("o", 0, "hi") in sent(model.seen[0].messages)
+    [snap] = backend.snapshots.list("o")
+    assert snap.prefix_sha256 is None
