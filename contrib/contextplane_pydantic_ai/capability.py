@@ -24,7 +24,7 @@ One agent run is one turn. The capability is a thin layer over a
   order itself lives inside the one prefix and the one projection, which PydanticAI sees as one
   instruction part and one message.
 
-Both ``agent.run`` and ``agent.run_sync`` go through these (async) hooks; the store reads and
+``agent.run``, ``agent.run_sync`` and ``agent.run_stream`` go through these (async) hooks; the store reads and
 record writes of ``acompose``/``adeliver`` run off the event loop.
 """
 

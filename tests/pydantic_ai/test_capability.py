@@ -7,7 +7,7 @@ import asyncio
 import logging
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 from contextplane import ContextSection, PluginHost, Row, Shed, hookimpl, plugin_host_with
@@ -435,3 +436,29 @@ def test_with_instructions_off_the_agent_keeps_its_own_and_no_prefix_is_recorded
     assert tag("o", 0, "hi") in sent(model.seen[0].messages)
     [snap] = backend.snapshots.list("o")
     assert snap.prefix_sha256 is None
+
+
+def test_a_streamed_run_sees_the_projection_and_stores_none_of_it(
+    runtime: Runtime, backend: SQLiteBackend
+) -> None:
+    seen: list[list[ModelMessage]] = []
+
+    async def stream(messages: list[ModelMessage], _info: AgentInfo) -> AsyncIterator[str]:
+        seen.append(list(messages))
+        yield "streamed "
+        yield "answer"
+
+    agent = Agent(
+        FunctionModel(stream_function=stream), capabilities=[ContextPlaneCapability(runtime, session_id="st")]
+    )
+
+    async def go() -> list[ModelMessage]:
+        async with agent.run_stream("stream it") as result:
+            assert await result.get_output() == "streamed answer"
+        return result.all_messages()
+
+    messages = asyncio.run(go())
+    assert tag("st", 0, "stream it") in sent(seen[0])
+    assert MARK not in stored(messages)
+    assert [s.key for s in backend.snapshots.list("st")] == [("st", 0, 0)]
+    assert len(backend.injections.rows("st")) == 1
