@@ -24,8 +24,8 @@ One agent run is one turn. The capability is a thin layer over a
   order itself lives inside the one prefix and the one projection, which PydanticAI sees as one
   instruction part and one message.
 
-``agent.run``, ``agent.run_sync`` and ``agent.run_stream`` go through these (async) hooks; the store reads and
-record writes of ``acompose``/``adeliver`` run off the event loop.
+``agent.run``, ``agent.run_sync`` and ``agent.run_stream`` go through these (async) hooks;
+the store reads and record writes of ``acompose``/``adeliver`` run off the event loop.
 """
 
 from __future__ import annotations
