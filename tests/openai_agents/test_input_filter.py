@@ -292,3 +292,40 @@ def test_without_the_sdk_the_import_names_the_extra(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "agents.run_config", None)
     with pytest.raises(ModuleNotFoundError, match=r"contextplane\[openai-agents\]"):
         contextplane_openai_agents.run_config  # noqa: B018
+
+
+def test_a_handoff_stays_in_the_turn_and_a_streamed_run_is_delivered_too(
+    runtime: Runtime, backend: SQLiteBackend, sections: MarkerSections
+) -> None:
+    model = ScriptedModel(
+        [
+            [function_call("transfer_to_specialist", {}, call_id="h1")],
+            [assistant_message("from the specialist")],
+        ]
+    )
+    specialist = Agent(name="specialist", model=model)
+    triage = Agent(name="triage", model=model, handoffs=[specialist])
+    session = SQLiteSession(SESSION)
+
+    async def streamed() -> Any:
+        result = Runner.run_streamed(
+            triage, "q0", session=session, run_config=run_config(runtime, session=session)
+        )
+        async for _event in result.stream_events():
+            pass
+        return result
+
+    result = asyncio.run(streamed())
+    assert result.final_output == "from the specialist" and result.last_agent is specialist
+    first, second = model.calls
+    assert first.streamed and second.streamed
+    assert second.input[-1] == first.input[-1] and MARK in first.input[-1]["content"]
+    assert [i.get("type", "message") for i in second.input[:-1]] == [
+        "message",
+        "function_call",
+        "function_call_output",
+    ]
+    assert len(sections.draws) == 1  # the handoff did not start a new turn
+    assert [r.turn_index for r in backend.injections.rows(SESSION)] == [0]
+    assert [s.key for s in backend.snapshots.list(SESSION)] == [(SESSION, 0, 0), (SESSION, 0, 1)]
+    assert marked(stored(session)) == [] and marked(result.to_input_list()) == []
