@@ -34,7 +34,7 @@ from agents.run_config import CallModelData, CallModelInputFilter, ModelInputDat
 from contextplane.request import Surface
 from contextplane.runtime import Runtime, Turn
 from contextplane.types import StablePrefix
-from contextplane_openai_agents.items import ITEMS, turn_position
+from contextplane_openai_agents.items import ITEMS, calls_so_far, turn_position
 
 log = logging.getLogger("contextplane.openai_agents")
 
@@ -108,18 +108,22 @@ class ContextPlaneInputFilter:
             got = self.inner(data)
             model_data = await got if inspect.isawaitable(got) else got
         items = list(model_data.input)
-        turn = await self._turn(turn_position(items), data.context)
+        turn = await self._turn(items, data.context)
         instructions, prefix = self._instructions(model_data.instructions)
         call_index, self._calls = self._calls, self._calls + 1
         delivered = await self.runtime.adeliver(turn, items, ITEMS, call_index=call_index, prefix=prefix)
         return ModelInputData(input=delivered.messages, instructions=instructions)
 
-    async def _turn(self, position: tuple[int, str], context: Any) -> Turn:
+    async def _turn(self, items: list[Any], context: Any) -> Turn:
         """The turn of this call: composed on the turn's first call, then reused."""
+        position = turn_position(items)
         current = self._current
         if current is not None and current[0] == position:
             return current[1]
         turn_index, query = position
+        # A turn this filter meets after its first model call is a resumed run (a ``RunState``
+        # after an approval): composed again, once, and its calls numbered on from the input.
+        earlier = calls_so_far(items)
         request = self.runtime.request(
             query,
             session_id=self.session_id,
@@ -131,10 +135,10 @@ class ContextPlaneInputFilter:
             budget_tokens=self.budget_tokens,
             context_window=self.context_window,
             project=self.project,
-            extra={"reason": "turn"},
+            extra={"reason": "resume" if earlier else "turn"},
         )
         turn = await self.runtime.acompose(request)
-        self._current, self._calls = (position, turn), 0
+        self._current, self._calls = (position, turn), earlier
         self.compositions += 1
         return turn
 

@@ -72,3 +72,20 @@ def turn_position(items: Sequence[Any]) -> tuple[int, str]:
     if not users:
         return 0, ""
     return len(users) - 1, item_text(users[-1])
+
+
+def is_tool_result(item: Any) -> bool:
+    """A tool's result (``function_call_output``, ``computer_call_output``, ...)."""
+    return isinstance(item, Mapping) and str(item.get("type", "")).endswith("_output")
+
+
+def calls_so_far(items: Sequence[Any]) -> int:
+    """The model calls the turn has had before this input: the runs of model output after the
+    newest user message (a response's items are contiguous; tool results separate two)."""
+    last_user = max((n for n, i in enumerate(items) if is_user_input(i)), default=-1)
+    runs, in_output = 0, False
+    for item in items[last_user + 1 :]:
+        output = not is_tool_result(item) and not is_user_input(item)
+        runs += output and not in_output
+        in_output = output
+    return runs

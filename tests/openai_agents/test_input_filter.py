@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, RunConfig, Runner, SQLiteSession
+from agents import Agent, RunConfig, Runner, SQLiteSession, function_tool
 from agents.run_config import ModelInputData
 from agents.testing import ScriptedModel, assistant_message, function_call
 
@@ -329,3 +329,37 @@ def test_a_handoff_stays_in_the_turn_and_a_streamed_run_is_delivered_too(
     assert [r.turn_index for r in backend.injections.rows(SESSION)] == [0]
     assert [s.key for s in backend.snapshots.list(SESSION)] == [(SESSION, 0, 0), (SESSION, 0, 1)]
     assert marked(stored(session)) == [] and marked(result.to_input_list()) == []
+
+
+def test_a_resumed_run_recomposes_once_and_numbers_its_calls_on(
+    runtime: Runtime, backend: SQLiteBackend, sections: MarkerSections
+) -> None:
+    """A tool that needs approval interrupts the run; the run resumed from its ``RunState``
+    (a new run, a new filter) composes the turn once more and its call is call 1, not 0."""
+
+    @function_tool(needs_approval=True)
+    def deploy(target: str) -> str:
+        """Deploy a target."""
+        return f"deployed {target}"
+
+    model = ScriptedModel(
+        [[function_call("deploy", {"target": "prod"}, call_id="d1")], [assistant_message("deployed")]]
+    )
+    agent = Agent(name="a", model=model, tools=[deploy])
+    first = Runner.run_sync(agent, "ship it", run_config=run_config(runtime, session_id=SESSION))
+    (interruption,) = first.interruptions
+    state = first.to_state()
+    state.approve(interruption)
+    resumed = Runner.run_sync(agent, state, run_config=run_config(runtime, session_id=SESSION))
+    assert resumed.final_output == "deployed"
+    before, after = model.calls
+    assert [i.get("type", "message") for i in after.input[:-1]] == [
+        "message",
+        "function_call",
+        "function_call_output",
+    ]
+    assert MARK in before.input[-1]["content"] and after.input[-1]["content"] == before.input[-1]["content"]
+    assert [(t, q) for _s, t, q in sections.draws] == [(0, "ship it"), (0, "ship it")]
+    rows = backend.injections.rows(SESSION)
+    assert [r.turn_index for r in rows] == [0, 0]
+    assert [s.key for s in backend.snapshots.list(SESSION)] == [(SESSION, 0, 0), (SESSION, 0, 1)]
