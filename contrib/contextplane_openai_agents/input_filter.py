@@ -99,6 +99,11 @@ class ContextPlaneInputFilter:
         self._warned_instructions = False
 
     @property
+    def turn(self) -> Turn | None:
+        """The turn this filter is delivering (the last one composed), or None before any."""
+        return self._current[1] if self._current is not None else None
+
+    @property
     def prefix(self) -> StablePrefix | str | None:
         return self._prefix if self._prefix is not None else self.runtime.prefix
 

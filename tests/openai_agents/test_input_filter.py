@@ -216,7 +216,7 @@ def test_a_goal_turn_is_composed_as_one(runtime: Runtime) -> None:
             context=context,
             run_config=RunConfig(call_model_input_filter=flt),
         )
-    turns = [flt._current[1] for flt in filters if flt._current is not None]
+    turns = [flt.turn for flt in filters if flt.turn is not None]
     assert [t.projection.goal_turn for t in turns] == [True, False]
     assert [t.request.goal_turn for t in turns if t.request is not None] == [True, False]
 
@@ -240,7 +240,7 @@ def test_a_broken_section_does_not_take_down_the_run(
             assert result.final_output == f"r{q[1]}"
             filters.append(config.call_model_input_filter)
     for flt in filters:  # the failure is reported on the turn
-        report = flt._current[1].projection.section("broken")
+        report = flt.turn.projection.section("broken")
         assert report is not None and "BROKEN-ERR" in report.error
     for call in model.calls:
         assert MARK in call.input[-1]["content"] and "BROKEN-ERR" not in call.input[-1]["content"]
