@@ -62,6 +62,8 @@ class ContextPlaneInputFilter:
         session_id: the session the records are kept under (the SDK ``Session``'s id, say).
         incognito, goal_turn: a bool, or ``f(run_context) -> bool``; a bool is overridden
             per run by the run context carrying the same key or attribute.
+        state: the working state sections read (``request.state``), or ``f(run_context)``
+            returning it (the run's context is where an SDK app keeps its state).
         prefix: the instructions the model sees when the agent has none (default: the
             runtime's stable prefix). An agent with instructions of its own keeps them.
         inner: a filter to run first (``ToolOutputTrimmer``, say); the projection is placed
@@ -75,7 +77,7 @@ class ContextPlaneInputFilter:
         session_id: str = "",
         incognito: Flag = False,
         goal_turn: Flag = False,
-        state: Mapping[str, Any] | None = None,
+        state: Mapping[str, Any] | Callable[[Any], Mapping[str, Any]] | None = None,
         budget_tokens: int | None = None,
         context_window: int | None = None,
         project: str | None = None,
@@ -133,7 +135,7 @@ class ContextPlaneInputFilter:
             query,
             session_id=self.session_id,
             turn_index=turn_index,
-            state=self.state,
+            state=self.state(context) if callable(self.state) else self.state,
             surface=Surface.NATIVE,
             incognito=_flag(self.incognito, "incognito", context),
             goal_turn=_flag(self.goal_turn, "goal_turn", context),

@@ -7,7 +7,7 @@ it is delivering, so concurrent runs of different sessions each get their own.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agents import RunConfig
@@ -26,7 +26,7 @@ def run_config(
     base: RunConfig | None = None,
     incognito: Flag = False,
     goal_turn: Flag = False,
-    state: Mapping[str, Any] | None = None,
+    state: Mapping[str, Any] | Callable[[Any], Mapping[str, Any]] | None = None,
     budget_tokens: int | None = None,
     context_window: int | None = None,
     project: str | None = None,

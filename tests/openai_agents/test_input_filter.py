@@ -221,6 +221,21 @@ def test_a_goal_turn_is_composed_as_one(runtime: Runtime) -> None:
     assert [t.request.goal_turn for t in turns if t.request is not None] == [True, False]
 
 
+def test_sections_read_the_working_state_from_the_run_context(runtime: Runtime) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def state(ctx: Any) -> dict[str, Any]:
+        seen.append(dict(ctx))
+        return {"plan": ctx["plan"]}
+
+    model = ScriptedModel([[assistant_message("ok")]])
+    config = run_config(runtime, session_id=SESSION, state=state)
+    Runner.run_sync(Agent(name="a", model=model), "q", context={"plan": "ship"}, run_config=config)
+    flt = config.call_model_input_filter
+    assert isinstance(flt, ContextPlaneInputFilter) and flt.turn is not None and flt.turn.request is not None
+    assert dict(flt.turn.request.state) == {"plan": "ship"} and seen == [{"plan": "ship"}]
+
+
 def test_a_broken_section_does_not_take_down_the_run(
     sections: MarkerSections, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
