@@ -24,7 +24,6 @@ The filter is async, so no store read or record write blocks the run's event loo
 from __future__ import annotations
 
 import inspect
-import logging
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -35,8 +34,6 @@ from contextplane.request import Surface
 from contextplane.runtime import Runtime, Turn
 from contextplane.types import StablePrefix
 from contextplane_openai_agents.items import ITEMS, calls_so_far, turn_position
-
-log = logging.getLogger("contextplane.openai_agents")
 
 #: A flag of the turn: a bool, or ``f(run_context) -> bool``; a bool is overridden by the run
 #: context carrying the same key (a mapping) or attribute.
