@@ -378,3 +378,23 @@ def test_a_resumed_run_recomposes_once_and_numbers_its_calls_on(
     rows = backend.injections.rows(SESSION)
     assert [r.turn_index for r in rows] == [0, 0]
     assert [s.key for s in backend.snapshots.list(SESSION)] == [(SESSION, 0, 0), (SESSION, 0, 1)]
+
+
+def test_the_filter_returns_a_new_input_and_leaves_the_sdk_s_copy_alone(runtime: Runtime) -> None:
+    """The projection goes into the ``ModelInputData`` the filter returns, never into the
+    list or the items the SDK handed it (which it goes on to persist)."""
+    from agents.run_config import CallModelData
+
+    items: list[Any] = [
+        {"role": "user", "content": "q"},
+        {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "r"},
+    ]
+    before = repr(items)
+    given = ModelInputData(input=items, instructions=None)
+    flt = ContextPlaneInputFilter(runtime, session_id=SESSION)
+    out = asyncio.run(flt(CallModelData(model_data=given, agent=Agent(name="a"), context=None)))
+    assert repr(items) == before and given.input is items and given.instructions is None
+    assert out is not given and out.input is not items
+    assert out.input[:3] == items and all(a is b for a, b in zip(out.input, items, strict=False))
+    assert MARK in out.input[3]["content"] and out.instructions == runtime.prefix.text  # type: ignore[union-attr]
