@@ -23,6 +23,7 @@ from contextplane.testing import KIT_TOOL, ModelCall, RuntimeKit, SeenMessage, T
 from contextplane_external import ContextAssembler
 from contextplane_langgraph import ContextPlaneMiddleware, is_context_frame
 from contextplane_langgraph.frames import message_text
+from contextplane_langgraph.middleware import PROJECTION_KEY, projection_message
 from tests.runtime.fakes import RecordingChatModel
 
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
@@ -240,3 +241,39 @@ class SplittingHarness(ExternalHarness):
         *rest, frame = messages
         at = max(i for i, m in enumerate(rest) if m.get("tool_calls")) + 1
         return [*rest[:at], frame, *rest[at:]]
+
+
+# The same three bugs in LangGraph middleware: each a one-hook subclass of the real one.
+
+
+class PersistingMiddleware(ContextPlaneMiddleware):
+    """Adds the projection to the agent's messages, so the checkpointer stores it (marked as a
+    frame, the model input is still right: only the stored state shows the bug)."""
+
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        update = super().before_agent(state, runtime) or {}
+        carrier = update[PROJECTION_KEY]
+        return {**update, "messages": [projection_message(carrier.text, carrier.projection.turn_index)]}
+
+
+class ComposingTwiceMiddleware(ContextPlaneMiddleware):
+    """Composes before every model call as well as before the agent."""
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return {PROJECTION_KEY: self.compose(state, runtime, reason="model_call")}
+
+
+class SplittingMiddleware(ContextPlaneMiddleware):
+    """Places the projection right after the newest assistant message, tool calls or not."""
+
+    def _override(self, request: Any, carrier: Any, system: Any, messages: list[BaseMessage]) -> Any:
+        if carrier.projection.text:
+            *rest, frame = messages
+            at = max((i for i, m in enumerate(rest) if isinstance(m, AIMessage)), default=len(rest) - 1) + 1
+            messages = [*rest[:at], frame, *rest[at:]]
+        return super()._override(request, carrier, system, messages)
+
+
+def langgraph_with(middleware: type[ContextPlaneMiddleware]) -> Any:
+    """A harness factory for ``LangGraphHarness`` with another middleware class."""
+    return lambda kit: LangGraphHarness(kit, middleware)

@@ -13,13 +13,23 @@ from typing import Any, ClassVar
 
 import pytest
 
-from contextplane.testing import ConformanceFailure, RuntimeConformance, RuntimeKit, requirement
+from contextplane.testing import (
+    ConformanceFailure,
+    KitUsageError,
+    RuntimeConformance,
+    RuntimeKit,
+    requirement,
+)
 from tests.conformance.runtime_harnesses import (
     ComposingTwiceHarness,
+    ComposingTwiceMiddleware,
     ExternalHarness,
     LangGraphHarness,
     PersistingHarness,
+    PersistingMiddleware,
     SplittingHarness,
+    SplittingMiddleware,
+    langgraph_with,
 )
 
 
@@ -64,14 +74,27 @@ def _failures(harness: Callable[[RuntimeKit], Any], tmp_path: Any) -> dict[str, 
     return failed
 
 
+NEVER_STORED = {"RUNTIME-NEVER-STORED", "RUNTIME-INCOGNITO-WRITES-NOTHING"}
+
+
 @pytest.mark.parametrize(
     ("harness", "broken"),
     [
-        (PersistingHarness, {"RUNTIME-NEVER-STORED", "RUNTIME-INCOGNITO-WRITES-NOTHING"}),
-        (ComposingTwiceHarness, {"RUNTIME-ONE-COMPOSE-PER-TURN", "RUNTIME-ONE-INJECTION-ROW"}),
+        (PersistingHarness, NEVER_STORED),
+        (ComposingTwiceHarness, {"RUNTIME-ONE-COMPOSE-PER-TURN"}),
         (SplittingHarness, {"RUNTIME-TOOL-PAIRS-INTACT"}),
+        (langgraph_with(PersistingMiddleware), NEVER_STORED),
+        (langgraph_with(ComposingTwiceMiddleware), {"RUNTIME-ONE-COMPOSE-PER-TURN"}),
+        (langgraph_with(SplittingMiddleware), {"RUNTIME-TOOL-PAIRS-INTACT"}),
     ],
-    ids=["persists-the-projection", "composes-twice-per-turn", "splits-a-tool-pair"],
+    ids=[
+        "external-persists-the-projection",
+        "external-composes-twice-per-turn",
+        "external-splits-a-tool-pair",
+        "langgraph-persists-the-projection",
+        "langgraph-composes-twice-per-turn",
+        "langgraph-splits-a-tool-pair",
+    ],
 )
 def test_the_kit_fails_a_broken_adapter_by_requirement_id(
     harness: Callable[[RuntimeKit], Any], broken: set[str], tmp_path: Any
@@ -85,3 +108,48 @@ def test_the_kit_fails_a_broken_adapter_by_requirement_id(
 def test_the_working_external_harness_fails_nothing(tmp_path: Any) -> None:
     # The control for the test above: the same direct calls on the unbroken loop.
     assert _failures(ExternalHarness, tmp_path) == {}
+
+
+# --- usage errors: a harness set up wrongly is the test's fault, said so, never a pass ---------
+
+
+class _Silent(ExternalHarness):
+    """Runs the turn but reports no model call."""
+
+    def model_calls(self, session_id: str) -> list[Any]:
+        return []
+
+
+@pytest.fixture
+def kit(tmp_path: Any) -> Any:
+    from contextplane.backends.sqlite import SQLiteBackend
+    from contextplane.testing import new_runtime_kit
+
+    backend = SQLiteBackend(tmp_path / "kit.sqlite3")
+    yield new_runtime_kit(backend)
+    backend.close()
+
+
+def test_a_harness_without_the_protocol_is_a_usage_error(kit: RuntimeKit) -> None:
+    req = requirement("RUNTIME-PROJECTION-SEEN")
+    with pytest.raises(KitUsageError, match="lacks run_turn, model_calls or stored"):
+        RuntimeConformance().test_projection_seen(runtime_harness=object(), runtime_kit=kit, requirement=req)
+    with pytest.raises(KitUsageError, match="made no model call"):
+        RuntimeConformance().test_projection_seen(
+            runtime_harness=_Silent(kit), runtime_kit=kit, requirement=req
+        )
+
+
+def test_an_undeclared_capability_skips_naming_it(kit: RuntimeKit) -> None:
+    plain = type("TestPlain", (RuntimeConformance,), {"capabilities": frozenset()})
+    req = requirement("RUNTIME-TOOL-PAIRS-INTACT")
+    with pytest.raises(
+        pytest.skip.Exception, match=r"capability 'tools' not declared \(add \"tools\" to TestPlain"
+    ):
+        plain().test_tool_pairs_intact(runtime_harness=ExternalHarness(kit), runtime_kit=kit, requirement=req)
+
+
+def test_an_unknown_capability_is_a_usage_error() -> None:
+    odd = type("TestOdd", (RuntimeConformance,), {"capabilities": frozenset({"time_travel"})})
+    with pytest.raises(KitUsageError, match=r"names \['time_travel'\]; known capabilities: \['goal_turn'"):
+        odd().pytest_generate_tests(None)

@@ -43,8 +43,8 @@ RUNTIME: Final[tuple[Entry, ...]] = (
         "RUNTIME-ONE-INJECTION-ROW",
         "runtime",
         "Every composition writes exactly one injection-log row for its session and turn, listing "
-        "what it delivered, and one turn-inputs record where the snapshot store keeps them; a model "
-        "call writes none.",
+        "what it delivered, and every composed turn has its turn inputs where the snapshot store keeps "
+        "them; a model call writes none.",
     ),
     Entry(
         "RUNTIME-SNAPSHOT-PER-CALL",

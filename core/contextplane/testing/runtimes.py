@@ -291,8 +291,8 @@ class RuntimeConformance(_RuntimeBase):
         snapshots = backend.snapshots
         if isinstance(snapshots, TurnInputStore):
             inputs = snapshots.list_inputs(conv.session_id)
-            keys = sorted(i.turn_index for i in inputs)
-            want = sorted(c.turn_index for c in conv.compositions())
+            keys = sorted({i.turn_index for i in inputs})
+            want = sorted({c.turn_index for c in conv.compositions()})
             requirement.check(keys == want, f"turn inputs for turns {keys}, compositions for {want}")
 
     @checks("RUNTIME-SNAPSHOT-PER-CALL")
