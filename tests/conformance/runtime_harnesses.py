@@ -8,6 +8,7 @@ adapters are each a one-hook change to ``ExternalHarness``: the bugs the kit exi
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -57,7 +58,15 @@ def _seen(message: BaseMessage) -> SeenMessage:
 class LangGraphHarness:
     """A ``create_agent`` graph with the middleware, an in-memory checkpointer, a scripted model."""
 
-    def __init__(self, kit: RuntimeKit, middleware: type[ContextPlaneMiddleware] = ContextPlaneMiddleware):
+    def __init__(
+        self,
+        kit: RuntimeKit,
+        middleware: type[ContextPlaneMiddleware] = ContextPlaneMiddleware,
+        *,
+        asynchronous: bool = False,
+    ) -> None:
+        #: Drive the graph with ``ainvoke`` (the middleware's async hooks) instead of ``invoke``.
+        self.asynchronous = asynchronous
         self.middleware = middleware(host=kit.host, backend=kit.backend, stable_prefix=True, tools=[KIT_TOOL])
         self.saver = InMemorySaver()
         self.agent = create_agent(
@@ -82,7 +91,11 @@ class LangGraphHarness:
 
     def _invoke(self, session_id: str, payload: Any, **context: bool) -> None:
         self._session = session_id
-        self.agent.invoke(payload, {"configurable": {"thread_id": session_id}}, context=context)
+        config = {"configurable": {"thread_id": session_id}}
+        if self.asynchronous:
+            asyncio.run(self.agent.ainvoke(payload, config, context=context))
+        else:
+            self.agent.invoke(payload, config, context=context)
 
     def run_turn(
         self,
@@ -119,7 +132,9 @@ class LangGraphHarness:
 class ExternalHarness:
     """A hand-written agent loop over ``ContextAssembler``: plain messages, a scripted model."""
 
-    def __init__(self, kit: RuntimeKit) -> None:
+    def __init__(self, kit: RuntimeKit, *, asynchronous: bool = False) -> None:
+        #: Use ``aassemble`` / ``adeliver`` (the async path) instead of ``assemble`` / ``deliver``.
+        self.asynchronous = asynchronous
         self.assembler = ContextAssembler(host=kit.host, backend=kit.backend, tools=[KIT_TOOL])
         self.histories: dict[str, list[dict[str, Any]]] = {}
         self._calls: dict[str, list[ModelCall]] = {}
@@ -149,14 +164,17 @@ class ExternalHarness:
     def compose(self, text: str, session_id: str, history: list[dict[str, Any]], **flags: Any) -> Any:
         """The turn's composition and its first call's messages (one ``assemble``)."""
         turn_index = sum(1 for m in history if m["role"] == "user") - 1
-        return self.assembler.assemble(
-            text, session_id=session_id, turn_index=turn_index, history=history, call_index=0, **flags
-        )
+        kw = {"session_id": session_id, "turn_index": turn_index, "history": history, "call_index": 0}
+        if self.asynchronous:
+            return asyncio.run(self.assembler.aassemble(text, **kw, **flags))
+        return self.assembler.assemble(text, **kw, **flags)
 
     def deliver(
         self, projection: ProjectedContext, history: list[dict[str, Any]], call_index: int, **flags: Any
     ) -> list[dict[str, Any]]:
         """A later call's messages (``deliver``: no new composition)."""
+        if self.asynchronous:
+            return asyncio.run(self.assembler.adeliver(projection, history, call_index=call_index))
         return self.assembler.deliver(projection, history, call_index=call_index)
 
     def remember(

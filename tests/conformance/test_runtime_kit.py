@@ -51,6 +51,21 @@ class TestExternalAssembler(RuntimeConformance):
         return ExternalHarness(runtime_kit)
 
 
+# The async paths: the same kit, the harnesses driving ``ainvoke`` and ``aassemble``/``adeliver``.
+
+
+class TestLangGraphMiddlewareAsync(TestLangGraphMiddleware):
+    @pytest.fixture
+    def runtime_harness(self, runtime_kit: RuntimeKit) -> LangGraphHarness:
+        return LangGraphHarness(runtime_kit, asynchronous=True)
+
+
+class TestExternalAssemblerAsync(TestExternalAssembler):
+    @pytest.fixture
+    def runtime_harness(self, runtime_kit: RuntimeKit) -> ExternalHarness:
+        return ExternalHarness(runtime_kit, asynchronous=True)
+
+
 def _failures(harness: Callable[[RuntimeKit], Any], tmp_path: Any) -> dict[str, str]:
     """Every runtime check run on a fresh kit with ``harness``: the failing ids and messages."""
     from contextplane.backends.sqlite import SQLiteBackend
