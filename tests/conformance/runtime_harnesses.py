@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -142,7 +143,7 @@ class ExternalHarness:
     def _model(
         self, session_id: str, messages: Sequence[dict[str, Any]], tool_call: ToolCall | None, call: int
     ) -> dict[str, Any]:
-        seen = [SeenMessage("system", self.assembler.stable_prefix.text)]
+        seen = [SeenMessage("system", self.system_prompt())]
         seen += [
             SeenMessage(
                 m["role"],
@@ -160,6 +161,10 @@ class ExternalHarness:
             "content": "",
             "tool_calls": [{"id": tool_call.call_id, "name": tool_call.name, "args": tool_call.args}],
         }
+
+    def system_prompt(self) -> str:
+        """What the loop sends as the system prompt: the assembler's stable prefix."""
+        return self.assembler.stable_prefix.text
 
     def compose(self, text: str, session_id: str, history: list[dict[str, Any]], **flags: Any) -> Any:
         """The turn's composition and its first call's messages (one ``assemble``)."""
@@ -259,6 +264,50 @@ class SplittingHarness(ExternalHarness):
         *rest, frame = messages
         at = max(i for i, m in enumerate(rest) if m.get("tool_calls")) + 1
         return [*rest[:at], frame, *rest[at:]]
+
+
+# Bugs each requirement is there to catch, so no check is one that cannot fail.
+
+
+class BlindHarness(ExternalHarness):
+    """Sends the model the history without the delivered projection."""
+
+    def _model(
+        self, session_id: str, messages: Sequence[dict[str, Any]], tool_call: ToolCall | None, call: int
+    ) -> dict[str, Any]:
+        kept = [m for m in messages if not m.get("metadata", {}).get("contextplane_projection")]
+        return super()._model(session_id, kept, tool_call, call)
+
+
+class UnrecordedHarness(ExternalHarness):
+    """Composes every turn as a preview (``record=False``): nothing reaches the records."""
+
+    def compose(self, text: str, session_id: str, history: list[dict[str, Any]], **flags: Any) -> Any:
+        return super().compose(text, session_id, history, record=False, **flags)
+
+
+class FlagBlindHarness(ExternalHarness):
+    """Drops the turn's incognito and goal-turn flags on the way to the request."""
+
+    def compose(self, text: str, session_id: str, history: list[dict[str, Any]], **flags: Any) -> Any:
+        return super().compose(text, session_id, history)
+
+
+class StampedPrefixHarness(ExternalHarness):
+    """Appends the time of the call to the system prompt (a cache breaker)."""
+
+    def system_prompt(self) -> str:
+        return f"{super().system_prompt()}\nNow: {time.time_ns()}"
+
+
+class ResumeBlindMiddleware(ContextPlaneMiddleware):
+    """Composes in ``before_agent`` only: a resumed run (which skips it) gets no projection."""
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return None
+
+    def _prepare(self, request: Any) -> Any:
+        return super()._prepare(request) if request.state.get(PROJECTION_KEY) is not None else request
 
 
 # The same three bugs in LangGraph middleware: each a one-hook subclass of the real one.
