@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import contextplane.testing as kit
-from contextplane.testing import RECORDS_CAPABILITIES, REQUIREMENTS, STORE_CAPABILITIES
+from contextplane.testing import RECORDS_CAPABILITIES, REQUIREMENTS, RUNTIME_CAPABILITIES, STORE_CAPABILITIES
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
 TEXT = DOC.read_text(encoding="utf-8")
@@ -41,6 +41,7 @@ def test_requirements_are_documented_in_kit_order() -> None:
         kit.ContextSectionConformance,
         kit.KnowledgeStoreConformance,
         kit.BackendConformance,
+        kit.RuntimeConformance,
     ],
 )
 def test_every_fixture_of_the_kit_is_documented(cls: type) -> None:
@@ -57,7 +58,12 @@ def test_every_fixture_of_the_kit_is_documented(cls: type) -> None:
 
 
 def test_every_capability_is_documented() -> None:
-    capabilities = STORE_CAPABILITIES | RECORDS_CAPABILITIES | {r.capability for r in REQUIREMENTS.values() if r.capability}
+    capabilities = (
+        STORE_CAPABILITIES
+        | RECORDS_CAPABILITIES
+        | RUNTIME_CAPABILITIES
+        | {r.capability for r in REQUIREMENTS.values() if r.capability}
+    )
     for name in capabilities:
         assert f"| `{name}` |" in TEXT, name
 
@@ -90,7 +96,9 @@ def test_a_failure_points_to_a_reference_that_an_installed_wheel_holds(tmp_path:
 
     from hatchling.builders.wheel import WheelBuilder
 
-    (wheel,) = WheelBuilder(str(DOC.parents[1])).build(directory=str(tmp_path / "dist"), versions=["standard"])
+    (wheel,) = WheelBuilder(str(DOC.parents[1])).build(
+        directory=str(tmp_path / "dist"), versions=["standard"]
+    )
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as zf:
         assert zf.read("contextplane/testing/conformance.md").decode("utf-8") == TEXT

@@ -1,4 +1,5 @@
-"""The conformance kit: pytest base classes a plugin or store author subclasses in one line.
+"""The conformance kit: pytest base classes a plugin, store or runtime-adapter author subclasses
+in one line.
 
     from contextplane.testing import ContextSectionConformance
 
@@ -32,6 +33,8 @@ _CHECK_MODULES = (
     "contextplane.testing.sections",
     "contextplane.testing.stores",
     "contextplane.testing.records",
+    "contextplane.testing.runtimes",
+    "contextplane.testing.runtime_harness",
 )
 pytest.register_assert_rewrite(*_CHECK_MODULES)
 
@@ -57,12 +60,25 @@ if TYPE_CHECKING:
     from contextplane.testing.requirements import (
         RECORDS_CAPABILITIES,
         REQUIREMENTS,
+        RUNTIME_CAPABILITIES,
         STORE_CAPABILITIES,
         ConformanceFailure,
         Requirement,
         requirement,
         requirements_of,
     )
+    from contextplane.testing.runtime_harness import (
+        KIT_TOOL,
+        ModelCall,
+        ResumableHarness,
+        RuntimeHarness,
+        RuntimeKit,
+        SeenMessage,
+        ToolCall,
+        kit_lookup,
+        new_runtime_kit,
+    )
+    from contextplane.testing.runtimes import RuntimeConformance
     from contextplane.testing.sections import (
         ContextSectionChecks,
         ContextSectionConformance,
@@ -104,6 +120,17 @@ _WHERE: dict[str, str] = {
     "SummaryChecks": "records",
     "TrajectoryChecks": "records",
     "StoreConsistencyChecks": "stores",
+    "RUNTIME_CAPABILITIES": "requirements",
+    "KIT_TOOL": "runtime_harness",
+    "ModelCall": "runtime_harness",
+    "ResumableHarness": "runtime_harness",
+    "RuntimeHarness": "runtime_harness",
+    "RuntimeKit": "runtime_harness",
+    "SeenMessage": "runtime_harness",
+    "ToolCall": "runtime_harness",
+    "kit_lookup": "runtime_harness",
+    "new_runtime_kit": "runtime_harness",
+    "RuntimeConformance": "runtimes",
     "STORE_CAPABILITIES": "requirements",
     "ConformanceFailure": "requirements",
     "Requirement": "requirements",
@@ -136,10 +163,12 @@ _WHERE: dict[str, str] = {
 __all__ = [
     "D4_TABLE",
     "HOSTILE_QUERIES",
+    "KIT_TOOL",
     "PAYLOAD_MARKER",
     "RECORDS_CAPABILITIES",
     "REQUIREMENTS",
     "REVIEW_BY_SOURCE",
+    "RUNTIME_CAPABILITIES",
     "STORE_CAPABILITIES",
     "BackendConformance",
     "BackendShapeChecks",
@@ -156,12 +185,18 @@ __all__ = [
     "KnowledgeStoreConformance",
     "LegacyRow",
     "MissingFixture",
+    "ModelCall",
     "PluginNotLoadable",
     "PromptSectionChecks",
     "PromptSectionConformance",
     "Requirement",
+    "ResumableHarness",
+    "RuntimeConformance",
+    "RuntimeHarness",
+    "RuntimeKit",
     "SectionInput",
     "SectionPluginConformance",
+    "SeenMessage",
     "SnapshotChecks",
     "SpyStore",
     "StoreAsyncChecks",
@@ -174,8 +209,11 @@ __all__ = [
     "StoreScopeChecks",
     "StoreWriteChecks",
     "SummaryChecks",
+    "ToolCall",
     "TrajectoryChecks",
     "hostile_payload",
+    "kit_lookup",
+    "new_runtime_kit",
     "requirement",
     "requirements_of",
 ]

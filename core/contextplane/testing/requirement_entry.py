@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-Kind = Literal["prompt", "context", "store", "records"]
+Kind = Literal["prompt", "context", "store", "records", "runtime"]
 
 
 class Entry(NamedTuple):

@@ -5,9 +5,10 @@ they can look up (docs/conformance.md lists the same table), and ``pytest -k CTX
 has to select exactly that check. Ids never change meaning once published; a new rule gets a
 new id. The sentence is the contract as the ADR states it, not a description of the test.
 
-The tables themselves live in ``section_requirements`` and ``store_requirements`` (one per
-kind of author); this module is the API over them and keeps ``ConformanceFailure`` (its name,
-``contextplane.testing.requirements.ConformanceFailure``, is in every failure report).
+The tables themselves live in ``section_requirements``, ``store_requirements`` and
+``runtime_requirements`` (one per kind of author); this module is the API over them and keeps
+``ConformanceFailure`` (its name, ``contextplane.testing.requirements.ConformanceFailure``, is in
+every failure report).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Final, NoReturn
 import attrs
 
 from contextplane.testing.requirement_entry import Kind
+from contextplane.testing.runtime_requirements import RUNTIME
 from contextplane.testing.section_requirements import CONTEXT, PROMPT
 from contextplane.testing.store_requirements import RECORDS, STORE
 
@@ -77,7 +79,9 @@ def conformance_doc() -> Path:
     return here.parents[2] / "docs" / "conformance.md"
 
 
-_ALL: tuple[Requirement, ...] = tuple(Requirement(*entry) for entry in (*PROMPT, *CONTEXT, *STORE, *RECORDS))
+_ALL: tuple[Requirement, ...] = tuple(
+    Requirement(*entry) for entry in (*PROMPT, *CONTEXT, *STORE, *RECORDS, *RUNTIME)
+)
 
 #: Every requirement by id, in documentation order.
 REQUIREMENTS: Final[Mapping[str, Requirement]] = MappingProxyType({r.id: r for r in _ALL})
@@ -88,6 +92,8 @@ STORE_CAPABILITIES: Final[frozenset[str]] = frozenset(
 )
 #: Capabilities a backend may declare for the records kit.
 RECORDS_CAPABILITIES: Final[frozenset[str]] = frozenset({"trajectory"})
+#: Capabilities a runtime adapter's harness may declare for the runtime kit.
+RUNTIME_CAPABILITIES: Final[frozenset[str]] = frozenset({"tools", "incognito", "goal_turn", "resume"})
 
 
 def requirement(req_id: str) -> Requirement:
