@@ -154,7 +154,8 @@ class HeldLists:
             if self._lists:  # another thread loaded them while this one waited
                 return
             loaded: dict[int, _List] = {}
-            current, rows = -1, []
+            current = -1
+            rows: list[Any] = []
             for key, blob in conn.execute(_ALL_ROWS):
                 number = int(key) >> vector_index.LIST_SHIFT
                 if number != current and rows:
