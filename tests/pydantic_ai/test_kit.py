@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -30,16 +32,20 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.runtime import Runtime, open_runtime
 from contextplane.testing import (
     KIT_TOOL,
+    ConformanceFailure,
     ModelCall,
     RuntimeConformance,
     RuntimeKit,
     SeenMessage,
     ToolCall,
     kit_lookup,
+    new_runtime_kit,
 )
+from contextplane.testing._base import requirement_of
 from contextplane_pydantic_ai import ContextPlaneCapability
 from contextplane_pydantic_ai.codec import message_text
 
@@ -82,13 +88,19 @@ class PydanticAIHarness:
     """One ``Agent`` with the capability on the kit's runtime, a scripted ``FunctionModel``, and
     the message history of each session kept as the application would keep it."""
 
-    def __init__(self, runtime: Runtime, *, asynchronous: bool = False) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        asynchronous: bool = False,
+        capability: type[ContextPlaneCapability] = ContextPlaneCapability,
+    ) -> None:
         #: Drive the agent with ``agent.run`` (awaited) instead of ``agent.run_sync``.
         self.asynchronous = asynchronous
         self.agent: Agent[dict[str, Any], str | DeferredToolRequests] = Agent(
             FunctionModel(self._reply),
             output_type=[str, DeferredToolRequests],
-            capabilities=[ContextPlaneCapability(runtime)],
+            capabilities=[capability(runtime)],
         )
         self.agent.tool_plain(name=KIT_TOOL)(kit_lookup)
 
@@ -176,3 +188,77 @@ class TestPydanticAICapabilityAsync(TestPydanticAICapability):
     @pytest.fixture
     def runtime_harness(self, kit_runtime: Runtime) -> PydanticAIHarness:
         return PydanticAIHarness(kit_runtime, asynchronous=True)
+
+
+# --- the harness catches a broken capability, by requirement id --------------------------------
+
+
+class PersistingCapability(ContextPlaneCapability):
+    """Appends the projection to the run's own messages (what the issue's v1 bug and a history
+    processor do), so PydanticAI stores it."""
+
+    async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
+        delivered = await super().before_model_request(ctx, request_context)
+        ctx.messages.append(delivered.messages[-1])
+        return delivered
+
+
+class ComposingTwiceCapability(ContextPlaneCapability):
+    """Forgets the run's turn after each model request, so a tool round composes again."""
+
+    async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
+        delivered = await super().before_model_request(ctx, request_context)
+        self._turn = None
+        return delivered
+
+
+class SplittingCapability(ContextPlaneCapability):
+    """Places the projection right after the newest model response, before its tool results.
+    PydanticAI re-pairs it: its history cleaning (``_clean_message_history``, run on every
+    model request) merges the consecutive requests with the tool results first, so this bug
+    never reaches the model; the test pins that, since the capability relies on it nowhere."""
+
+    async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
+        delivered = await super().before_model_request(ctx, request_context)
+        *rest, frame = delivered.messages
+        at = max((i for i, m in enumerate(rest) if isinstance(m, ModelResponse)), default=len(rest) - 1)
+        return replace(delivered, messages=[*rest[: at + 1], frame, *rest[at + 1 :]])
+
+
+def _failures(capability: type[ContextPlaneCapability], tmp_path: Path) -> dict[str, str]:
+    """Every runtime check, called directly on a fresh kit with ``capability`` in the harness:
+    the failing ids and their messages."""
+    kit_class = TestPydanticAICapability
+    failed: dict[str, str] = {}
+    for name in dir(kit_class):
+        req = requirement_of(getattr(kit_class, name))
+        if req is None:
+            continue
+        backend = SQLiteBackend(tmp_path / f"{req.id}.sqlite3")
+        kit = new_runtime_kit(backend)
+        try:
+            with open_runtime(kit.host.config, backend=backend, host=kit.host) as runtime:
+                harness = PydanticAIHarness(runtime, capability=capability)
+                getattr(kit_class(), name)(runtime_harness=harness, runtime_kit=kit, requirement=req)
+        except ConformanceFailure as failure:
+            failed[req.id] = str(failure)
+        finally:
+            backend.close()
+    return failed
+
+
+@pytest.mark.parametrize(
+    ("capability", "broken"),
+    [
+        (ContextPlaneCapability, set()),
+        (PersistingCapability, {"RUNTIME-NEVER-STORED", "RUNTIME-INCOGNITO-WRITES-NOTHING"}),
+        (ComposingTwiceCapability, {"RUNTIME-ONE-COMPOSE-PER-TURN"}),
+        (SplittingCapability, set()),
+    ],
+    ids=["the-capability", "persists", "composes-twice", "splits-a-pair"],
+)
+def test_the_harness_fails_a_broken_capability_by_requirement_id(
+    capability: type[ContextPlaneCapability], broken: set[str], tmp_path: Path
+) -> None:
+    failed = _failures(capability, tmp_path)
+    assert set(failed) == broken, failed
