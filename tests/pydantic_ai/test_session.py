@@ -35,6 +35,7 @@ from contextplane_pydantic_ai.codec import ProjectionPart
 
 from .conftest import CONFIG, MEMORY, WS, Recorder
 from .test_capability import PATHS, Run
+from .test_kit import seen_messages
 
 TURNS = 20
 BUDGET_TOKENS = 600
@@ -156,6 +157,14 @@ def test_twenty_turns_store_no_derived_context_fit_the_budget_and_keep_the_prefi
         assert [c.instructions for c in calls] == [prefix.text] * len(calls)
 
     assert shed_turns >= TURNS - 1
+    # The conversation before the projection only grows: each request's is a prefix of the next
+    # one's, so a provider's prefix cache holds across the session (the projection comes last).
+    history = [
+        [m for m in seen_messages(c.messages, c.instructions) if ROW not in m.text] for c in model.seen
+    ]
+    for n in range(1, len(history)):
+        assert history[n][: len(history[n - 1])] == history[n - 1], f"request {n}"
+    assert len(history[-1]) > 2 * TURNS
     snapshots = backend.snapshots.list("long")
     assert len(snapshots) == TURNS + TURNS // 5
     assert {s.prefix_sha256 for s in snapshots} == {prefix.sha256}
