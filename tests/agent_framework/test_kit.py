@@ -17,15 +17,35 @@ carrying only the approval response continues the turn.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import pytest
-from agent_framework import Agent, AgentSession, ChatResponse, Content, InMemoryHistoryProvider, Message, tool
+from agent_framework import (
+    Agent,
+    AgentSession,
+    ChatResponse,
+    Content,
+    InMemoryHistoryProvider,
+    Message,
+    SessionContext,
+    tool,
+)
 
+from contextplane.request import ProjectionRequest
 from contextplane.runtime import open_runtime
-from contextplane.testing import KIT_TOOL, ModelCall, RuntimeConformance, RuntimeKit, SeenMessage, ToolCall, kit_lookup
+from contextplane.testing import (
+    KIT_TOOL,
+    ConformanceFailure,
+    ModelCall,
+    RuntimeConformance,
+    RuntimeKit,
+    SeenMessage,
+    ToolCall,
+    kit_lookup,
+)
 from contextplane_agent_framework import PROJECTION_MARKER, ContextPlaneProvider
+from contextplane_agent_framework.provider import TURN_KEY, run_query
 
 from .conftest import FakeChatClient, stored_json
 
@@ -63,9 +83,15 @@ def is_projection(message: Message) -> bool:
 class AgentFrameworkHarness:
     """An ``Agent`` with the provider, an in-memory history provider, and a scripted fake client."""
 
-    def __init__(self, kit: RuntimeKit) -> None:
+    def __init__(
+        self,
+        kit: RuntimeKit,
+        *,
+        provider: type[ContextPlaneProvider] = ContextPlaneProvider,
+        store_context_messages: bool = False,
+    ) -> None:
         runtime = open_runtime(kit.host.config, backend=kit.backend, host=kit.host)
-        self.provider = ContextPlaneProvider(
+        self.provider = provider(
             runtime,
             incognito=lambda session, _context: bool(session.state.get("kit", {}).get("incognito")),
             goal_turn=lambda session, _context: bool(session.state.get("kit", {}).get("goal_turn")),
@@ -74,11 +100,12 @@ class AgentFrameworkHarness:
         self.agent = Agent(
             self.client,
             tools=[kit_lookup_tool, kit_guarded_delete],
-            context_providers=[InMemoryHistoryProvider(), self.provider],
+            context_providers=[InMemoryHistoryProvider(store_context_messages=store_context_messages), self.provider],
         )
         self.sessions: dict[str, AgentSession] = {}
         self._session = ""
         self._next: ToolCall | None = None
+        self._pending: Any = None  # the paused run's approval request
         self._calls: dict[str, list[ModelCall]] = {}
 
     def _reply(self, messages: Sequence[Message]) -> ChatResponse:
@@ -169,3 +196,51 @@ def test_the_harness_reports_what_the_framework_stores_and_the_model_saw(tmp_pat
         assert "look it up" in stored and "looked up t" in stored
     finally:
         backend.close()
+
+
+class ResumeBlindProvider(ContextPlaneProvider):
+    """Broken: treats the approval run as a new turn (a fresh counter, an empty query)."""
+
+    def request(self, session: AgentSession, context: SessionContext, state: dict[str, Any]) -> ProjectionRequest:
+        if not run_query(context.input_messages):
+            state.pop(TURN_KEY, None)
+        return super().request(session, context, state)
+
+
+def _failures(harness: Callable[[RuntimeKit], Any], tmp_path: Any, ids: set[str]) -> dict[str, str]:
+    """The checks ``ids`` run on a fresh kit with ``harness``: the failing ids and messages."""
+    from contextplane.backends.sqlite import SQLiteBackend
+    from contextplane.testing import new_runtime_kit
+    from contextplane.testing._base import requirement_of
+
+    failed: dict[str, str] = {}
+    for name in dir(TestAgentFrameworkProvider):
+        req = requirement_of(getattr(TestAgentFrameworkProvider, name))
+        if req is None or req.id not in ids:
+            continue
+        backend = SQLiteBackend(tmp_path / f"{req.id}.sqlite3")
+        try:
+            kit = new_runtime_kit(backend)
+            check = getattr(TestAgentFrameworkProvider(), name)
+            check(runtime_harness=harness(kit), runtime_kit=kit, requirement=req)
+        except ConformanceFailure as failure:
+            failed[req.id] = str(failure)
+        finally:
+            backend.close()
+    return failed
+
+
+def test_the_kit_fails_a_history_provider_that_stores_the_projection(tmp_path: Any) -> None:
+    """The framework's opt-in ``store_context_messages=True`` persists the projection: the kit
+    must see it in the session, so this harness's ``stored()`` is proven to bite."""
+    ids = {"RUNTIME-NEVER-STORED", "RUNTIME-INCOGNITO-WRITES-NOTHING", "RUNTIME-PROJECTION-SEEN"}
+    failed = _failures(lambda kit: AgentFrameworkHarness(kit, store_context_messages=True), tmp_path, ids)
+    assert set(failed) == {"RUNTIME-NEVER-STORED", "RUNTIME-INCOGNITO-WRITES-NOTHING"}, failed
+    assert "KITROW{" in failed["RUNTIME-NEVER-STORED"]
+
+
+def test_the_kit_fails_a_provider_that_opens_a_new_turn_on_the_approval_run(tmp_path: Any) -> None:
+    failed = _failures(
+        lambda kit: AgentFrameworkHarness(kit, provider=ResumeBlindProvider), tmp_path, {"RUNTIME-RECOMPOSE-ON-RESUME"}
+    )
+    assert set(failed) == {"RUNTIME-RECOMPOSE-ON-RESUME"}, failed
