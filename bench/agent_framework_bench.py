@@ -10,6 +10,8 @@ dwarfs them), an ``InMemoryHistoryProvider``, one model call per turn, 10 turns 
 * ``bare``: no context provider;
 * ``no-op provider``: a ``ContextProvider`` that adds a no-op chat middleware per run (what
   the framework itself charges for a provider and a per-call middleware);
+* ``static message``: a provider adding one fixed context message of the projection's size and
+  a no-op chat middleware (what the framework charges for carrying a context message);
 * ``provider``: ``ContextPlaneProvider`` over a runtime with no backend (composition and
   delivery, nothing recorded; it logs that once);
 * ``provider+records``: the same over the embedded SQLite backend (injection row and trajectory
@@ -99,8 +101,28 @@ class NoopProvider(ContextProvider):
         context.extend_middleware(self.source_id, NoopMiddleware())
 
 
+class StaticMessageProvider(ContextProvider):
+    """A fixed context message of the projection's size plus a no-op middleware: what the
+    framework charges for carrying one context message through a run (its copy, attribution
+    and the history provider's identity checks), with no contextplane work at all."""
+
+    def __init__(self, source_id: str, text: str) -> None:
+        super().__init__(source_id)
+        self.message = Message(role="user", contents=[text])
+
+    async def before_run(self, *, agent: Any, session: Any, context: Any, state: Any) -> None:
+        context.extend_messages(self.source_id, [self.message])
+        context.extend_middleware(self.source_id, NoopMiddleware())
+
+
 def agent(*providers: ContextProvider) -> Agent:
     return Agent(FastClient(), context_providers=[InMemoryHistoryProvider(), *providers])
+
+
+def projection_text(host: Any, config: Any) -> str:
+    """One turn's projection text on the bench's sections (the static message's content)."""
+    runtime = Runtime(host=host, config=config)
+    return runtime.compose(runtime.request("question 0", session_id="size", turn_index=0)).text
 
 
 class AgentTurns:
@@ -142,6 +164,7 @@ async def measure(turns: int, tmp: Path) -> tuple[dict[str, float], dict[str, fl
     variants: dict[str, Callable[[int], Any]] = {
         "bare": AgentTurns("bare", agent()),
         "no-op provider": AgentTurns("noop", agent(NoopProvider("noop"))),
+        "static message": AgentTurns("static", agent(StaticMessageProvider("static", projection_text(host, config)))),
         "provider": AgentTurns("provider", agent(ContextPlaneProvider(Runtime(host=host, config=config)))),
         "provider+records": AgentTurns(
             "records", agent(ContextPlaneProvider(open_runtime(config, backend=records, host=host)))
@@ -193,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
         f"  provider+records vs bare + composing directly: x{med['provider+records'] / by_hand:.2f} wall, "
         f"x{cpu['provider+records'] / by_hand_cpu:.2f} CPU (the adapter's own share: "
         f"{added - direct:+.3f} ms wall, {added_cpu - direct_cpu:+.3f} ms CPU per turn)"
+    )
+    carry, carry_cpu = med["static message"] - med["bare"], cpu["static message"] - cpu["bare"]
+    print(
+        f"    of which the framework carrying one context message (static message - bare): "
+        f"{carry:+.3f} ms wall, {carry_cpu:+.3f} ms CPU"
     )
     ratio = med["provider+records"] / med["bare"]
     print(f"  target <= 1.3x of bare (fake model): {'met' if ratio <= 1.3 else 'missed'} (x{ratio:.2f})")
