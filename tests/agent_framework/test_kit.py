@@ -89,6 +89,7 @@ class AgentFrameworkHarness:
         *,
         provider: type[ContextPlaneProvider] = ContextPlaneProvider,
         store_context_messages: bool = False,
+        per_call_persistence: bool = False,
     ) -> None:
         runtime = open_runtime(kit.host.config, backend=kit.backend, host=kit.host)
         self.provider = provider(
@@ -101,6 +102,7 @@ class AgentFrameworkHarness:
             self.client,
             tools=[kit_lookup_tool, kit_guarded_delete],
             context_providers=[InMemoryHistoryProvider(store_context_messages=store_context_messages), self.provider],
+            require_per_service_call_history_persistence=per_call_persistence,
         )
         self.sessions: dict[str, AgentSession] = {}
         self._session = ""
@@ -175,6 +177,15 @@ class TestAgentFrameworkProvider(RuntimeConformance):
         return AgentFrameworkHarness(runtime_kit)
 
 
+class TestAgentFrameworkProviderPerCallPersistence(TestAgentFrameworkProvider):
+    """The framework's per-service-call history persistence (it loads and persists around every
+    model call, splitting context from input by attribution): the same contract holds."""
+
+    @pytest.fixture
+    def runtime_harness(self, runtime_kit: RuntimeKit) -> AgentFrameworkHarness:
+        return AgentFrameworkHarness(runtime_kit, per_call_persistence=True)
+
+
 def test_the_harness_reports_what_the_framework_stores_and_the_model_saw(tmp_path: Any) -> None:
     """The harness itself: stored() is the serialised session (it holds the conversation), and a
     tool turn's second call shows the call/result pair with the kit's call id."""
@@ -201,10 +212,12 @@ def test_the_harness_reports_what_the_framework_stores_and_the_model_saw(tmp_pat
 class ResumeBlindProvider(ContextPlaneProvider):
     """Broken: treats the approval run as a new turn (a fresh counter, an empty query)."""
 
-    def request(self, session: AgentSession, context: SessionContext, state: dict[str, Any]) -> ProjectionRequest:
+    def request(
+        self, session: AgentSession, context: SessionContext, state: dict[str, Any], history: Sequence[Message] = ()
+    ) -> ProjectionRequest:
         if not run_query(context.input_messages):
             state.pop(TURN_KEY, None)
-        return super().request(session, context, state)
+        return super().request(session, context, state, history)
 
 
 def _failures(harness: Callable[[RuntimeKit], Any], tmp_path: Any, ids: set[str]) -> dict[str, str]:
