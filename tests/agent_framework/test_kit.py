@@ -11,7 +11,8 @@ Incognito and goal turns are decided per run from the session's state, the way a
 user marks a run (``ContextPlaneProvider(incognito=lambda session, context: ...)``). The
 "resume" capability is the framework's tool approval: the model calls a tool that requires
 approval, the run returns with a ``user_input_request`` (the turn paused), and a second run
-carrying only the approval response continues the turn.
+carrying only the approval response continues the turn. The kit runs three ways: plain runs,
+streamed runs, and with the framework's per-service-call history persistence.
 """
 
 from __future__ import annotations
@@ -90,7 +91,10 @@ class AgentFrameworkHarness:
         provider: type[ContextPlaneProvider] = ContextPlaneProvider,
         store_context_messages: bool = False,
         per_call_persistence: bool = False,
+        streaming: bool = False,
     ) -> None:
+        #: Run with ``stream=True`` (drain the updates, then the final response).
+        self.streaming = streaming
         runtime = open_runtime(kit.host.config, backend=kit.backend, host=kit.host)
         self.provider = provider(
             runtime,
@@ -126,6 +130,18 @@ class AgentFrameworkHarness:
         content = Content.from_function_call(call_id=call.call_id, name=call.name, arguments=call.args)
         return ChatResponse(messages=[Message(role="assistant", contents=[content])])
 
+    def _run(self, message: str | Message, session: AgentSession) -> Any:
+        if not self.streaming:
+            return asyncio.run(self.agent.run(message, session=session))
+
+        async def streamed() -> Any:
+            stream = self.agent.run(message, session=session, stream=True)
+            async for _update in stream:
+                pass
+            return await stream.get_final_response()
+
+        return asyncio.run(streamed())
+
     def _session_for(self, session_id: str, **flags: bool) -> AgentSession:
         session = self.sessions.get(session_id)
         if session is None:
@@ -145,12 +161,12 @@ class AgentFrameworkHarness:
     ) -> None:
         session = self._session_for(session_id, incognito=incognito, goal_turn=goal_turn)
         self._next = tool_call
-        asyncio.run(self.agent.run(text, session=session))
+        self._run(text, session)
 
     def pause_turn(self, session_id: str, text: str) -> None:
         session = self._session_for(session_id)
         self._next = ToolCall(PAUSE_TOOL, {"branch": "old"}, "kit-pause")
-        response = asyncio.run(self.agent.run(text, session=session))
+        response = self._run(text, session)
         if len(response.user_input_requests) != 1:
             raise AssertionError(f"the guarded tool did not pause the run: {response.user_input_requests}")
         self._pending = response.user_input_requests[0]
@@ -158,7 +174,7 @@ class AgentFrameworkHarness:
     def resume(self, session_id: str) -> None:
         session = self._session_for(session_id)
         approval = Message(role="user", contents=[self._pending.to_function_approval_response(True)])
-        asyncio.run(self.agent.run(approval, session=session))
+        self._run(approval, session)
 
     def model_calls(self, session_id: str) -> Sequence[ModelCall]:
         return list(self._calls.get(session_id, ()))
@@ -184,6 +200,14 @@ class TestAgentFrameworkProviderPerCallPersistence(TestAgentFrameworkProvider):
     @pytest.fixture
     def runtime_harness(self, runtime_kit: RuntimeKit) -> AgentFrameworkHarness:
         return AgentFrameworkHarness(runtime_kit, per_call_persistence=True)
+
+
+class TestAgentFrameworkProviderStreaming(TestAgentFrameworkProvider):
+    """The same contract on streamed runs (``agent.run(..., stream=True)``)."""
+
+    @pytest.fixture
+    def runtime_harness(self, runtime_kit: RuntimeKit) -> AgentFrameworkHarness:
+        return AgentFrameworkHarness(runtime_kit, streaming=True)
 
 
 def test_the_harness_reports_what_the_framework_stores_and_the_model_saw(tmp_path: Any) -> None:
