@@ -38,6 +38,7 @@ from agent_framework import (
     ChatContext,
     ChatMiddleware,
     ContextProvider,
+    HistoryProvider,
     Message,
     SessionContext,
 )
@@ -67,6 +68,20 @@ def run_query(messages: Sequence[Message]) -> str:
         if str(message.role) == "user" and message.text and not is_context_frame(message):
             return str(message.text)
     return ""
+
+
+async def stored_history(agent: Any, session: AgentSession, context: SessionContext) -> list[Message]:
+    """The session's history as the agent's first loading history provider keeps it.
+
+    Why: a run that only answers an approval request resumes its turn, queried with the turn's
+    operator input, which is in the loaded history; but with
+    ``require_per_service_call_history_persistence`` the framework loads history per model
+    call, after ``before_run``, so the run's context holds none of it yet."""
+    for provider in getattr(agent, "context_providers", None) or ():
+        if isinstance(provider, HistoryProvider) and provider.load_messages:
+            state = session.state.get(provider.source_id, {})
+            return list(await provider.get_messages(context.session_id or session.session_id, state=state))
+    return []
 
 
 class ProjectionDelivery(ChatMiddleware):
@@ -170,16 +185,21 @@ class ContextPlaneProvider(ContextProvider):
         self._warned_no_calls = False
 
     def request(
-        self, session: AgentSession, context: SessionContext, state: dict[str, Any]
+        self,
+        session: AgentSession,
+        context: SessionContext,
+        state: dict[str, Any],
+        history: Sequence[Message] = (),
     ) -> ProjectionRequest:
         """This run's ``ProjectionRequest``. A run whose input holds operator text opens a turn
         (the counter advances); one without (it answers a tool-approval request) resumes the
-        current turn, queried with the newest operator text of the loaded history."""
+        current turn, queried with the newest operator text of the loaded history (or of
+        ``history``, the stored one, when the framework loads history per model call)."""
         query = run_query(context.input_messages)
         resumed = not query and TURN_KEY in state
         if resumed:
             turn_index = int(state[TURN_KEY])
-            query = run_query(context.get_messages(exclude_sources={self.source_id}))
+            query = run_query(context.get_messages(exclude_sources={self.source_id})) or run_query(history)
         else:
             turn_index = int(state.get(TURN_KEY, -1)) + 1
             state[TURN_KEY], state[CALLS_KEY] = turn_index, 0
@@ -201,7 +221,14 @@ class ContextPlaneProvider(ContextProvider):
         self, *, agent: Any, session: AgentSession, context: SessionContext, state: dict[str, Any]
     ) -> None:
         """Compose the run's turn once; hand it to the run's calls through its middleware."""
-        turn = await self.runtime.acompose(self.request(session, context, state))
+        history: list[Message] = []
+        if (
+            TURN_KEY in state
+            and not run_query(context.input_messages)
+            and not run_query(context.get_messages(exclude_sources={self.source_id}))
+        ):
+            history = await stored_history(agent, session, context)  # a resume, history not loaded
+        turn = await self.runtime.acompose(self.request(session, context, state, history))
         projection = turn.projection
         token = f"{projection.session_id}:{projection.turn_index}:{uuid.uuid4().hex}"
         codec = RunCodec(self.source_id, token)
@@ -239,4 +266,12 @@ def _flag(value: Flag, session: AgentSession, context: SessionContext) -> bool:
     return bool(value(session, context)) if callable(value) else bool(value)
 
 
-__all__ = ["CALLS_KEY", "TURN_KEY", "ContextPlaneProvider", "Flag", "ProjectionDelivery", "run_query"]
+__all__ = [
+    "CALLS_KEY",
+    "TURN_KEY",
+    "ContextPlaneProvider",
+    "Flag",
+    "ProjectionDelivery",
+    "run_query",
+    "stored_history",
+]

@@ -378,6 +378,41 @@ def test_a_run_answering_a_tool_approval_resumes_the_turn(host, backend, section
     assert MARK not in stored_json(session)
 
 
+def test_an_approval_run_resumes_the_turn_with_its_input_when_history_loads_per_model_call(host, backend, sections) -> None:
+    """With ``require_per_service_call_history_persistence`` the framework loads history per
+    model call, after ``before_run``: the resumed turn is still queried with its operator input,
+    read from the history provider's stored messages (it was composed for "" before)."""
+    from agent_framework import tool
+
+    @tool(approval_mode="always_require")
+    def guarded_lookup(city: str) -> str:
+        """Look the weather in a city up, after the operator approves."""
+        return f"sunny in {city}"
+
+    runtime = open_runtime(host.config, backend=backend, host=host)
+    client = FakeChatClient(lambda m: _renamed(lookup_then_answer(m), "guarded_lookup"))
+    agent = Agent(
+        client,
+        tools=[guarded_lookup],
+        context_providers=[InMemoryHistoryProvider(), ContextPlaneProvider(runtime)],
+        require_per_service_call_history_persistence=True,
+    )
+
+    async def turns() -> Any:
+        session = agent.create_session(session_id="s1")
+        first = await agent.run("q-one", session=session)
+        [request] = first.user_input_requests
+        await agent.run(Message(role="user", contents=[request.to_function_approval_response(True)]), session=session)
+        return session
+
+    session = run(turns())
+    assert [(d.turn_index, d.query) for d in sections.of("working")] == [(0, "q-one"), (0, "q-one")]
+    [projection] = projections_in(client.seen[-1].messages)
+    assert "|0|q-one}" in projection.text
+    assert [s.key for s in backend.snapshots.list("s1")] == [("s1", 0, 0), ("s1", 0, 1)]
+    assert MARK not in stored_json(session)
+
+
 def _renamed(response: ChatResponse, name: str) -> ChatResponse:
     for message in response.messages:
         for content in message.contents:
