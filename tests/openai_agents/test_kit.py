@@ -12,25 +12,30 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 from agents import Agent, RunConfig, Runner, RunResult, SQLiteSession, function_tool
+from agents.run_config import CallModelData, ModelInputData
 from agents.testing import ScriptedModel, assistant_message, function_call
 
+from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.runtime import Runtime, open_runtime
 from contextplane.testing import (
     KIT_TOOL,
+    ConformanceFailure,
     ModelCall,
     RuntimeConformance,
     RuntimeKit,
     SeenMessage,
     ToolCall,
     kit_lookup,
+    new_runtime_kit,
 )
-from contextplane_openai_agents import run_config
+from contextplane.testing._base import requirement_of
+from contextplane_openai_agents import ContextPlaneInputFilter, run_config
 from contextplane_openai_agents.items import item_text
 
 
@@ -88,9 +93,13 @@ class AgentsHarness:
             self._sessions[session_id] = SQLiteSession(session_id, self.path)
         return self._agents[session_id]
 
+    def config(self, session: SQLiteSession) -> RunConfig:
+        """The run's ``RunConfig``: the adapter's, one filter per run."""
+        return run_config(self.runtime, session=session)
+
     def _run(self, session_id: str, payload: Any, context: Mapping[str, Any]) -> RunResult:
         agent, session = self._agent(session_id), self._sessions[session_id]
-        config: RunConfig = run_config(self.runtime, session=session)
+        config = self.config(session)
         if self.synchronous:
             return Runner.run_sync(agent, payload, session=session, context=context, run_config=config)
         return asyncio.run(Runner.run(agent, payload, session=session, context=context, run_config=config))
@@ -155,3 +164,104 @@ class TestRunnerRun(RuntimeConformance):
 
 class TestRunnerRunSync(TestRunnerRun):
     synchronous: ClassVar[bool] = True
+
+
+# --- the harness tells a broken filter apart: the kit fails it by id on the same SDK runs ------
+
+
+class PersistingFilter(ContextPlaneInputFilter):
+    """Writes each call's projection into the SDK session too (context persisted, then piling up)."""
+
+    def __init__(self, runtime: Runtime, session: SQLiteSession) -> None:
+        super().__init__(runtime, session_id=session.session_id)
+        self.session = session
+
+    async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
+        out = await super().__call__(data)
+        await self.session.add_items([out.input[-1]])
+        return out
+
+
+class ComposingTwiceFilter(ContextPlaneInputFilter):
+    """Forgets the turn after each call, so every tool round composes again."""
+
+    async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
+        out = await super().__call__(data)
+        self._current = None
+        return out
+
+
+class SplittingFilter(ContextPlaneInputFilter):
+    """Places the projection before a trailing tool result: between the call and its output."""
+
+    async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
+        out = await super().__call__(data)
+        *items, projection = out.input
+        if items and items[-1].get("type") == "function_call_output":
+            items.insert(len(items) - 1, projection)
+            return ModelInputData(input=items, instructions=out.instructions)
+        return out
+
+
+class _Broken(AgentsHarness):
+    filter: ClassVar[Callable[[Runtime, SQLiteSession], ContextPlaneInputFilter]]
+
+    def config(self, session: SQLiteSession) -> RunConfig:
+        return RunConfig(call_model_input_filter=type(self).filter(self.runtime, session))
+
+
+def _broken(filter: Callable[[Runtime, SQLiteSession], ContextPlaneInputFilter]) -> type[AgentsHarness]:
+    return type("Broken", (_Broken,), {"filter": staticmethod(filter)})
+
+
+def _failures(harness: type[AgentsHarness], tmp_path: Path) -> set[str]:
+    """The ids of the runtime requirements ``harness`` fails, each check on a fresh kit."""
+    failed: set[str] = set()
+    kit_class = TestRunnerRun
+    for name in dir(kit_class):
+        req = requirement_of(getattr(kit_class, name))
+        if req is None:
+            continue
+        directory = tmp_path / req.id
+        directory.mkdir()
+        backend = SQLiteBackend(directory / "kit.sqlite3")
+        try:
+            kit = new_runtime_kit(backend)
+            with open_runtime(host=kit.host, backend=backend) as runtime:
+                check = getattr(kit_class(), name)
+                check(runtime_harness=harness(runtime, directory), runtime_kit=kit, requirement=req)
+        except ConformanceFailure:
+            failed.add(req.id)
+        finally:
+            backend.close()
+    return failed
+
+
+@pytest.mark.parametrize(
+    ("harness", "broken"),
+    [
+        (
+            _broken(PersistingFilter),
+            # Stored, the earlier turns' projections come back in the history the model sees.
+            {
+                "RUNTIME-NEVER-STORED",
+                "RUNTIME-INCOGNITO-WRITES-NOTHING",
+                "RUNTIME-PROJECTION-SEEN",
+                "RUNTIME-GOAL-TURN",
+            },
+        ),
+        (
+            _broken(lambda rt, s: ComposingTwiceFilter(rt, session_id=s.session_id)),
+            {"RUNTIME-ONE-COMPOSE-PER-TURN"},
+        ),
+        (
+            _broken(lambda rt, s: SplittingFilter(rt, session_id=s.session_id)),
+            {"RUNTIME-TOOL-PAIRS-INTACT"},
+        ),
+    ],
+    ids=["persists-the-projection", "composes-twice-per-turn", "splits-a-tool-pair"],
+)
+def test_the_kit_fails_a_broken_filter_on_the_sdk_by_id(
+    harness: type[AgentsHarness], broken: set[str], tmp_path: Path
+) -> None:
+    assert _failures(harness, tmp_path) == broken
