@@ -174,11 +174,11 @@ class PersistingFilter(ContextPlaneInputFilter):
 
     def __init__(self, runtime: Runtime, session: SQLiteSession) -> None:
         super().__init__(runtime, session_id=session.session_id)
-        self.session = session
+        self.store = session
 
     async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
         out = await super().__call__(data)
-        await self.session.add_items([out.input[-1]])
+        await self.store.add_items([out.input[-1]])
         return out
 
 
