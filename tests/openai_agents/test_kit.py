@@ -1,6 +1,6 @@
 """The runtime conformance kit on the OpenAI Agents SDK adapter, on the real SDK.
 
-``AgentsHarness`` runs each turn through ``Runner.run`` (or ``Runner.run_sync``) with
+``AgentsHarness`` runs each turn through ``Runner.run`` (``run_sync``, ``run_streamed``) with
 ``run_config`` on the kit's runtime, the SDK's own ``ScriptedModel`` (scripted per turn: an
 answer, or a ``kit_lookup`` call then an answer) and the SDK's ``SQLiteSession`` in a file as
 the stored state. The "resume" capability is the SDK's tool approval: a tool built with
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from agents import Agent, RunConfig, Runner, RunResult, SQLiteSession, function_tool
+from agents import Agent, RunConfig, Runner, SQLiteSession, function_tool
 from agents.run_config import CallModelData, ModelInputData
 from agents.testing import ScriptedModel, assistant_message, function_call
 
@@ -74,15 +74,15 @@ def seen(call: Any) -> ModelCall:
 class AgentsHarness:
     """One agent per session (its own ``ScriptedModel``) over one SQLite file of sessions."""
 
-    def __init__(self, runtime: Runtime, directory: Path, *, synchronous: bool = False) -> None:
-        #: Drive the runs with ``Runner.run_sync`` instead of ``Runner.run``.
-        self.synchronous = synchronous
+    def __init__(self, runtime: Runtime, directory: Path, *, how: str = "run") -> None:
+        #: How the runs are driven: ``Runner.run``, ``Runner.run_sync`` or ``Runner.run_streamed``.
+        self.how = how
         self.runtime = runtime
         self.path = directory / "sdk-sessions.sqlite3"
         self._models: dict[str, ScriptedModel] = {}
         self._agents: dict[str, Agent[Any]] = {}
         self._sessions: dict[str, SQLiteSession] = {}
-        self._paused: dict[str, RunResult] = {}
+        self._paused: dict[str, Any] = {}
 
     def _agent(self, session_id: str) -> Agent[Any]:
         if session_id not in self._agents:
@@ -97,12 +97,23 @@ class AgentsHarness:
         """The run's ``RunConfig``: the adapter's, one filter per run."""
         return run_config(self.runtime, session=session)
 
-    def _run(self, session_id: str, payload: Any, context: Mapping[str, Any]) -> RunResult:
+    def _run(self, session_id: str, payload: Any, context: Mapping[str, Any]) -> Any:
         agent, session = self._agent(session_id), self._sessions[session_id]
         config = self.config(session)
-        if self.synchronous:
+        if self.how == "run_sync":
             return Runner.run_sync(agent, payload, session=session, context=context, run_config=config)
+        if self.how == "run_streamed":
+            return asyncio.run(self._streamed(agent, payload, session, context, config))
         return asyncio.run(Runner.run(agent, payload, session=session, context=context, run_config=config))
+
+    @staticmethod
+    async def _streamed(
+        agent: Agent[Any], payload: Any, session: SQLiteSession, context: Any, config: RunConfig
+    ) -> Any:
+        result = Runner.run_streamed(agent, payload, session=session, context=context, run_config=config)
+        async for _event in result.stream_events():
+            pass
+        return result
 
     def run_turn(
         self,
@@ -154,16 +165,20 @@ class AgentsHarness:
 
 class TestRunnerRun(RuntimeConformance):
     capabilities: ClassVar[frozenset[str]] = frozenset({"tools", "incognito", "goal_turn", "resume"})
-    synchronous: ClassVar[bool] = False
+    how: ClassVar[str] = "run"
 
     @pytest.fixture
     def runtime_harness(self, runtime_kit: RuntimeKit, tmp_path: Path) -> Iterator[AgentsHarness]:
         with open_runtime(host=runtime_kit.host, backend=runtime_kit.backend) as runtime:
-            yield AgentsHarness(runtime, tmp_path, synchronous=self.synchronous)
+            yield AgentsHarness(runtime, tmp_path, how=self.how)
 
 
 class TestRunnerRunSync(TestRunnerRun):
-    synchronous: ClassVar[bool] = True
+    how: ClassVar[str] = "run_sync"
+
+
+class TestRunnerRunStreamed(TestRunnerRun):
+    how: ClassVar[str] = "run_streamed"
 
 
 # --- the harness tells a broken filter apart: the kit fails it by id on the same SDK runs ------
