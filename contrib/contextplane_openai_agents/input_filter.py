@@ -8,7 +8,8 @@ projection goes in, and nowhere else:
 
 1. On the first call of a turn (the newest user message not seen before) it composes the
    turn once through the ``Runtime`` (``acompose``: the query is that user message, the turn
-   index the number of user messages before it); the records observer writes the injection
+   index the number of user messages before it, counted in the SDK ``Session``'s whole
+   history when the model input may be trimmed); the records observer writes the injection
    row, the trajectory entry and the turn inputs.
 2. On every call it delivers (``adeliver``) into a new ``ModelInputData``: the input items as
    they are, the projection appended as one user message after them (after a tool result,
@@ -28,12 +29,17 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agents.memory import Session
 from agents.run_config import CallModelData, CallModelInputFilter, ModelInputData
 
 from contextplane.request import Surface
 from contextplane.runtime import Runtime, Turn
 from contextplane.types import StablePrefix
-from contextplane_openai_agents.items import ITEMS, calls_so_far, turn_position
+from contextplane_openai_agents.items import ITEMS, calls_so_far, is_user_input, turn_position
+
+#: ``Session.get_items`` reads at most this many items: every one (``None`` means the session's
+#: own limit, which is what the trimmed model input already shows).
+_ALL_ITEMS = 2**62
 
 #: A flag of the turn: a bool, or ``f(run_context) -> bool``; a bool is overridden by the run
 #: context carrying the same key (a mapping) or attribute.
@@ -65,6 +71,11 @@ class ContextPlaneInputFilter:
             runtime's stable prefix). An agent with instructions of its own keeps them.
         inner: a filter to run first (``ToolOutputTrimmer``, say); the projection is placed
             in what it returns.
+        session: the SDK ``Session`` the run keeps its history in, when the model input may
+            hold only part of it (``SessionSettings(limit=...)``, a ``session_input_callback``):
+            turns are then numbered from the session's whole history, read once per turn, so a
+            trimmed input never gives two turns one index (their snapshots would collide).
+            ``run_config`` passes it when the session or the run config trims.
     """
 
     def __init__(
@@ -80,6 +91,7 @@ class ContextPlaneInputFilter:
         project: str | None = None,
         prefix: StablePrefix | str | None = None,
         inner: CallModelInputFilter | None = None,
+        session: Session | None = None,
     ) -> None:
         self.runtime = runtime
         self.session_id = session_id
@@ -91,6 +103,7 @@ class ContextPlaneInputFilter:
         self.project = project
         self._prefix = prefix
         self.inner = inner
+        self.session = session
         #: The turn being delivered: its (turn index, query), the composed turn, calls so far.
         self._current: tuple[tuple[int, str], Turn] | None = None
         self._calls = 0
@@ -125,6 +138,10 @@ class ContextPlaneInputFilter:
         if current is not None and current[0] == position:
             return current[1]
         turn_index, query = position
+        if self.session is not None:
+            # The SDK has saved the turn's input to the session before its first model call.
+            history = await self.session.get_items(limit=_ALL_ITEMS)
+            turn_index = max(sum(1 for i in history if is_user_input(i)) - 1, 0)
         # A turn this filter meets after its first model call is a resumed run (a ``RunState``
         # after an approval): composed again, once, and its calls numbered on from the input.
         earlier = calls_so_far(items)

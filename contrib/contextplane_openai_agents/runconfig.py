@@ -12,6 +12,7 @@ from typing import Any
 
 from agents import RunConfig
 from agents.memory import Session
+from agents.memory.session_settings import resolve_session_limit
 
 from contextplane.runtime import Runtime
 from contextplane.types import StablePrefix
@@ -35,7 +36,9 @@ def run_config(
     """``base`` (default ``RunConfig()``) with a new ``ContextPlaneInputFilter`` as its
     ``call_model_input_filter``; a filter ``base`` already has runs first (``inner``).
 
-    The records are kept under ``session_id``, else the SDK ``session``'s id."""
+    The records are kept under ``session_id``, else the SDK ``session``'s id. When the model
+    input may hold only part of ``session``'s history (the session has a ``limit``, or ``base``
+    a ``session_input_callback``), the filter numbers turns from the whole session."""
     if session_id is None:
         session_id = session.session_id if session is not None else ""
     base = base if base is not None else RunConfig()
@@ -50,8 +53,15 @@ def run_config(
         project=project,
         prefix=prefix,
         inner=base.call_model_input_filter,
+        session=session if session is not None and _trims(session, base) else None,
     )
     return dataclasses.replace(base, call_model_input_filter=flt)
+
+
+def _trims(session: Session, base: RunConfig) -> bool:
+    """Whether the model input may hold only part of ``session``'s history."""
+    settings = getattr(session, "session_settings", None)
+    return base.session_input_callback is not None or resolve_session_limit(None, settings) is not None
 
 
 __all__ = ["run_config"]

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from agents import Agent, RunConfig, Runner, SQLiteSession, function_tool
+from agents.memory import SessionSettings
 from agents.run_config import ModelInputData
 from agents.testing import ScriptedModel, assistant_message, function_call
 
@@ -398,3 +399,28 @@ def test_the_filter_returns_a_new_input_and_leaves_the_sdk_s_copy_alone(runtime:
     assert out is not given and out.input is not items
     assert out.input[:3] == items and all(a is b for a, b in zip(out.input, items, strict=False))
     assert MARK in out.input[3]["content"] and out.instructions == runtime.prefix.text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("trim", ["session_limit", "session_input_callback"])
+def test_a_trimmed_history_still_numbers_each_turn_once(
+    runtime: Runtime, backend: SQLiteBackend, sections: MarkerSections, trim: str
+) -> None:
+    """The model input holds only the newest items of the session (its ``limit``, or a
+    ``session_input_callback``): the turns are still numbered 0, 1, 2, ... from the session,
+    so no two turns share an injection row's or a snapshot's key."""
+    model = ScriptedModel([[assistant_message(f"r{n}")] for n in range(6)])
+    agent = Agent(name="a", model=model)
+    if trim == "session_limit":
+        session = SQLiteSession(SESSION, session_settings=SessionSettings(limit=3))
+        base = RunConfig()
+    else:
+        session = SQLiteSession(SESSION)
+        base = RunConfig(session_input_callback=lambda history, new: [*history[-3:], *new])
+    for n in range(6):
+        Runner.run_sync(
+            agent, f"q{n}", session=session, run_config=run_config(runtime, session=session, base=base)
+        )
+    assert len(model.calls[-1].input) == 5  # three stored items, the new input, the projection
+    assert [(t, q) for _s, t, q in sections.draws] == [(n, f"q{n}") for n in range(6)]
+    assert [r.turn_index for r in backend.injections.rows(SESSION)] == list(range(6))
+    assert [s.key for s in backend.snapshots.list(SESSION)] == [(SESSION, n, 0) for n in range(6)]
