@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol
 
 from contextplane.plugins import PluginHost, get_host
+from contextplane.records.cache_prefix import message_digest
 from contextplane.request import ProjectionRequest
 from contextplane.signatures import awaiting, same_as
 from contextplane.types import Delivered as Delivered
@@ -210,5 +211,10 @@ def placed(
         history_messages=len(kept),
         history_chars=sum(len(text_of(m)) for m in kept),
         full_text=full_text,
+        # Only a recorded call is measured (its snapshot keeps the cacheable prefix): hashing
+        # the history here, not later, keeps the recorder from calling back up into delivery.
+        history_digests=tuple(message_digest(role_of(m), text_of(m)) for m in kept)
+        if projection.request is not None and projection.request.record
+        else None,
     )
     return Delivered(messages, tuple(stripped), call)
