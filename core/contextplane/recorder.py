@@ -351,7 +351,8 @@ class Recorder:
             sections = (("system_prompt", sha),)
         return self.cache.observe(
             call.session_id,
-            first_call=call.turn_index == 0 and call.call_index == 0,
+            # A session's first call: turn 0, or the first question with nothing before it.
+            first_call=call.call_index == 0 and (call.turn_index == 0 or len(call.history_digests) <= 1),
             prefix_text=text,
             sections=sections,
             messages=call.history_digests,

@@ -41,7 +41,7 @@ def test_a_newer_schema_is_refused_naming_both_versions(pg_url: str, pg_schema: 
     with pytest.raises(StoreError) as err:
         PostgresBackend(pg_url, schema=pg_schema)
     assert f"(schema {pg_schema}): the database was written by schema version 99, but this " in str(err.value)
-    assert "understands schema version 6 at most; upgrade contextplane to open it" in str(err.value)
+    assert "understands schema version 7 at most; upgrade contextplane to open it" in str(err.value)
     assert version(pg_url, pg_schema) == 99  # nothing was touched
 
 

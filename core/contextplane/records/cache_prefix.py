@@ -162,7 +162,8 @@ class CacheTracker:
         incognito: bool = False,
     ) -> CachePrefix:
         """This call's figures, compared with the session's previous call; then remember it.
-        ``first_call``: the call is the session's first (turn 0, call 0). Incognito calls get
+        ``first_call``: the call opens its session (nothing before it to share), which reads as
+        the first call rather than an unknown share when no previous call is in memory. Incognito calls get
         no hash (it would fingerprint their history) but are compared and remembered."""
         now = _Seen(
             prefix_text,
