@@ -341,8 +341,9 @@ class Recorder:
         if call.history_digests is None:
             return None
         prefix = call.prefix
+        sections: tuple[tuple[str, str], ...] = ()
         if prefix is None:
-            text, sections = "", ()
+            text = ""
         elif isinstance(prefix, StablePrefix):
             text = prefix.text
             sections = tuple((s.name, s.sha256) for s in prefix.sections)

@@ -433,4 +433,4 @@ def test_each_call_shows_its_cacheable_prefix(console: Console) -> None:
     assert cache["unchanged"] and cache["shared_chars"] == before["cacheable_prefix"]["chars"] < cache["chars"]
     assert cache["line"] == lines[4] and cache["broken_by_sections"] == [] and len(cache["sha256"]) == 64
     page = console.get("/call", params={"session": SESSION, "turn": "5", "call": "0"})
-    assert page.status_code == 200 and f'<p id="cacheable-prefix"' in page.text and lines[4] in page.text
+    assert page.status_code == 200 and '<p id="cacheable-prefix"' in page.text and lines[4] in page.text

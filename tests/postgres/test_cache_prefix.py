@@ -4,6 +4,7 @@ with no figures; every read and write works afterwards)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -48,7 +49,7 @@ def test_a_session_s_figures_round_trip(pg_backend_factory: Callable[..., Any]) 
     caches = [s.cache for s in snaps]
     assert all(c is not None for c in caches) and len(caches) == 3
     assert caches[0] == CachePrefix(caches[0].sha256, len(PREFIX) + 10, 0, first=True)
-    for before, now in zip(caches, caches[1:], strict=False):
+    for before, now in itertools.pairwise(caches):
         assert now is not None and before is not None
         assert now.unchanged and now.shared == before.chars and now.sha256 != before.sha256
     backend.snapshots.put(ROW)
