@@ -5,6 +5,7 @@ history message that broke the share. The projection comes after it and never co
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 from pathlib import Path
@@ -289,3 +290,21 @@ def test_snapshots_command_prints_the_figure(tmp_path: Path, host: PluginHost) -
 def test_a_row_without_a_previous_call_says_so(shared: int | None) -> None:
     cache = CachePrefix.of_row("x", 10, shared, '{"unknown":true}' if shared is None else '{"first":true}')
     assert cache is not None and not cache.unchanged
+
+
+def test_the_async_path_records_the_same_figures(host: PluginHost) -> None:
+    async def session(runtime: Runtime) -> None:
+        history: list[dict[str, Any]] = []
+        for n in range(3):
+            turn = await runtime.acompose(runtime.request(f"q{n}", session_id="s", turn_index=n))
+            history.append(user(n))
+            await runtime.adeliver(turn, history, PLAIN, call_index=0)
+            history.append(assistant(n))
+
+    sync, coro = InMemoryBackend(), InMemoryBackend()
+    with open_runtime(backend=sync, host=host, prefix=PREFIX) as runtime:
+        run_session(runtime, 3)
+    with open_runtime(backend=coro, host=host, prefix=PREFIX) as runtime:
+        asyncio.run(session(runtime))
+    assert [s.cache for s in coro.snapshots.list("s")] == [s.cache for s in sync.snapshots.list("s")]
+    assert all(s.cache is not None for s in coro.snapshots.list("s"))
