@@ -203,18 +203,23 @@ def placed(
         parts.extend(f"[{role_of(m)}]\n{text_of(m)}" for m in messages)
         return "\n\n".join(parts)
 
+    # Only a recorded call is measured (its snapshot keeps the cacheable prefix): hashing the
+    # history here, not later, keeps the recorder from calling back up into delivery.
+    digests = (
+        tuple(message_digest(role_of(m), text_of(m)) for m in kept)
+        if projection.request is not None and projection.request.record
+        else None
+    )
     call = ModelCall(
         projection=projection,
         call_index=call_index,
         prefix=prefix,
         stripped=tuple(frame_of(m, text_of) for m in stripped),
         history_messages=len(kept),
-        history_chars=sum(len(text_of(m)) for m in kept),
+        history_chars=sum(chars for _digest, chars in digests)
+        if digests is not None
+        else sum(len(text_of(m)) for m in kept),
         full_text=full_text,
-        # Only a recorded call is measured (its snapshot keeps the cacheable prefix): hashing
-        # the history here, not later, keeps the recorder from calling back up into delivery.
-        history_digests=tuple(message_digest(role_of(m), text_of(m)) for m in kept)
-        if projection.request is not None and projection.request.record
-        else None,
+        history_digests=digests,
     )
     return Delivered(messages, tuple(stripped), call)

@@ -343,18 +343,19 @@ class Recorder:
         prefix = call.prefix
         sections: tuple[tuple[str, str], ...] = ()
         if prefix is None:
-            text = ""
-        elif isinstance(prefix, StablePrefix):
-            text = prefix.text
-            sections = tuple((s.name, s.sha256) for s in prefix.sections)
+            text, sha = "", ""
         else:
-            sha, _json, text = self._prefix_parts(prefix)
-            sections = (("system_prompt", sha),)
+            sha, _json, text = self._prefix_parts(prefix)  # hashed once per text
+            if isinstance(prefix, StablePrefix):
+                sections = tuple((s.name, s.sha256) for s in prefix.sections)
+            else:
+                sections = (("system_prompt", sha),)
         return self.cache.observe(
             call.session_id,
             # A session's first call: turn 0, or the first question with nothing before it.
             first_call=call.call_index == 0 and (call.turn_index == 0 or len(call.history_digests) <= 1),
             prefix_text=text,
+            prefix_sha=sha,
             sections=sections,
             messages=call.history_digests,
             incognito=call.projection.incognito,

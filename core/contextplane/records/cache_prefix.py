@@ -4,7 +4,7 @@ can reuse from the previous call of the same session.
 The stable prefix comes first, then the session history, then the per-request projection, so
 everything before the projection (prefix text + the history messages as delivered) is a prefix
 a provider may cache (Anthropic ``cache_control`` blocks, OpenAI automatic prefix caching). A
-snapshot records that prefix's rolling hash, its length, and how much of it the previous call
+snapshot records that prefix's hash (over the stable prefix's hash and each message's), its length, and how much of it the previous call
 of the session shared, so an operator sees when something volatile broke the cache: a prefix
 section whose text changed (named), or history rewritten at a given message.
 
@@ -24,8 +24,8 @@ from collections.abc import Sequence
 
 import attrs
 
-#: (sha256 of a history message as delivered (role and text), its chars)
-MessageDigest = tuple[str, int]
+#: (sha256 digest of a history message as delivered (role and text), its chars)
+MessageDigest = tuple[bytes, int]
 
 
 @attrs.frozen
@@ -105,15 +105,13 @@ class _Seen:
 
 def message_digest(role: str, text: str) -> MessageDigest:
     """A history message as delivered: its role and text hashed, and its length in chars."""
-    return hashlib.sha256(f"{role}\0{text}".encode()).hexdigest(), len(text)
+    return hashlib.sha256(f"{role}\0{text}".encode()).digest(), len(text)
 
 
-def rolling_sha256(prefix_text: str, messages: Sequence[MessageDigest]) -> str:
-    """The cacheable prefix's hash: the prefix text's, extended by each message's in order."""
-    digest = hashlib.sha256(prefix_text.encode()).digest()
-    for sha, _chars in messages:
-        digest = hashlib.sha256(digest + bytes.fromhex(sha)).digest()
-    return digest.hex()
+def prefix_sha256(prefix_sha: str, messages: Sequence[MessageDigest]) -> str:
+    """The cacheable prefix's hash: over the stable prefix's hash and each message's digest,
+    in order (one hash per call, over 32 bytes a message)."""
+    return hashlib.sha256(prefix_sha.encode() + b"".join(d for d, _chars in messages)).hexdigest()
 
 
 def _common_chars(a: str, b: str) -> int:
@@ -157,6 +155,7 @@ class CacheTracker:
         *,
         first_call: bool,
         prefix_text: str,
+        prefix_sha: str,
         sections: Sequence[tuple[str, str]],
         messages: Sequence[MessageDigest],
         incognito: bool = False,
@@ -171,7 +170,7 @@ class CacheTracker:
             tuple(messages),
             len(prefix_text) + sum(chars for _sha, chars in messages),
         )
-        sha = None if incognito else rolling_sha256(prefix_text, now.messages)
+        sha = None if incognito else prefix_sha256(prefix_sha, now.messages)
         with self._lock:
             before = self._seen.pop(session_id, None)
             self._seen[session_id] = now

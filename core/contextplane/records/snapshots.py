@@ -63,7 +63,7 @@ class SnapshotRow:
     stripped: str
     trajectory_refs: str
     full_text: str | None = None
-    #: The cacheable prefix (``records.cache_prefix``): its rolling hash, chars, the chars shared
+    #: The cacheable prefix (``records.cache_prefix``): its hash, chars, the chars shared
     #: with the session's previous call (None: unknown), and what broke the share (JSON, or
     #: None when nothing did). All None on rows written before they were recorded.
     cache_prefix_sha256: str | None = None
