@@ -4,9 +4,10 @@ can reuse from the previous call of the same session.
 The stable prefix comes first, then the session history, then the per-request projection, so
 everything before the projection (prefix text + the history messages as delivered) is a prefix
 a provider may cache (Anthropic ``cache_control`` blocks, OpenAI automatic prefix caching). A
-snapshot records that prefix's hash (over the stable prefix's hash and each message's), its length, and how much of it the previous call
-of the session shared, so an operator sees when something volatile broke the cache: a prefix
-section whose text changed (named), or history rewritten at a given message.
+snapshot records that prefix's hash (over the stable prefix's hash and each message's), its
+length, and how much of it the previous call of the session shared, so an operator sees when
+something volatile broke the cache: a prefix section whose text changed (named), or history
+rewritten at a given message.
 
 The comparison is done at record time against the previous call the recorder saw for the
 session, kept in memory (its prefix text, section hashes and per-message hashes), bounded to
