@@ -21,7 +21,7 @@ from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.backends.sqlite.snapshots import SCHEMA, SQLiteSnapshotStore
 from contextplane.delivery import PLAIN
 from contextplane.observability.cli import snapshots
-from contextplane.records.cache_prefix import CachePrefix
+from contextplane.records.cache_prefix import CachePrefix, CacheTracker
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow
 from contextplane.runtime import Runtime, open_runtime
 from contextplane.testing.memory import InMemoryBackend
@@ -308,3 +308,18 @@ def test_the_async_path_records_the_same_figures(host: PluginHost) -> None:
         asyncio.run(session(runtime))
     assert [s.cache for s in coro.snapshots.list("s")] == [s.cache for s in sync.snapshots.list("s")]
     assert all(s.cache is not None for s in coro.snapshots.list("s"))
+
+
+def test_the_tracker_is_bounded_and_forgets_the_oldest_session() -> None:
+    tracker = CacheTracker(max_sessions=2)
+
+    def seen(session: str, first: bool = False) -> CachePrefix:
+        return tracker.observe(
+            session, first_call=first, prefix_text="p" * 100, prefix_sha="x", sections=(), messages=()
+        )
+
+    for session in ("a", "b", "c"):
+        assert seen(session, first=True).first
+    assert seen("c").unchanged and seen("b").unchanged
+    forgotten = seen("a")  # evicted by "c": its share is unknown, not guessed
+    assert forgotten.shared is None and not forgotten.unchanged
