@@ -15,6 +15,7 @@ import apsw
 import attrs
 import pytest
 from click.testing import CliRunner
+from langchain_core.messages import HumanMessage
 
 from contextplane import PluginHost
 from contextplane.backends.sqlite import SQLiteBackend
@@ -26,6 +27,8 @@ from contextplane.records.snapshots import PromptSnapshot, SnapshotRow
 from contextplane.runtime import Runtime, open_runtime
 from contextplane.testing.memory import InMemoryBackend
 from contextplane.types import PrefixSection, StablePrefix
+
+from .conftest import cfg, make_agent
 
 #: A system prompt of a realistic size (a few KB), from three sections.
 SECTIONS = {
@@ -323,3 +326,19 @@ def test_the_tracker_is_bounded_and_forgets_the_oldest_session() -> None:
     assert seen("c").unchanged and seen("b").unchanged
     forgotten = seen("a")  # evicted by "c": its share is unknown, not guessed
     assert forgotten.shared is None and not forgotten.unchanged
+
+
+def test_the_langgraph_middleware_s_calls_share_their_prefix(
+    host: PluginHost, backend: SQLiteBackend
+) -> None:
+    """Through the native surface: two turns of a tool-calling agent (a tool call, then the
+    answer), four model calls; every call after the first reuses all of the previous one."""
+    agent, _model, _saver, _mw = make_agent(host, backend=backend, stable_prefix=True)
+    agent.invoke({"messages": [HumanMessage("lg:first question")]}, cfg("lg"))
+    agent.invoke({"messages": [HumanMessage("lg:second question")]}, cfg("lg"))
+    snaps = backend.snapshots.list("lg")
+    assert [s.key[1:] for s in snaps] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    caches = [cache_of(s) for s in snaps]
+    assert caches[0].first
+    for before, now in itertools.pairwise(caches):
+        assert now.unchanged and now.shared == before.chars <= now.chars
