@@ -123,6 +123,7 @@ LAYERS: Sequence[tuple[int, str, tuple[str, ...]]] = (
             "contextplane.store.protocol",
             "contextplane.records.injections",
             "contextplane.records.snapshots",
+            "contextplane.records.cache_prefix",
             "contextplane.records.summaries",
             "contextplane.records.turn_inputs",
         ),

@@ -86,6 +86,7 @@ class CallView:
                 "sections": [attrs.asdict(p) for p in self.prefix],
             },
             "history": {"messages": s.history_messages, "chars": s.history_chars},
+            "cacheable_prefix": cacheable_prefix(s),
             "stripped_frames": [attrs.asdict(f) for f in s.stripped],
             "projected_context": {
                 "sha256": s.projection_sha256,
@@ -122,6 +123,26 @@ def snapshot_summary(s: PromptSnapshot) -> dict[str, Any]:
         "budget_chars": s.budget_chars,
         "history_messages": s.history_messages,
         "stripped": len(s.stripped),
+        "cacheable_prefix": None if s.cache is None else s.cache.line(),
+    }
+
+
+def cacheable_prefix(s: PromptSnapshot) -> dict[str, Any] | None:
+    """The call's cacheable prefix (stable prefix + history, what a provider's prompt cache
+    can reuse): its figures and the line ``contextplane snapshots`` prints; None for a call
+    recorded before they were."""
+    c = s.cache
+    if c is None:
+        return None
+    return {
+        "sha256": c.sha256,
+        "chars": c.chars,
+        "shared_chars": c.shared,
+        "unchanged": c.unchanged,
+        "first": c.first,
+        "broken_by_sections": list(c.sections),
+        "history_rewritten_at": c.history_at,
+        "line": c.line(),
     }
 
 

@@ -120,10 +120,11 @@ class PostgresInjectionLog:
 _SNAPSHOT_COLUMNS = (
     "session_id, turn_index, call_index, created_at, mode, incognito, prefix_sha256, prefix_sections, "
     "projection_sha256, projection, budget_chars, used_chars, history_messages, history_chars, "
-    "stripped, trajectory_refs, full_text"
+    "stripped, trajectory_refs, full_text, "
+    "cache_prefix_sha256, cache_prefix_chars, cache_shared_chars, cache_break"
 )
 _SNAPSHOT_INSERT = (
-    f"INSERT INTO prompt_snapshots({_SNAPSHOT_COLUMNS}) VALUES ({', '.join(['%s'] * 17)}) "
+    f"INSERT INTO prompt_snapshots({_SNAPSHOT_COLUMNS}) VALUES ({', '.join(['%s'] * 21)}) "
     "ON CONFLICT (session_id, turn_index, call_index) DO UPDATE SET "
     + ", ".join(f"{c} = excluded.{c}" for c in _SNAPSHOT_COLUMNS.split(", ")[3:])
 )

@@ -15,9 +15,10 @@ index for the always-on listing; step 4 the lifecycle history (``history``: the 
 duplicates are found by, and the turn inputs ``explain`` and ``replay`` read; step 5 keys
 ``chunk_history`` by (seq, chunk_id), so a copy keeps an embedded store's positions, where one
 write batch's rows share a seq (``history`` says why); step 6 the event time
-(``occurred_at``, nullable: no row is rewritten) with a partial index for the time filters. The vector
-column and its HNSW index are not a step: their width is the embedder's, so ``attach_vectors``
-adds them the first time a store is opened with an embedder and records which one.
+(``occurred_at``, nullable: no row is rewritten) with a partial index for the time filters;
+step 7 the cacheable-prefix figures of each prompt snapshot (nullable). The vector column and
+its HNSW index are not a step: their width is the embedder's, so ``attach_vectors`` adds them
+the first time a store is opened with an embedder and records which one.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from contextplane.errors import StoreError
 from contextplane.store import vector_space
 from contextplane_postgres import history as pg_history
 
-SCHEMA_VERSION: Final[int] = 6
+SCHEMA_VERSION: Final[int] = 7
 
 #: Text-search configuration: no stemming and no stop words, like FTS5's unicode61 tokenizer
 #: on the embedded store, so a word matches the same rows on both.
@@ -140,6 +141,15 @@ _STEP_6: Final[str] = (
     "WHERE occurred_at IS NOT NULL;"
 )
 
+#: The cacheable prefix of each model call (issue 24): nullable, so adding them rewrites no row
+#: and a snapshot written before them reads back with the figures None.
+_STEP_7: Final[str] = (
+    "ALTER TABLE prompt_snapshots ADD COLUMN IF NOT EXISTS cache_prefix_sha256 text, "
+    "ADD COLUMN IF NOT EXISTS cache_prefix_chars integer, "
+    "ADD COLUMN IF NOT EXISTS cache_shared_chars integer, "
+    "ADD COLUMN IF NOT EXISTS cache_break text;"
+)
+
 #: version reached -> DDL that reaches it from the version before, or a function that does
 #: (called inside the step's transaction, for a step that also fills what it adds).
 STEPS: Final[dict[int, str | Callable[[psycopg.Connection[Any]], None]]] = {
@@ -149,6 +159,7 @@ STEPS: Final[dict[int, str | Callable[[psycopg.Connection[Any]], None]]] = {
     4: pg_history.step_4,
     5: pg_history.HISTORY_KEY_DDL,
     6: _STEP_6,
+    7: _STEP_7,
 }
 assert max(STEPS) == SCHEMA_VERSION
 

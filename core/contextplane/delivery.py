@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol
 
 from contextplane.plugins import PluginHost, get_host
+from contextplane.records.cache_prefix import message_digest
 from contextplane.request import ProjectionRequest
 from contextplane.signatures import awaiting, same_as
 from contextplane.types import Delivered as Delivered
@@ -202,13 +203,23 @@ def placed(
         parts.extend(f"[{role_of(m)}]\n{text_of(m)}" for m in messages)
         return "\n\n".join(parts)
 
+    # Only a recorded call is measured (its snapshot keeps the cacheable prefix): hashing the
+    # history here, not later, keeps the recorder from calling back up into delivery.
+    digests = (
+        tuple(message_digest(role_of(m), text_of(m)) for m in kept)
+        if projection.request is not None and projection.request.record
+        else None
+    )
     call = ModelCall(
         projection=projection,
         call_index=call_index,
         prefix=prefix,
         stripped=tuple(frame_of(m, text_of) for m in stripped),
         history_messages=len(kept),
-        history_chars=sum(len(text_of(m)) for m in kept),
+        history_chars=sum(chars for _digest, chars in digests)
+        if digests is not None
+        else sum(len(text_of(m)) for m in kept),
         full_text=full_text,
+        history_digests=digests,
     )
     return Delivered(messages, tuple(stripped), call)

@@ -29,6 +29,7 @@ import attrs
 
 from contextplane.observability.redaction import Redactor, capture_text
 from contextplane.observability.turn_inputs import turn_inputs
+from contextplane.records.cache_prefix import CachePrefix, CacheTracker
 from contextplane.records.injections import InjectionRow
 from contextplane.records.plans import Plan, Write
 from contextplane.records.snapshots import PrefixRef, SnapshotRow, StrippedFrame
@@ -179,6 +180,8 @@ class Recorder:
         self._prefix_by_text: dict[str, tuple[str, str]] = {}
         self._session_prefix_refs: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
+        #: Each recently active session's previous call, for its next call's cacheable prefix.
+        self.cache = CacheTracker()
 
     @classmethod
     def of(cls, policy: Policy, *, trajectory: bool = True) -> Recorder:
@@ -313,6 +316,7 @@ class Recorder:
             prefix = yield from self.prefix(
                 call.prefix, session_id=projection.session_id, incognito=incognito
             )
+        cache = self.cache_prefix(call)
         row = self.snapshot_row(
             session_id=projection.session_id,
             turn_index=projection.turn_index,
@@ -325,9 +329,37 @@ class Recorder:
             incognito=incognito,
             mode=projection.mode,
             full_text=call.full_text,
+            cache=cache,
         )
         yield Write("snapshots", "put", (row,))
         return turn
+
+    def cache_prefix(self, call: ModelCall) -> CachePrefix | None:
+        """The call's cacheable prefix (stable prefix + history as delivered) compared with the
+        session's previous call; None when the call carries no history digests (an adapter
+        that builds its ``ModelCall`` by hand)."""
+        if call.history_digests is None:
+            return None
+        prefix = call.prefix
+        sections: tuple[tuple[str, str], ...] = ()
+        if prefix is None:
+            text, sha = "", ""
+        else:
+            sha, _json, text = self._prefix_parts(prefix)  # hashed once per text
+            if isinstance(prefix, StablePrefix):
+                sections = tuple((s.name, s.sha256) for s in prefix.sections)
+            else:
+                sections = (("system_prompt", sha),)
+        return self.cache.observe(
+            call.session_id,
+            # A session's first call: turn 0, or the first question with nothing before it.
+            first_call=call.call_index == 0 and (call.turn_index == 0 or len(call.history_digests) <= 1),
+            prefix_text=text,
+            prefix_sha=sha,
+            sections=sections,
+            messages=call.history_digests,
+            incognito=call.projection.incognito,
+        )
 
     def _prefix_parts(self, prefix: StablePrefix | str) -> tuple[str, str, str]:
         """(sha256, section manifest JSON, text) of a prefix, hashed once per text."""
@@ -394,6 +426,7 @@ class Recorder:
         mode: str = "native",
         full_text: Callable[[], str] | None = None,
         created_at: float | None = None,
+        cache: CachePrefix | None = None,
     ) -> SnapshotRow:
         """One call's snapshot row. ``full_text`` is called only when capture is on and the call
         is not incognito, so the caller never builds the text otherwise."""
@@ -431,6 +464,11 @@ class Recorder:
             frames,
             json.dumps(refs) if refs else "[]",
             text,
+            *(
+                (None, None, None, None)
+                if cache is None
+                else (cache.sha256, cache.chars, cache.shared, cache.break_json())
+            ),
         )
 
 

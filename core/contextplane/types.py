@@ -405,6 +405,10 @@ class ModelCall:
     history_messages: int = 0
     history_chars: int = 0
     full_text: Callable[[], str] | None = attrs.field(default=None, eq=False, repr=False)
+    #: The kept history messages as delivered, each as (sha256 digest of role and text, chars),
+    #: for a recorded call: what the recorder measures the cacheable prefix by
+    #: (``records.cache_prefix``).
+    history_digests: tuple[tuple[bytes, int], ...] | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def session_id(self) -> str:

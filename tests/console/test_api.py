@@ -418,3 +418,19 @@ def test_preview_composes_with_the_turns_options_and_records_nothing(console: Co
 )
 def test_preview_refusals(console: Console, body, field, words) -> None:
     refused(console.post("/api/preview", json=body), 400, field, *words)
+
+
+def test_each_call_shows_its_cacheable_prefix(console: Console) -> None:
+    """Issue 24: the inspector says what a provider's prompt cache could reuse of each call
+    (stable prefix + history), and what broke it, as ``contextplane snapshots`` does."""
+    calls = console.get("/api/snapshots", params={"session": SESSION}).json()["snapshots"]
+    lines = [c["cacheable_prefix"] for c in calls]
+    assert lines[0].endswith(" chars, the session's first call")
+    assert all(line.endswith(" chars, unchanged since the previous call") for line in lines[1:]), lines
+    body = console.get("/api/snapshots/call", params={"session": SESSION, "turn": "5", "call": "0"}).json()
+    before = console.get("/api/snapshots/call", params={"session": SESSION, "turn": "4", "call": "0"}).json()
+    cache = body["cacheable_prefix"]
+    assert cache["unchanged"] and cache["shared_chars"] == before["cacheable_prefix"]["chars"] < cache["chars"]
+    assert cache["line"] == lines[4] and cache["broken_by_sections"] == [] and len(cache["sha256"]) == 64
+    page = console.get("/call", params={"session": SESSION, "turn": "5", "call": "0"})
+    assert page.status_code == 200 and '<p id="cacheable-prefix"' in page.text and lines[4] in page.text

@@ -267,6 +267,8 @@ def test_cli_list_and_show(tmp_path: Path, host, backend) -> None:
         "projected",
         "history",
         "stripped",
+        "cacheable",
+        "prefix",
     ]
     assert [ln.split()[:3] for ln in lines[2:]] == [["cli", "0", "0"], ["cli", "0", "1"]]
 

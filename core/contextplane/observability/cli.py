@@ -3,8 +3,9 @@
 ``list`` shows one line per model call; ``show`` renders what one call's model saw, section
 by section: the stable prefix's sections with sizes and hashes (and text, stored once per
 hash), the projected sections with sizes, hashes and delivered ids, the context frames
-stripped from the checkpoint, and the projection text from the trajectory entry it
-references. Incognito calls show sizes only: there is no text to show.
+stripped from the checkpoint, the cacheable prefix (its size, and what it shares with the
+session's previous call or which section broke it), and the projection text from the
+trajectory entry it references. Incognito calls show sizes only: there is no text to show.
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ def list_snapshots(
             str(s.used_chars),
             str(s.history_messages),
             str(len(s.stripped)),
+            _cache_cell(s),
         ]
         for s in snaps
     ]
@@ -126,8 +128,15 @@ def list_snapshots(
         "projected",
         "history",
         "stripped",
+        "cacheable prefix",
     ]
     click.echo(table(headers, rows))
+
+
+def _cache_cell(s: PromptSnapshot) -> str:
+    """The list's cacheable-prefix cell: the call's line without its head ('-' for a row
+    recorded before the figure was)."""
+    return "-" if s.cache is None else s.cache.line().removeprefix("cacheable prefix: ")
 
 
 def _render(s: PromptSnapshot, prefix_text: str | None, projection_text: str | None) -> str:
@@ -156,6 +165,8 @@ def _render(s: PromptSnapshot, prefix_text: str | None, projection_text: str | N
         f"== session history  {s.history_messages} messages, {s.history_chars} chars "
         "(checkpointed messages the model saw, frames excluded)",
     ]
+    if s.cache is not None:  # what a provider's prompt cache can reuse: prefix + history
+        out += ["", f"== {s.cache.line()}  sha256 {_short(s.cache.sha256)}"]
     if s.stripped:
         out += ["", "== context frames stripped from the checkpoint view"]
         out.append(

@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
+from contextplane.records.cache_prefix import CachePrefix
 from contextplane.types import PrefixSection
 from contextplane.types import StrippedFrame as StrippedFrame
 
@@ -62,6 +63,13 @@ class SnapshotRow:
     stripped: str
     trajectory_refs: str
     full_text: str | None = None
+    #: The cacheable prefix (``records.cache_prefix``): its hash, chars, the chars shared
+    #: with the session's previous call (None: unknown), and what broke the share (JSON, or
+    #: None when nothing did). All None on rows written before they were recorded.
+    cache_prefix_sha256: str | None = None
+    cache_prefix_chars: int | None = None
+    cache_shared_chars: int | None = None
+    cache_break: str | None = None
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -89,6 +97,8 @@ class PromptSnapshot:
     stripped: tuple[StrippedFrame, ...]
     trajectory_refs: tuple[str, ...]
     full_text: str | None = None
+    #: The call's cacheable prefix figures; None for a row written before they were recorded.
+    cache: CachePrefix | None = None
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -130,6 +140,9 @@ def decode_snapshot(row: SnapshotRow) -> PromptSnapshot:
         stripped=frames,
         trajectory_refs=tuple(json.loads(row.trajectory_refs)),
         full_text=row.full_text,
+        cache=CachePrefix.of_row(
+            row.cache_prefix_sha256, row.cache_prefix_chars, row.cache_shared_chars, row.cache_break
+        ),
     )
 
 

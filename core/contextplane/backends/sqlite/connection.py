@@ -64,6 +64,41 @@ def has_table(conn: apsw.Connection, name: str) -> bool:
     return row is not None
 
 
+def columns_of(conn: apsw.Connection, table: str, schema: str = "main") -> list[str]:
+    """The columns ``table`` has in this file (none when it is absent)."""
+    return [str(r[1]) for r in conn.execute(f'PRAGMA {schema}.table_info("{table}")')]
+
+
+def add_columns(conn: apsw.Connection, table: str, columns: Sequence[tuple[str, str]]) -> list[str]:
+    """Add the nullable ``columns`` (name, SQL type) a file created by an earlier version lacks;
+    return the names added. Checked again inside the write transaction, so two processes
+    opening one old file together add each column once. Read-only: nothing is added."""
+    if is_read_only(conn) or not has_table(conn, table):
+        return []
+    if not [c for c, _ in columns if c not in columns_of(conn, table)]:
+        return []
+    added: list[str] = []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        have = set(columns_of(conn, table))
+        for name, sql_type in columns:
+            if name not in have:
+                conn.execute(f'ALTER TABLE "{table}" ADD COLUMN "{name}" {sql_type}')
+                added.append(name)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return added
+
+
+def select_list(conn: apsw.Connection, table: str, wanted: Sequence[str]) -> str:
+    """``wanted`` as a SELECT list over ``table``, a column the file lacks (an older file opened
+    read-only) read as NULL."""
+    have = set(columns_of(conn, table))
+    return ", ".join(c if c in have or not have else f"NULL AS {c}" for c in wanted)
+
+
 def connect(
     path: str | os.PathLike[str], schema: str, what: str, *, read_only: bool = False, durability: str = "full"
 ) -> apsw.Connection:
@@ -116,8 +151,9 @@ def adopt(conn: apsw.Connection, legacy: str | os.PathLike[str] | None, tables: 
                     ).fetchone()
                     if found is None:
                         continue
-                    info = conn.execute(f'PRAGMA main.table_info("{table}")')
-                    columns = ", ".join(f'"{r[1]}"' for r in info)
+                    # The columns both have: a file from an older version lacks later ones.
+                    theirs = set(columns_of(conn, table, "legacy"))
+                    columns = ", ".join(f'"{c}"' for c in columns_of(conn, table) if c in theirs)
                     conn.execute(
                         f'INSERT OR IGNORE INTO main."{table}" ({columns}) '
                         f'SELECT {columns} FROM legacy."{table}"'

@@ -24,7 +24,14 @@ from typing import Any
 
 import attrs
 
-from contextplane.backends.sqlite.connection import adopt, connect, has_table, translated
+from contextplane.backends.sqlite.connection import (
+    add_columns,
+    adopt,
+    connect,
+    has_table,
+    select_list,
+    translated,
+)
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow, decode_snapshot
 from contextplane.records.turn_inputs import TURN_INPUT_FIELDS, TurnInputs
 from contextplane.store.connection import is_read_only
@@ -54,6 +61,10 @@ CREATE TABLE IF NOT EXISTS prompt_snapshots (
     stripped TEXT NOT NULL,
     trajectory_refs TEXT NOT NULL,
     full_text TEXT,
+    cache_prefix_sha256 TEXT,
+    cache_prefix_chars INTEGER,
+    cache_shared_chars INTEGER,
+    cache_break TEXT,
     PRIMARY KEY (session_id, turn_index, call_index)
 );
 CREATE INDEX IF NOT EXISTS prompt_snapshots_created ON prompt_snapshots(created_at);
@@ -89,6 +100,16 @@ CREATE INDEX IF NOT EXISTS turn_inputs_created ON turn_inputs(created_at);
 """
 
 
+#: Columns added after the table was first shipped (issue 24, the cacheable prefix): a file
+#: created before them gains them, nullable, on its first writable open; old rows read None.
+CACHE_COLUMNS = (
+    ("cache_prefix_sha256", "TEXT"),
+    ("cache_prefix_chars", "INTEGER"),
+    ("cache_shared_chars", "INTEGER"),
+    ("cache_break", "TEXT"),
+)
+
+
 class SQLiteSnapshotStore:
     """``SnapshotStore`` in SQLite: the ``prompt_snapshots`` table and the once-per-hash prefix texts.
 
@@ -117,6 +138,8 @@ class SQLiteSnapshotStore:
         self._conn = connect(
             path, SCHEMA, "the prompt snapshots", read_only=read_only, durability=durability
         )
+        with translated(str(path), "adding the cacheable-prefix columns to the prompt snapshots"):
+            add_columns(self._conn, "prompt_snapshots", CACHE_COLUMNS)
         with translated(str(path), "adopting the prompt snapshots and turn inputs of the memory file"):
             adopt(self._conn, adopt_from, ("prefix_texts", "prompt_snapshots"))
             adopt(self._conn, adopt_from, ("turn_inputs",))  # its own marker: added by schema 3
@@ -125,6 +148,8 @@ class SQLiteSnapshotStore:
         self._read_only = is_read_only(self._conn)  # asked for, or the file is not writable
         self._present = has_table(self._conn, "prompt_snapshots")
         self._inputs_present = has_table(self._conn, "turn_inputs")  # a file from before issue 14
+        #: What reads select: a column an older file opened read-only lacks reads as NULL.
+        self._select = select_list(self._conn, "prompt_snapshots", _COLUMNS.split(", "))
         self._lock = threading.Lock()
         self._known_prefixes: set[str] = set()
         #: sha256 -> (text, sections) of every prefix registered here, so a batch can put back
@@ -252,7 +277,10 @@ class SQLiteSnapshotStore:
         if not self._present:
             return []
         where, args = ("WHERE session_id=?", [session_id]) if session_id is not None else ("", [])
-        sql = f"SELECT {_COLUMNS} FROM prompt_snapshots {where} ORDER BY session_id, turn_index, call_index"
+        sql = (
+            f"SELECT {self._select} FROM prompt_snapshots {where} "
+            "ORDER BY session_id, turn_index, call_index"
+        )
         rows = [decode_snapshot(SnapshotRow(*r)) for r in self._conn.execute(sql, args)]
         if limit is not None:
             rows = sorted(rows, key=lambda s: s.created_at)[-limit:]
@@ -263,7 +291,10 @@ class SQLiteSnapshotStore:
         self.flush()
         if not self._present:
             return None
-        sql = f"SELECT {_COLUMNS} FROM prompt_snapshots WHERE session_id=? AND turn_index=? AND call_index=?"
+        sql = (
+            f"SELECT {self._select} FROM prompt_snapshots "
+            "WHERE session_id=? AND turn_index=? AND call_index=?"
+        )
         for row in self._conn.execute(sql, (session_id, turn_index, call_index)):
             return decode_snapshot(SnapshotRow(*row))
         return None
@@ -337,9 +368,9 @@ class SQLiteSnapshotStore:
 _COLUMNS = (
     "session_id, turn_index, call_index, created_at, mode, incognito, prefix_sha256, prefix_sections, "
     "projection_sha256, projection, budget_chars, used_chars, history_messages, history_chars, "
-    "stripped, trajectory_refs, full_text"
+    "stripped, trajectory_refs, full_text, " + ", ".join(c for c, _ in CACHE_COLUMNS)
 )
-_INSERT = f"INSERT OR REPLACE INTO prompt_snapshots({_COLUMNS}) VALUES ({','.join('?' * 17)})"
+_INSERT = f"INSERT OR REPLACE INTO prompt_snapshots({_COLUMNS}) VALUES ({','.join('?' * 21)})"
 _PREFIX_SHA = 6  # the position of prefix_sha256 in a row
 #: Put a registered prefix back if retention removed it (its text too, if it lost it).
 _ENSURE_PREFIX = (
