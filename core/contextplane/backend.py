@@ -235,8 +235,8 @@ def __dir__() -> list[str]:
 
 def _elsewhere(name: str) -> str:
     """Where a name this face lacks lives instead, said in the error (another face's name)."""
-    if name.startswith("__"):  # the import system's probes (``__path__``, ...): no face holds one
-        return ""
+    if name.startswith("_"):  # probes (``__path__``, pytest's ``_mock_name``, ...): no face holds
+        return ""  # a private name, and looking would import the other faces
     for face in ("contextplane.section", "contextplane"):
         if name in getattr(_importlib.import_module(face), "__all__", ()):
             return f"; it is in {face}: from {face} import {name}"

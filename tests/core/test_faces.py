@@ -212,3 +212,16 @@ def test_the_standard_sections_import_core_section_names_from_their_face() -> No
             if node.module == "contextplane" or in_face:
                 found.append(f"{file.name}:{node.lineno} from {node.module} import {', '.join(in_face) or '...'}")
     assert not found, "import these from contextplane.section:\n  " + "\n  ".join(found)
+
+
+def test_probing_a_private_name_imports_no_other_face() -> None:
+    """pytest 9.2 probes every plugin namespace for ``_mock_name`` (and the import system for
+    ``__path__``): the hint that names another face must not import that face for them, or the
+    kit's pytest plugin loads both faces in every pytest run."""
+    loaded = fresh_modules(
+        "import contextplane, contextplane.section, contextplane.backend as b\n"
+        "import sys\n"
+        "for m in ('contextplane.section', 'contextplane.backend'): sys.modules.pop(m)\n"
+        "getattr(contextplane, '_mock_name', None); getattr(contextplane, '__wrapped__', None)"
+    )
+    assert not {"contextplane.section", "contextplane.backend"} & loaded, sorted(loaded)
