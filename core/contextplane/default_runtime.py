@@ -20,15 +20,16 @@ nothing to resolve: it composes directly (``engine.driver.compose``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+import attrs
+
 from contextplane.config import Config
+from contextplane.engine.assembly import d8_request
 from contextplane.engine.async_driver import acompose
 from contextplane.engine.driver import compose
-from contextplane.errors import ValidationError
-from contextplane.host import PluginHost, get_host
-from contextplane.request import FrozenDict, ProjectionRequest, Surface
+from contextplane.host import PluginHost
+from contextplane.request import FrozenDict, ProjectionRequest
 from contextplane.runtime import Runtime
 from contextplane.signatures import parameters_of
 from contextplane.types import ProjectedContext
@@ -92,77 +93,21 @@ def _carried(
     return None
 
 
-def d8_turn(
-    query: str,
-    knowledge_store: Any = None,
-    skills_index: Sequence[Any] | None = None,
-    state: Mapping[str, Any] | None = None,
-    *,
-    incognito: bool = False,
-    goal_turn: bool = False,
-    budget_tokens: int | None = None,
-    record: bool = True,
-    session_id: str = "",
-    turn_index: int = 0,
-    project: str | None = None,
-    surface: Surface | str = Surface.NATIVE,
-    only_sections: Iterable[str] | None = None,
-    context_window: int | None = None,
-    backend: Any = None,
-    host: PluginHost | None = None,
-    config: Config | None = None,
-    strict: bool | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> tuple[Runtime | None, ProjectionRequest, PluginHost]:
-    """The request ADR D8's arguments describe, made by the store's default runtime (None: no
-    store or backend to key one on, or a store that cannot carry it; the request then names
-    the store and backend as given, and the composition resolves them), and the host."""
-    if not isinstance(query, str):
-        raise ValidationError(f"query must be str, got {type(query).__name__}")
-    host = host if host is not None else get_host()
-    cfg = config if config is not None else host.config
-    runtime = default_runtime(knowledge_store, backend, host, cfg, strict)
-    if runtime is not None:
-        request = runtime.request(
-            query,
-            session_id=session_id,
-            turn_index=turn_index,
-            state=state or _NOTHING,
-            surface=surface,
-            incognito=incognito,
-            goal_turn=goal_turn,
-            only_sections=only_sections,
-            budget_tokens=budget_tokens,
-            context_window=context_window,
-            project=project,
-            record=record,
-            skills_index=skills_index,
-            extra=extra or _NOTHING,
-        )
-        return runtime, request, host
-    request = ProjectionRequest(
-        query=query,
-        config=cfg,
-        knowledge_store=knowledge_store,
-        skills_index=skills_index,
-        state=state or _NOTHING,
-        session_id=session_id,
-        turn_index=turn_index,
-        project=project if project is not None else cfg.context.project,
-        surface=surface,
-        incognito=incognito,
-        goal_turn=goal_turn,
-        only_sections=only_sections,
-        budget_tokens=budget_tokens,
-        context_window=context_window,
-        record=record,
-        backend=backend,
-        extra=extra or _NOTHING,
-    )
-    return None, request, host
+@parameters_of(d8_request)
+def d8_turn(*args: Any, **kwargs: Any) -> tuple[Runtime | None, ProjectionRequest, PluginHost, bool | None]:
+    """The request ADR D8's arguments describe (``engine.assembly.d8_request``), the store's
+    default runtime to compose it on (None: no store or backend to key one on, or a store that
+    cannot carry it; the request then names the store and backend as given, and the
+    composition resolves them), the host and the strict setting. On a runtime the request
+    names no store or backend: the runtime wires its own (``Runtime._wired``)."""
+    request, host, strict = d8_request(*args, **kwargs)
+    runtime = default_runtime(request.knowledge_store, request.backend, host, request.config, strict)
+    if runtime is None:
+        return None, request, host, strict
+    return runtime, attrs.evolve(request, knowledge_store=None, backend=None), host, strict
 
 
-@parameters_of(d8_turn)
+@parameters_of(d8_request)
 def compose_projected_context(*args: Any, **kwargs: Any) -> ProjectedContext:
     """Compose the projected context for one request: the ADR D8 signature, on the default
     runtime of ``knowledge_store`` (see the module docstring).
@@ -171,17 +116,17 @@ def compose_projected_context(*args: Any, **kwargs: Any) -> ProjectedContext:
     embedded SQLite store's file, say) receives the records unless ``backend`` names another.
     ``only_sections`` restricts composition to a declared subset (a subagent's contract).
     """
-    runtime, request, host = d8_turn(*args, **kwargs)
+    runtime, request, host, strict = d8_turn(*args, **kwargs)
     if runtime is None:
-        return compose(request, host=host, strict=kwargs.get("strict"))
+        return compose(request, host=host, strict=strict)
     return runtime.compose(request).projection
 
 
-@parameters_of(d8_turn)
+@parameters_of(d8_request)
 async def acompose_projected_context(*args: Any, **kwargs: Any) -> ProjectedContext:
     """``compose_projected_context`` for an event loop: the same arguments, the same projection,
     on the same default runtime of the store."""
-    runtime, request, host = d8_turn(*args, **kwargs)
+    runtime, request, host, strict = d8_turn(*args, **kwargs)
     if runtime is None:
-        return await acompose(request, host=host, strict=kwargs.get("strict"))
+        return await acompose(request, host=host, strict=strict)
     return (await runtime.acompose(request)).projection

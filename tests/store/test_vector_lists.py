@@ -179,3 +179,18 @@ def test_admitted_in_order_is_the_best_n_the_filter_admits(path: Path) -> None:
             got = vector_matrix.admitted_in_order(conn, ids, sims, where, params, n)
             assert [k for k, _ in got] == best[:n]
         assert vector_matrix.admitted_in_order(conn, ids, sims, where, params, 0) == []
+
+
+def test_a_damaged_vector_is_refused_by_name_and_loses_nothing(path: Path) -> None:
+    """A vector blob of the wrong length (a damaged file) is a clear StoreError naming what to
+    run, not a numpy reshape error or a wrong matrix; the memories stay readable."""
+    from contextplane.errors import StoreError
+
+    with _open(path, 256) as store:
+        key = store.conn.execute("SELECT key FROM chunks_vec WHERE key >> 40 != 0 LIMIT 1").fetchone()[0]
+        with store.conn:
+            store.conn.execute("UPDATE chunks_vec SET embedding = zeroblob(12) WHERE key = ?", (key,))
+        with pytest.raises(StoreError, match=r"12 bytes \(key \d+\).*memory check.*memory reindex"):
+            store.search(QUERIES[0], 5, namespaces=["project:a"])
+        assert store.count_chunks() == 2000
+        assert store.get(str(key & ((1 << 40) - 1))) is not None

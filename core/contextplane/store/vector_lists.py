@@ -31,6 +31,7 @@ from typing import Any, Final
 
 import apsw
 
+from contextplane.errors import StoreError
 from contextplane.store import migrate, vector_index
 
 #: The default bound on the vectors held (``store.vector_memory_mb``).
@@ -51,8 +52,22 @@ def _bounds(number: int) -> tuple[int, int]:
 
 
 def _matrix(np: Any, rows: list[Any]) -> Any:
-    """The float32 matrix of the vectors in column 1 of ``rows``."""
-    return np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.float32).reshape(len(rows), -1)
+    """The float32 matrix of the vectors in column 1 of ``rows``; a row of another length (a
+    damaged file) is refused by name instead of reshaping into a wrong matrix."""
+    blobs = [bytes(r[1]) for r in rows]
+    lengths = [len(b) for b in blobs]
+    width = max(set(lengths), key=lengths.count)  # the others' length: the odd one is damaged
+    for row, blob in zip(rows, blobs, strict=True):
+        if len(blob) != width or width % 4:
+            raise StoreError(_DAMAGED.format(key=f"key {int(row[0])}", got=len(blob), want=width))
+    return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), -1)
+
+
+_DAMAGED = (
+    "the vector index holds a vector of {got} bytes ({key}) where {want} are expected: the "
+    "store's vectors are damaged; run `contextplane memory check`, then `contextplane memory "
+    "reindex` to rebuild them from the memories' text"
+)
 
 
 class _List:
@@ -111,6 +126,9 @@ class HeldLists:
         sims_parts: list[Any] = []
         for number in [0, *numbers[nearest].tolist()]:
             held = self._list(conn, int(number), version)
+            if held.ids.size and held.matrix.shape[1] != unit.shape[0]:
+                got, key = held.matrix.shape[1] * 4, int(held.ids[0])
+                raise StoreError(_DAMAGED.format(key=f"chunk {key}", got=got, want=len(vector)))
             if held.ids.size:
                 ids_parts.append(held.ids)
                 sims_parts.append(np.einsum("ij,j->i", held.matrix, unit))
