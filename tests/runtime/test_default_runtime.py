@@ -29,7 +29,7 @@ from contextplane.projection import compose_projected_context
 from contextplane.records import backend as records_backend
 from contextplane.store.sqlite import SQLiteKnowledgeStore
 
-from .test_runtime import Refusing
+from .test_runtime import Refusing, RefusingList
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def test_after_the_first_turn_no_registry_is_consulted(
     store = backend.memories
     compose_projected_context("q0", store, session_id="s", turn_index=0, host=host)
     monkeypatch.setattr(records_backend, "_owners", Refusing())
-    monkeypatch.setattr(records_backend, "_by_id", Refusing())
+    monkeypatch.setattr(records_backend, "_unhashable", RefusingList())
     for n in (1, 2):
         projection = compose_projected_context(f"q{n}", store, session_id="s", turn_index=n, host=host)
         deliver(projection, [], prefix="P", call_index=0, wrap=plain_projection_message, host=host)

@@ -32,7 +32,7 @@ from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.config import structure
 from contextplane.delivery import PLAIN, deliver, plain_projection_message
 from contextplane.errors import ContextPlaneError, ValidationError
-from contextplane.observability import observer, turn_inputs
+from contextplane.observability import observer
 from contextplane.records import backend as records_backend
 from contextplane.runtime import Runtime, Turn, open_runtime
 from contextplane.testing.memory import InMemoryBackend
@@ -105,14 +105,22 @@ class Refusing(dict[Any, Any]):
     get = __getitem__ = __setitem__ = __contains__ = setdefault = pop = _refuse  # type: ignore[assignment]
 
 
+class RefusingList(list[Any]):
+    """The identity-found fallback list, failing the test when anything reads or writes it."""
+
+    def _refuse(self, *_a: object, **_k: object) -> Any:
+        raise AssertionError("a process-wide registry was consulted on the runtime path")
+
+    __iter__ = __getitem__ = __setitem__ = __contains__ = append = _refuse  # type: ignore[assignment]
+
+
 @pytest.fixture
 def no_registries(monkeypatch: pytest.MonkeyPatch) -> None:
     """The process-wide registries a turn's records used to be found through, made to refuse."""
     monkeypatch.setattr(observer, "_recorders", Refusing())
-    monkeypatch.setattr(observer, "_recorders_by_id", Refusing())
+    monkeypatch.setattr(observer, "_unhashable", RefusingList())
     monkeypatch.setattr(records_backend, "_owners", Refusing())
-    monkeypatch.setattr(records_backend, "_by_id", Refusing())
-    monkeypatch.setattr(turn_inputs, "_config_cache", Refusing())
+    monkeypatch.setattr(records_backend, "_unhashable", RefusingList())
 
 
 def test_compose_then_deliver_records_through_the_turn_and_no_registry(

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import datetime as dt
 import operator
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, cast
 
 import attrs
 
@@ -63,18 +63,19 @@ def _check_envelopes(sections: Sequence[Registered[ContextSection]]) -> None:
             )
 
 
-#: Section tuples whose names and envelopes were checked (the host's cached tuple objects).
-_valid: dict[int, tuple[Registered[ContextSection], ...]] = {}
+#: The key of ``SectionOrder.plans`` saying the order's names and envelopes were checked.
+_CHECKED = "envelopes checked"
 
 
 def _checked(sections: tuple[Registered[ContextSection], ...]) -> None:
-    """``_check_envelopes`` once per registration state, not once per turn."""
-    if _valid.get(id(sections)) is sections:
+    """``_check_envelopes`` once per registration state (the host's ``SectionOrder`` remembers
+    it), not once per turn; a plain tuple from another host is checked every time."""
+    plans = getattr(sections, "plans", None)
+    if plans is not None and plans.get(_CHECKED):
         return
     _check_envelopes(sections)
-    if len(_valid) > 64:
-        _valid.clear()
-    _valid[id(sections)] = sections
+    if plans is not None:
+        plans[_CHECKED] = True
 
 
 def _resolve(request: ProjectionRequest) -> ProjectionRequest:
@@ -94,7 +95,6 @@ def _resolve(request: ProjectionRequest) -> ProjectionRequest:
     return attrs.evolve(request, knowledge_store=store, backend=backend, project=project)
 
 
-Drafting = tuple[tuple[Registered[ContextSection], str | None], ...]
 #: A section left out of the projection: (section, why it was suppressed, its error).
 Skipped = tuple[Registered[ContextSection], str | None, str | None]
 
@@ -124,54 +124,55 @@ def prepare(
     return request, host, strict, _drafting(ordered_regs, request), timeout_s
 
 
-#: ``Drafting`` tuples by registration state and the request's mode flags: the same few serve
-#: every turn of a session. ``_split``: each tuple's sections to draft (what the drafting loop
-#: reads of each, bound once), the suppressed ones as skipped, and whether a section that
-#: drafts carries memory.
-_drafts: dict[Hashable, tuple[tuple[Registered[ContextSection], ...], Drafting]] = {}
 #: A section to draft, as the drafting loop reads it: (registration, section, draft, name, plugin).
 ToDraft = tuple[
     tuple[Registered[ContextSection], ContextSection, Callable[[ProjectionRequest], Any], str, str], ...
 ]
-_split: dict[int, tuple[Drafting, ToDraft, tuple[Skipped, ...], bool]] = {}
+
+
+class Drafting(tuple[tuple[Registered[ContextSection], str | None], ...]):
+    """Every section in draft order with why it is suppressed this turn (None: draft it), and
+    that split as the drafting loop reads it: the sections to draft (each with its draft, name
+    and plugin, bound once), the suppressed ones as skipped, and whether a section that drafts
+    carries memory. Made once per registration state and mode (``SectionOrder.plans``)."""
+
+    to_draft: ToDraft
+    skipped: tuple[Skipped, ...]
+    memory: bool
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[Registered[ContextSection], str | None]]) -> Drafting:
+        drafting = cls(pairs)
+        drafting.to_draft = tuple(
+            (reg, reg.section, reg.section.draft, reg.section.name, reg.plugin)
+            for reg, why in drafting
+            if why is None
+        )
+        drafting.skipped = tuple((reg, why, None) for reg, why in drafting if why is not None)
+        drafting.memory = any(section.carries_memory for _reg, section, *_rest in drafting.to_draft)
+        return drafting
 
 
 def _drafting(ordered_regs: tuple[Registered[ContextSection], ...], request: ProjectionRequest) -> Drafting:
-    """Every section in draft order with why it is suppressed this turn (None: draft it), made
-    once per registration state and mode: ``ProjectionRequest.suppression`` reads only the
-    request's subset, incognito and goal-turn flags (a subclass may read more: it is asked)."""
-    if type(request) is not ProjectionRequest:
-        return tuple((reg, request.suppression(reg.section)) for reg in ordered_regs)
-    key = (id(ordered_regs), request.only_sections, request.incognito, request.goal_turn)
-    known = _drafts.get(key)
-    if known is not None and known[0] is ordered_regs:
-        return known[1]
-    drafting = tuple((reg, request.suppression(reg.section)) for reg in ordered_regs)
-    if len(_drafts) > 64:
-        _drafts.clear()
-        _split.clear()
-    _drafts[key] = (ordered_regs, drafting)
-    _split[id(drafting)] = (drafting, *_split_of(drafting))
-    return drafting
-
-
-def _split_of(drafting: Drafting) -> tuple[ToDraft, tuple[Skipped, ...], bool]:
-    to_draft = tuple(
-        (reg, reg.section, reg.section.draft, reg.section.name, reg.plugin)
-        for reg, why in drafting
-        if why is None
-    )
-    suppressed = tuple((reg, why, None) for reg, why in drafting if why is not None)
-    return to_draft, suppressed, any(section.carries_memory for _reg, section, *_rest in to_draft)
+    """Every section in draft order with why it is suppressed this turn, made once per
+    registration state and mode: ``ProjectionRequest.suppression`` reads only the request's
+    subset, incognito and goal-turn flags (a subclass may read more: it is asked each turn)."""
+    plans = getattr(ordered_regs, "plans", None)
+    if type(request) is not ProjectionRequest or plans is None:
+        return Drafting.of((reg, request.suppression(reg.section)) for reg in ordered_regs)
+    key = (request.only_sections, request.incognito, request.goal_turn)
+    known = plans.get(key)
+    if known is None:
+        known = plans[key] = Drafting.of((reg, request.suppression(reg.section)) for reg in ordered_regs)
+    return cast(Drafting, known)
 
 
 def split(drafting: Drafting) -> tuple[ToDraft, tuple[Skipped, ...], bool]:
     """The sections to draft (each with its draft, name and plugin), the suppressed ones as
     skipped, and whether a section that drafts carries memory."""
-    known = _split.get(id(drafting))
-    if known is not None and known[0] is drafting:
-        return known[1], known[2], known[3]
-    return _split_of(drafting)
+    if not isinstance(drafting, Drafting):  # a plain tuple of (registration, why) pairs
+        drafting = Drafting.of(drafting)
+    return drafting.to_draft, drafting.skipped, drafting.memory
 
 
 def needs_memory(drafting: Drafting) -> bool:

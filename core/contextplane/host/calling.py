@@ -16,7 +16,7 @@ import asyncio
 import inspect
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar, cast
 
 import pluggy
@@ -40,6 +40,24 @@ log = logging.getLogger("contextplane.plugins")
 T = TypeVar("T")
 
 
+class SectionOrder(tuple[Registered[ContextSection], ...]):
+    """The context sections in draft order for one registration state, and what composition
+    works out from that state once (``plans``: the envelope check, the drafting plan per mode).
+
+    Why the memo rides on the tuple: it is made anew whenever a plugin is registered or removed,
+    so whatever was derived from the old state goes with it, and no process-wide table keyed by
+    the tuple's identity is needed to tell the states apart. The host never reads ``plans``; the
+    engine owns its content."""
+
+    plans: dict[Hashable, Any]
+
+    @classmethod
+    def of(cls, sections: Iterable[Registered[ContextSection]]) -> SectionOrder:
+        order = cls(sorted(sections, key=lambda r: (r.section.priority, r.section.name)))
+        order.plans = {}
+        return order
+
+
 class HookCalls:
     """One pluggy ``PluginManager``, the failures of the plugins it holds, and the typed calls."""
 
@@ -54,7 +72,7 @@ class HookCalls:
         self._prompt: list[Registered[PromptSection]] | None = None
         self._prefix: list[Registered[PromptSection]] | None = None
         self._context: list[Registered[ContextSection]] | None = None
-        self._ordered: tuple[Registered[ContextSection], ...] | None = None
+        self._ordered: SectionOrder | None = None
         self._versions: Mapping[str, str | None] | None = None
         self._lock = threading.Lock()
         #: The configured embedder (or the error saying why there is none), made once.
@@ -163,16 +181,15 @@ class HookCalls:
                 self._context = self._collect("register_context_sections", ContextSection)
             return list(self._context)
 
-    def ordered_context_sections(self) -> tuple[Registered[ContextSection], ...]:
+    def ordered_context_sections(self) -> SectionOrder:
         """The context sections in draft order: priority, then name (cached; the same tuple
-        object until a plugin is registered or removed, so callers may memoise checks on it)."""
+        object until a plugin is registered or removed, carrying the engine's memos for that
+        state in its ``plans``)."""
         with self._lock:
             if self._context is None:
                 self._context = self._collect("register_context_sections", ContextSection)
             if self._ordered is None:
-                self._ordered = tuple(
-                    sorted(self._context, key=lambda r: (r.section.priority, r.section.name))
-                )
+                self._ordered = SectionOrder.of(self._context)
             return self._ordered
 
     def _first(

@@ -53,7 +53,8 @@ _lock = threading.Lock()
 #: so a closed and dropped backend takes its recorder with it. Only for turns composed outside
 #: a runtime: a ``Runtime`` keeps the recorders of its backend itself (``TurnState.recorders``).
 _recorders: weakref.WeakKeyDictionary[Any, dict[Policy, Recorder]] = weakref.WeakKeyDictionary()
-_recorders_by_id: dict[int, tuple[Any, dict[Policy, Recorder]]] = {}
+#: Backends that cannot be weakly referenced, with their recorders, found by identity (``is``).
+_unhashable: list[tuple[Any, dict[Policy, Recorder]]] = []
 
 #: The record hooks' work as plans: (the turn's state, the plan, what ``record_status`` says
 #: on failure); None when there is nothing to record.
@@ -85,10 +86,10 @@ def _process_recorders(backend: Backend) -> dict[Policy, Recorder]:
         if by_policy is None:
             by_policy = _recorders[backend] = {}
     except TypeError:  # not weak-referenceable: keep it for the life of the process
-        pair = _recorders_by_id.get(id(backend))
-        if pair is None or pair[0] is not backend:
-            pair = _recorders_by_id[id(backend)] = (backend, {})
-        by_policy = pair[1]
+        by_policy = next((held for owner, held in _unhashable if owner is backend), None)
+        if by_policy is None:
+            by_policy = {}
+            _unhashable.append((backend, by_policy))
     return by_policy
 
 

@@ -2,14 +2,13 @@
 
 Everything here is data the request and the projection already hold; the per-turn cost is
 JSON for the working state and the section manifest (the configuration's JSON is made once per
-configuration object). Never called for an incognito turn.
+runtime). Never called for an incognito turn.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,8 +22,6 @@ from contextplane.request import ProjectionRequest, thaw
 from contextplane.types import ProjectedContext
 
 _INTERNAL = ("base_dir", "source")
-_config_cache: dict[int, tuple[Config, str, str]] = {}
-_config_lock = threading.Lock()
 
 
 def config_data(config: Config) -> dict[str, Any]:
@@ -40,18 +37,10 @@ def _dumps(value: Any) -> str:
 
 
 def config_json(config: Config) -> tuple[str, str]:
-    """(JSON, sha256) of the configuration; cached per configuration object (they are frozen).
-    A ``Runtime`` dumps its configuration once itself (``dump_config``) and hands it down."""
-    with _config_lock:
-        hit = _config_cache.get(id(config))
-        if hit is not None and hit[0] is config:
-            return hit[1], hit[2]
-    text, sha = dump_config(config)
-    with _config_lock:
-        if len(_config_cache) > 32:
-            _config_cache.clear()
-        _config_cache[id(config)] = (config, text, sha)
-    return text, sha
+    """(JSON, sha256) of the configuration. Not memoised (~60 µs): a ``Runtime`` dumps its
+    configuration once (``dump_config``) and hands it down, so only a turn composed without one
+    pays this, and no process-wide table keyed by the configuration's identity is kept."""
+    return dump_config(config)
 
 
 def dump_config(config: Config) -> tuple[str, str]:

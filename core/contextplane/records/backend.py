@@ -75,7 +75,9 @@ def check_backend(obj: object) -> list[str]:
 
 
 _owners: weakref.WeakKeyDictionary[Any, Backend] = weakref.WeakKeyDictionary()
-_by_id: dict[int, tuple[Any, Backend]] = {}
+#: Stores that can be neither weakly referenced nor hashed, with their backends, found by
+#: identity (``is``), not by ``id()``: a process holds a handful of backends at most.
+_unhashable: list[tuple[Any, Backend]] = []
 _lock = threading.Lock()
 
 
@@ -98,7 +100,8 @@ def register_backend(backend: Backend) -> None:
         try:
             _owners[store] = backend
         except TypeError:  # not weak-referenceable or unhashable: keep by identity
-            _by_id[id(store)] = (store, backend)
+            _unhashable[:] = [pair for pair in _unhashable if pair[0] is not store]
+            _unhashable.append((store, backend))
 
 
 def is_backend(obj: object) -> TypeGuard[Backend]:
@@ -131,5 +134,4 @@ def backend_of(store: object) -> Backend | None:
             found = None
         if found is not None:
             return found
-        pair = _by_id.get(id(store))
-        return pair[1] if pair is not None and pair[0] is store else None
+        return next((owner for held, owner in _unhashable if held is store), None)
