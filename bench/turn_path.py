@@ -121,6 +121,8 @@ LAYERS: Sequence[tuple[int, str, tuple[str, ...]]] = (
             "contextplane.embedding",
             "contextplane.shims",
             "contextplane.store.protocol",
+            "contextplane.prompt_parts",
+            "contextplane.records.protocol",
             "contextplane.records.injections",
             "contextplane.records.snapshots",
             "contextplane.records.cache_prefix",

@@ -16,6 +16,8 @@ import attrs
 
 if TYPE_CHECKING:
     from contextplane.config import Config
+    from contextplane.records.protocol import Backend
+    from contextplane.store.protocol import KnowledgeStore
 
 
 class Surface(enum.Enum):
@@ -164,8 +166,9 @@ class ProjectionRequest:
 
     query: str
     config: Config
-    knowledge_store: Any = None
-    skills_index: Sequence[Any] | None = attrs.field(default=None, converter=_optional_tuple)
+    knowledge_store: KnowledgeStore | None = None
+    #: The skills the skills section lists: whatever entries it accepts (its ``Skill``, mappings).
+    skills_index: Sequence[object] | None = attrs.field(default=None, converter=_optional_tuple)
     state: Mapping[str, Any] = attrs.field(factory=FrozenDict, converter=_frozen_mapping)
     session_id: str = ""
     turn_index: int = 0
@@ -179,7 +182,7 @@ class ProjectionRequest:
     context_window: int | None = None
     #: False composes without notifying observers (previews): nothing is recorded.
     record: bool = True
-    backend: Any = None
+    backend: Backend | None = None
     extra: Mapping[str, Any] = attrs.field(factory=FrozenDict, converter=_frozen_mapping)
 
     @property
@@ -211,6 +214,6 @@ class ProjectionRequest:
             return "goal_turn"
         return None
 
-    def with_store(self, store: Any) -> ProjectionRequest:
+    def with_store(self, store: KnowledgeStore) -> ProjectionRequest:
         """The same request reading memory through ``store`` (the core's consistent view)."""
         return attrs.evolve(self, knowledge_store=store)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import attrs
 
+from contextplane.prompt_parts import PrefixSection, StrippedFrame
 from contextplane.request import BuildContext, FrozenDict, ProjectionRequest, Surface
 from contextplane.sections import ContextSection, Draft, Envelope, PromptSection, Row, Shed
 
@@ -96,16 +97,6 @@ class Registered(Generic[T]):
 
 
 # --- the stable prefix (ADR D3) ----------------------------------------------------------------
-
-
-@attrs.frozen
-class PrefixSection:
-    """One stable-prefix section by reference: what snapshots store instead of the text."""
-
-    name: str
-    plugin: str
-    chars: int
-    sha256: str
 
 
 @attrs.frozen
@@ -376,15 +367,6 @@ _AS_DICT_FILTER = attrs.filters.exclude(
 
 
 # --- one model call (ADR D2, D5) --------------------------------------------------------------
-
-
-@attrs.frozen
-class StrippedFrame:
-    """A context frame found in the checkpoint and kept out of the model's view (D2 migration)."""
-
-    message_id: str | None
-    chars: int
-    sha256: str | None
 
 
 M = TypeVar("M")

@@ -241,6 +241,7 @@ def draft(request: ProjectionRequest) -> Draft:
         return skip
     k, deepest = _first(request)
     store = request.knowledge_store
+    assert store is not None  # _skip drafted the turn without a store
     fell_back: dict[str, Any] = {}
     while True:
         options = _options(request) | ({"full_text": True} if fell_back else {})
@@ -248,7 +249,7 @@ def draft(request: ProjectionRequest) -> Draft:
             hits = store.search(request.query, k, **options)
         except EmbedderError as exc:
             fell_back = _full_text(request, exc)
-            hits = store.search(request.query, k, **_options(request), full_text=True)
+            hits = store.search(request.query, k, **_options(request) | {"full_text": True})
         laid = _Laid(hits, request)
         more = _deeper(hits, laid, request, k, deepest)
         if more is None:
@@ -263,6 +264,7 @@ async def adraft(request: ProjectionRequest) -> Draft:
         return skip
     k, deepest = _first(request)
     store = request.knowledge_store
+    assert store is not None  # _skip drafted the turn without a store
     fell_back: dict[str, Any] = {}
     while True:
         options = _options(request) | ({"full_text": True} if fell_back else {})

@@ -16,9 +16,25 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import import_cycles  # noqa: E402
 
-#: The value modules: what a turn's data is made of. They import no behaviour: only each other
-#: (and the configuration's type, which the request carries).
-VALUE_MODULES = {"contextplane.types", "contextplane.request", "contextplane.sections"}
+#: The value modules: what a turn's data is made of, and the protocols its fields are typed with
+#: (the request names its memory store and its backend). They import no behaviour: only each
+#: other (and the configuration's type, which the request carries).
+VALUE_MODULES = {
+    "contextplane.types",
+    "contextplane.request",
+    "contextplane.sections",
+    "contextplane.prompt_parts",
+    "contextplane.errors",
+    "contextplane.store.protocol",
+    "contextplane.records.protocol",
+    "contextplane.records.injections",
+    "contextplane.records.snapshots",
+    "contextplane.records.summaries",
+    "contextplane.records.cache_prefix",
+    "contextplane.memory.model",
+    "contextplane.memory.history",
+    "contextplane.memory.trust",
+}
 VALUE_MAY_IMPORT = VALUE_MODULES | {"contextplane.config"}
 
 
@@ -44,9 +60,32 @@ def test_the_value_modules_import_no_behaviour() -> None:
     assert any(e.target == "contextplane.request" for e in edges), "import parsing broke"
     bad = [e.describe() for e in edges if e.target not in VALUE_MAY_IMPORT]
     assert not bad, (
-        "a value module imports behaviour; keep contextplane.types, request and sections free of "
-        "it (pass behaviour in, or move the function out):\n  " + "\n  ".join(bad)
+        "a value module imports behaviour; keep contextplane.types, request and sections (and "
+        "the protocols they are typed with) free of it (pass behaviour in, or move the function "
+        "out):\n  " + "\n  ".join(bad)
     )
+
+
+def test_the_request_names_its_store_and_backend_by_their_protocols() -> None:
+    """``ProjectionRequest``'s wiring fields are typed (they were ``Any`` while naming the
+    backend's protocol closed a cycle through ``contextplane.types``)."""
+    import typing
+
+    import contextplane.config
+    import contextplane.records.protocol
+    import contextplane.request
+    import contextplane.store.protocol
+    from contextplane.request import ProjectionRequest
+
+    names = vars(contextplane.request) | {
+        "Config": contextplane.config.Config,
+        "Backend": contextplane.records.protocol.Backend,
+        "KnowledgeStore": contextplane.store.protocol.KnowledgeStore,
+    }
+    hints = typing.get_type_hints(ProjectionRequest, globalns=names)
+    assert hints["knowledge_store"] == contextplane.store.protocol.KnowledgeStore | None
+    assert hints["backend"] == contextplane.records.protocol.Backend | None
+    assert not [name for name, hint in hints.items() if hint is typing.Any]
 
 
 def test_the_counter_sees_a_cycle_that_closes_only_for_the_type_checker(tmp_path: Path) -> None:

@@ -10,41 +10,13 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Protocol, TypeGuard, cast, runtime_checkable
+from typing import Any, TypeGuard, cast
 
 from contextplane.records.injections import InjectionLog
+from contextplane.records.protocol import Backend as Backend
 from contextplane.records.snapshots import SnapshotStore
 from contextplane.records.summaries import SessionSummaries
 from contextplane.store.protocol import KnowledgeStore
-
-
-@runtime_checkable
-class Backend(Protocol):
-    """Memories, session summaries, the injection log and prompt snapshots, in one place.
-
-    ``trajectory`` is the append-only session log snapshots reference (ADR 0102), or None when
-    the backend keeps none. ``name`` says where the records live, for messages and logs.
-    """
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def memories(self) -> KnowledgeStore: ...
-
-    @property
-    def summaries(self) -> SessionSummaries: ...
-
-    @property
-    def injections(self) -> InjectionLog: ...
-
-    @property
-    def snapshots(self) -> SnapshotStore: ...
-
-    @property
-    def trajectory(self) -> Any: ...
-
-    def close(self) -> None: ...
 
 
 _PARTS: tuple[tuple[str, type], ...] = (

@@ -18,8 +18,8 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from contextplane.records.cache_prefix import CachePrefix
-from contextplane.types import PrefixSection
-from contextplane.types import StrippedFrame as StrippedFrame
+from contextplane.prompt_parts import PrefixSection
+from contextplane.prompt_parts import StrippedFrame as StrippedFrame
 
 
 @attrs.frozen
