@@ -18,7 +18,6 @@ from contextplane.records.snapshots import SnapshotStore
 from contextplane.records.summaries import SessionSummaries
 from contextplane.store.protocol import KnowledgeStore
 
-
 _PARTS: tuple[tuple[str, type], ...] = (
     ("memories", KnowledgeStore),
     ("summaries", SessionSummaries),

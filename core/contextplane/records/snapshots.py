@@ -17,9 +17,9 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from contextplane.records.cache_prefix import CachePrefix
 from contextplane.prompt_parts import PrefixSection
 from contextplane.prompt_parts import StrippedFrame as StrippedFrame
+from contextplane.records.cache_prefix import CachePrefix
 
 
 @attrs.frozen
