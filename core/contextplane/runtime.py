@@ -34,7 +34,7 @@ from contextplane.delivery import PLAIN, MessageCodec, placed
 from contextplane.engine.async_driver import acompose_turn
 from contextplane.engine.driver import compose_turn
 from contextplane.errors import ContextPlaneError, ValidationError
-from contextplane.observability.turn import Policy, TurnState, ensure
+from contextplane.observability.turn import Policy, TurnState, ensure, keeps_inputs
 from contextplane.observability.turn_inputs import dump_config
 from contextplane.plugins import PluginHost, get_host
 from contextplane.recorder import Recorder, policy_of
@@ -127,6 +127,8 @@ class Runtime:
         self._recorders: dict[Policy, Recorder] = {}
         #: The configuration with its JSON and hash, dumped once (what turn inputs record).
         self._config_json: tuple[Config, str, str] | None = None
+        #: Whether the backend keeps turn inputs (asked once, on the first recorded turn).
+        self._keeps: bool | None = None
         self._closed = False
 
     # --- wiring ----------------------------------------------------------------------------
@@ -297,7 +299,23 @@ class Runtime:
         ):
             request = attrs.evolve(request, knowledge_store=store, backend=backend, project=project)
         recorder = self._recorder(request, backend) if request.record else None
-        return request, TurnState(backend, self._recorders, self._dumped_config(request), recorder=recorder)
+        return request, TurnState(
+            backend,
+            self._recorders,
+            self._dumped_config(request),
+            recorder=recorder,
+            keeps_inputs=self._keeps_inputs(backend) if recorder is not None else None,
+        )
+
+    def _keeps_inputs(self, backend: Backend | None) -> bool | None:
+        """Whether the runtime's backend keeps turn inputs, asked of it once (None: another
+        backend than the runtime's, asked when its turn is recorded)."""
+        if backend is None or backend is not self.wiring().backend:
+            return None
+        found = self._keeps
+        if found is None:
+            found = self._keeps = keeps_inputs(backend)
+        return found
 
     def _recorder(self, request: ProjectionRequest, backend: Backend | None) -> Recorder | None:
         """The turn's recorder: the runtime's for the request's recording policy (made once)."""

@@ -338,3 +338,98 @@ def test_bad_input_to_a_runtime_is_named_in_one_line(host: PluginHost) -> None:
         with pytest.raises(ContextPlaneError, match=r"Runtime is closed .*open_runtime"):
             late()
     assert backend.snapshots.list("b") == []  # nothing was delivered, so nothing recorded
+
+
+class _NoInputs:
+    """A snapshot store that keeps snapshots but no turn inputs (no ``put_inputs``)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def register_prefix(self, sha256: str, text: str | None, sections_json: str) -> None:
+        self._inner.register_prefix(sha256, text, sections_json)
+
+    def put(self, row: Any) -> None:
+        self._inner.put(row)
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def prefix_text(self, sha256: str) -> str | None:
+        return self._inner.prefix_text(sha256)  # type: ignore[no-any-return]
+
+    def count(self, session_id: str | None = None) -> int:
+        return self._inner.count(session_id)  # type: ignore[no-any-return]
+
+    def list(self, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.list(*args, **kwargs)
+
+    def get(self, session_id: str, turn_index: int, call_index: int = 0) -> Any:
+        return self._inner.get(session_id, turn_index, call_index)
+
+    def sessions(self) -> Any:
+        return self._inner.sessions()
+
+    def prune(self, now: float | None = None) -> int:
+        return self._inner.prune(now)  # type: ignore[no-any-return]
+
+
+class _BackendWithoutInputs:
+    """The in-memory backend with a snapshot store that keeps no turn inputs."""
+
+    name = "no-inputs"
+
+    def __init__(self) -> None:
+        self.inner = InMemoryBackend()
+        self.snapshots = _NoInputs(self.inner.snapshots)
+        self.memories = self.inner.memories
+        self.summaries = self.inner.summaries
+        self.injections = self.inner.injections
+        self.trajectory = None
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_runtime_asks_its_backend_once_whether_it_keeps_turn_inputs(
+    host: PluginHost, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whether turn inputs are kept is a fact of the backend: asked once per runtime, not per
+    turn (the records observer asked ``backend.snapshots`` on every turn), and a backend that
+    keeps none is said once, while its injection rows and snapshots are still recorded."""
+    asked: list[object] = []
+    real = contextplane.runtime.keeps_inputs
+
+    def counting(backend: Any) -> bool:
+        asked.append(backend)
+        return real(backend)
+
+    monkeypatch.setattr(contextplane.runtime, "keeps_inputs", counting)
+    backend = _BackendWithoutInputs()
+    runtime = Runtime(host=host, backend=backend, prefix="P")  # type: ignore[arg-type]
+    with caplog.at_level("WARNING", logger="contextplane.records"):
+        for n in range(4):
+            turn = runtime.compose(runtime.request(f"q{n}", session_id="s", turn_index=n))
+            runtime.deliver(turn, [{"role": "user", "content": "hi"}], PLAIN, call_index=0)
+    assert asked == [backend]
+    said = [r for r in caplog.records if "keeps no turn inputs" in r.getMessage()]
+    assert len(said) <= 1  # once per process (an earlier test may have said it already)
+    assert [r.turn_index for r in backend.injections.rows("s")] == [0, 1, 2, 3]
+    assert [s.key for s in backend.snapshots.list("s")] == [("s", n, 0) for n in range(4)]
+    assert turn.projection.record_status == "recorded"
+
+
+def test_a_backend_that_keeps_no_turn_inputs_is_said_once_and_records_the_rest(
+    host: PluginHost, caplog: pytest.LogCaptureFixture
+) -> None:
+    from contextplane.notices import reset_notices
+
+    reset_notices()
+    backend = _BackendWithoutInputs()
+    runtime = Runtime(host=host, backend=backend, prefix="P")  # type: ignore[arg-type]
+    with caplog.at_level("WARNING", logger="contextplane.records"):
+        for n in range(3):
+            runtime.compose(runtime.request(f"q{n}", session_id="t", turn_index=n))
+    said = [r for r in caplog.records if "keeps no turn inputs" in r.getMessage()]
+    assert len(said) == 1 and "_NoInputs" in said[0].getMessage()
+    assert [r.turn_index for r in backend.injections.rows("t")] == [0, 1, 2]

@@ -39,7 +39,6 @@ from contextplane.observability.turn import TurnState, ensure, state_of
 from contextplane.recorder import Plan, Policy, Recorder, TurnRecord, policy_of
 from contextplane.records.backend import Backend
 from contextplane.records.plans import Writes, sans_io
-from contextplane.records.turn_inputs import TurnInputStore
 from contextplane.request import ProjectionRequest
 from contextplane.types import ModelCall, ProjectedContext
 
@@ -146,22 +145,6 @@ def _reported(projection: ProjectedContext, what: str, plan: Plan[T]) -> Plan[T]
     return done
 
 
-def _keeps_inputs(backend: Backend) -> bool:
-    """True when the backend's snapshot store keeps turn inputs (said once when it does not)."""
-    store = backend.snapshots
-    if isinstance(store, TurnInputStore):
-        return True
-    log_once(
-        log,
-        ("no-turn-inputs", type(store)),
-        logging.WARNING,
-        "snapshot store %s keeps no turn inputs (contextplane.records.TurnInputStore), so past turns "
-        "of this backend cannot be explained or replayed",
-        type(store).__name__,
-    )
-    return False
-
-
 def _projection_job(projection: ProjectedContext, request: ProjectionRequest) -> _Job | None:
     """The injection-log row, and with snapshots on the turn's manifest, trajectory entry and
     inputs, as a plan for the turn's backend."""
@@ -177,7 +160,7 @@ def _projection_job(projection: ProjectedContext, request: ProjectionRequest) ->
         projection,
         request,
         snapshots=obs.snapshots,
-        inputs=obs.snapshots and obs.turn_inputs and _keeps_inputs(backend),
+        inputs=obs.snapshots and obs.turn_inputs and state.keeps_turn_inputs(),
         config=state.config_json(request.config),
         keep=state.keep,
     )
