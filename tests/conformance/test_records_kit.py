@@ -51,6 +51,13 @@ def test_faulty_backends_fail_with_the_named_ids(tmp_path: Path) -> None:
     }
     assert run.failing("TestNewestFirstLog") == {"RECORDS-INJECTIONS-APPEND"}
     assert run.failing("TestAsyncForgetsTheExclusion") == {"RECORDS-ASYNC-PARITY"}
+    # Snapshots without their cacheable-prefix figures (or with another put's) fail by that id only.
+    assert run.failing("TestDropsTheCachePrefix") == {"RECORDS-SNAPSHOTS-CACHE-PREFIX"}
+    assert run.failing("TestKeepsTheOldCachePrefix") == {"RECORDS-SNAPSHOTS-CACHE-PREFIX"}
+    dropped_cache = run.by_class("TestDropsTheCachePrefix")["RECORDS-SNAPSHOTS-CACHE-PREFIX"].message
+    assert "read the cacheable prefix back as None" in dropped_cache
+    left_over = run.by_class("TestKeepsTheOldCachePrefix")["RECORDS-SNAPSHOTS-CACHE-PREFIX"].message
+    assert "the first put's figures left over" in left_over
     # A log that returns as if it stored a row it dropped loses a turn's records silently.
     assert run.failing("TestDropsRowsOnAFullDisk") == {"RECORDS-DURABLE-OR-REPORTED"}
     dropped = run.by_class("TestDropsRowsOnAFullDisk")["RECORDS-DURABLE-OR-REPORTED"].message
