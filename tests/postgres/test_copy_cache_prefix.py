@@ -63,7 +63,9 @@ def _record(path: Path) -> None:
 
 def _config(tmp_path: Path, pg_url: str, pg_schema: str) -> Path:
     cfg = tmp_path / "pg.toml"
-    cfg.write_text(f'[store]\nbackend = "postgres"\nurl = "{pg_url}"\n[plugin.postgres]\nschema = "{pg_schema}"\n')
+    cfg.write_text(
+        f'[store]\nbackend = "postgres"\nurl = "{pg_url}"\n[plugin.postgres]\nschema = "{pg_schema}"\n'
+    )
     return cfg
 
 
@@ -166,7 +168,9 @@ def test_a_source_from_before_the_columns_copies_them_as_unknown(
         copied.snapshots.put(attrs.evolve(UNKNOWN, session_id="u"))  # and the copy takes new figures
         copied.snapshots.flush()
         got = copied.snapshots.get("u", 0, 0)
-        assert got is not None and got.cache is not None and got.cache.chars == 420 and got.cache.shared is None
+        assert (
+            got is not None and got.cache is not None and got.cache.chars == 420 and got.cache.shared is None
+        )
     finally:
         copied.close()
     shown = _cache_lines("--config", str(_config(tmp_path, pg_url, pg_schema)))

@@ -399,7 +399,6 @@ class SnapshotChecks(_BackendBase):
             f"list(limit=2) returned keys {[s.key for s in newest]}; expected the two newest in key order",
         )
 
-
     @checks("RECORDS-SNAPSHOTS-CACHE-PREFIX")
     def test_records_snapshots_cache_prefix(self, backend: Backend, requirement: Requirement) -> None:
         snaps = backend.snapshots
