@@ -405,8 +405,8 @@ class SnapshotChecks(_BackendBase):
         now = 1.9e9  # far in the future, so no retention policy drops them
         #: (turn, cache_prefix_sha256, cache_prefix_chars, cache_shared_chars, cache_break): a
         #: change named, an unknown share, a session's first call, an unchanged prefix, and an
-        #: incognito call (no hash).
-        figures = [
+        #: incognito call (no hash), a history rewrite.
+        figures: list[tuple[int, str | None, int, int | None, str | None]] = [
             (0, "d" * 64, 5_010, 4_990, '{"sections":["tools"]}'),
             (1, "e" * 64, 300, None, '{"unknown":true}'),
             (2, "f" * 64, 120, 0, '{"first":true}'),
@@ -423,7 +423,10 @@ class SnapshotChecks(_BackendBase):
             )  # fmt: skip
         snaps.put(_snapshot("cache", 6, created_at=now + 6))
         snaps.flush()
-        want = {("cache", t, 0): CachePrefix.of_row(*f) for t, *f in figures} | {("cache", 6, 0): None}
+        want = {
+            ("cache", t, 0): CachePrefix.of_row(sha, chars, shared, broken)
+            for t, sha, chars, shared, broken in figures
+        } | {("cache", 6, 0): None}
         for key, expected in want.items():
             got = snaps.get(*key)
             requirement.check(
