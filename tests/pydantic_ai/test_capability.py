@@ -27,15 +27,16 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from contextplane import ContextSection, PluginHost, Row, Shed, hookimpl, plugin_host_with
+from contextplane import PluginHost, plugin_host_with
 from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.config import structure
 from contextplane.errors import SectionError
 from contextplane.runtime import Runtime, open_runtime
 from contextplane_pydantic_ai import ContextPlaneCapability
 from contextplane_pydantic_ai.codec import message_text, projection_request
+from tests.adapter_helpers import BrokenSection
 
-from .conftest import CONFIG, MARK, MEMORY, MEMTEXT, MarkerSections, Recorder, tag, tool_then_answer
+from .conftest import CONFIG, MARK, MEMTEXT, MarkerSections, Recorder, tag, tool_then_answer
 
 Run = Callable[..., Any]
 
@@ -83,7 +84,7 @@ def test_two_turns_see_their_projection_and_the_history_never_holds_it(
         assert MARK not in stored(messages) and MEMTEXT not in stored(messages)
     assert [type(m) for m in second.all_messages()] == [ModelRequest, ModelResponse] * 2
     # One composition per turn: each section drafted once per run.
-    assert [(d[0], d[2], d[3]) for d in sections.draws] == [
+    assert [(d.section, d.session_id, d.turn_index) for d in sections.draws] == [
         ("working", "s1", 0), ("memory", "s1", 0), ("working", "s1", 1), ("memory", "s1", 1)
     ]  # fmt: skip
     # One injection row per turn, one snapshot per model request, the turn inputs of each turn.
@@ -147,7 +148,7 @@ def test_a_tool_calling_turn_keeps_the_pair_and_snapshots_each_model_request(
         "UserPromptPart", "ToolCallPart", "ToolReturnPart", "TextPart"
     ]  # fmt: skip
     # One composition, one injection row, one snapshot per model request.
-    assert [d[0] for d in sections.draws] == ["working", "memory"]
+    assert [d.section for d in sections.draws] == ["working", "memory"]
     assert len(backend.injections.rows("t")) == 1
     assert [s.key for s in backend.snapshots.list("t")] == [("t", 0, 0), ("t", 0, 1)]
 
@@ -180,7 +181,7 @@ def test_incognito_writes_no_row_no_inputs_and_no_text(
     [call] = model.seen
     assert MEMTEXT not in sent(call.messages)  # memory sections are not drafted incognito
     assert tag("inc", 0, "secret question") in sent(call.messages)
-    assert {d[4] for d in sections.draws} == {True}
+    assert {d.incognito for d in sections.draws} == {True}
     assert MARK not in stored(result.all_messages())
     assert backend.injections.rows() == []
     assert backend.snapshots.list_inputs() == []
@@ -267,17 +268,6 @@ def test_concurrent_runs_on_one_agent_each_see_their_own_turn(
         assert tag(s, 0, f"q-{s}") in sent(call.messages)
         assert sent(call.messages).count(MARK) == 1
         assert [x.key for x in backend.snapshots.list(s)] == [(s, 0, 0)]
-
-
-class BrokenSection:
-    plugin_name = "broken_plugin"
-
-    @hookimpl
-    def register_context_sections(self, register: Callable[[ContextSection], None]) -> None:
-        def boom(_req: Any) -> list[Row]:
-            raise RuntimeError("the section broke")
-
-        register(ContextSection("broken", 30, Shed.DROP_ROWS, boom, MEMORY))
 
 
 def broken_host(strict: bool) -> PluginHost:
@@ -410,7 +400,7 @@ def test_a_run_resuming_a_turn_recomposes_once_and_numbers_its_calls_on(
         deferred_tool_results=DeferredToolResults(approvals={"call-1": True}),
     )
     assert second.output == "done"
-    assert [(d[0], d[1], d[3], d[5]) for d in sections.draws] == [
+    assert [(d.section, d.query, d.turn_index, d.reason) for d in sections.draws] == [
         ("working", "check the deploy", 0, "turn"),
         ("memory", "check the deploy", 0, "turn"),
         ("working", "check the deploy", 0, "resume"),
