@@ -6,6 +6,7 @@ snapshots with the figures NULL: unknown on PostgreSQL too, never a guess."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,6 @@ from contextplane.delivery import PLAIN
 from contextplane.records.snapshots import SnapshotRow
 from contextplane.runtime import open_runtime
 from contextplane_postgres import PostgresBackend
-from contextplane_postgres.copy import copy_store
-from contextplane_postgres.database import Database
 
 PREFIX = "You are a careful assistant for the orchard team. " * 40
 #: Put directly: an unknown share (the process had not seen the call before), a row written
@@ -59,6 +58,13 @@ def _record(path: Path) -> None:
         backend.snapshots.flush()
     finally:
         backend.close()
+
+
+def _store_copy(src: Path, pg_url: str, pg_schema: str) -> Any:
+    """``contextplane store copy SRC URL --schema S --json``: what it reports."""
+    done = CliRunner().invoke(main, ["store", "copy", str(src), pg_url, "--schema", pg_schema, "--json"])
+    assert done.exit_code == 0, done.output
+    return json.loads(done.stdout)
 
 
 def _config(tmp_path: Path, pg_url: str, pg_schema: str) -> Path:
@@ -97,12 +103,7 @@ def test_the_copy_carries_the_cacheable_prefix(tmp_path: Path, pg_url: str, pg_s
     assert before[("s", 2, 0)] is not None and before[("s", 2, 0)].unchanged
     assert before[("t", 0, 0)] is not None and before[("t", 0, 0)].shared is None
     assert before[("t", 1, 0)] is None
-    db = Database(pg_url, schema=pg_schema, pool_max_size=2)
-    try:
-        result = copy_store(src, db)
-    finally:
-        db.close()
-    assert result.table("prompt_snapshots").copied == 6
+    assert _store_copy(src, pg_url, pg_schema)["tables"]["prompt_snapshots"]["copied"] == 6
     copied = PostgresBackend(pg_url, schema=pg_schema, pool_max_size=2)
     try:
         after = {s.key: s.cache for s in copied.snapshots.list()}
@@ -152,12 +153,7 @@ def test_a_source_from_before_the_columns_copies_them_as_unknown(
     records = Path(records_path(src))
     _drop_cache_columns(records)
     assert not {name for name, _type in CACHE_COLUMNS} & _columns(records)
-    db = Database(pg_url, schema=pg_schema, pool_max_size=2)
-    try:
-        result = copy_store(src, db)
-    finally:
-        db.close()
-    assert result.table("prompt_snapshots").copied == 6
+    assert _store_copy(src, pg_url, pg_schema)["tables"]["prompt_snapshots"]["copied"] == 6
     assert not {name for name, _type in CACHE_COLUMNS} & _columns(records)  # the source left as it was
     copied: Any = PostgresBackend(pg_url, schema=pg_schema, pool_max_size=2)
     try:
