@@ -9,7 +9,6 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import closing
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -329,18 +328,6 @@ def test_a_stored_projection_handed_back_is_stripped_by_its_marker(
     assert tag("f", 1, "two") in sent(model.seen[1].messages)
     snap = backend.snapshots.list("f")[-1]
     assert [f.chars for f in snap.stripped] == [len("OLD-PROJECTION")]
-
-
-def test_the_documented_example_runs(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """docs/runtime.md's PydanticAI example, as written, against the installed plugins."""
-    doc = (Path(__file__).parents[2] / "docs" / "runtime.md").read_text()
-    section = doc.split("## The PydanticAI capability", 1)[1]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    monkeypatch.chdir(tmp_path)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert out.returncode == 0, out.stderr
-    *_, keys = out.stdout.strip().splitlines()
-    assert keys == "[('ops-1', 0, 0), ('ops-1', 1, 0)]"
 
 
 def test_full_text_capture_shows_what_the_model_was_sent_with_chat_roles(tmp_path: Any) -> None:
