@@ -29,6 +29,10 @@ Why it is shaped this way:
   every ``migrated`` event reads, before the row's changes. A version-1 or -2 store has no
   history: every row gets a ``migrated`` event in the copy's last transaction, stamped with
   the time of the copy.
+- Each prompt snapshot keeps its cacheable-prefix figures (issue 24). A records file from
+  before them lacks the columns (they are added on a writable open, and the copy's is
+  read-only): its snapshots copy with the figures NULL, which every reader shows as recorded
+  before them, never a guessed share.
 - A version-3 store is refused, naming ``contextplane migrate``: its history is converted to
   version 4's layout by the store's migration, which writes the file, and the copy does not.
   A store newer than schema 4 is refused, naming its version, rather than copied without what
@@ -40,7 +44,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -50,6 +54,7 @@ import attrs
 import numpy as np
 
 from contextplane.backends.sqlite.connection import records_path
+from contextplane.backends.sqlite.snapshots import CACHE_COLUMNS
 from contextplane.errors import StoreError
 from contextplane.memory.history import MIGRATION_NOTE, HistoryEvent
 from contextplane.memory.model import format_timestamp, read_timestamp, utc_now
@@ -243,8 +248,13 @@ class _Source:
         )
 
     def rows(self, table: str, columns: str, after: int, limit: int) -> list[tuple[Any, ...]]:
+        conn = self.conn_of(table)
+        later = _LATER_COLUMNS.get(table, frozenset())
+        if later:
+            present = _columns(conn, table)
+            columns = ", ".join(c if c in present or c not in later else "NULL" for c in columns.split(", "))
         return list(
-            self.conn_of(table).execute(
+            conn.execute(
                 f"SELECT rowid, {columns} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?", (after, limit)
             )
         )
@@ -312,6 +322,18 @@ def _chunk_values(src: _Source, row: tuple[Any, ...]) -> tuple[list[Any], Any]:
     ], vector
 
 
+#: A prompt snapshot's columns, the same on both sides: the cacheable-prefix figures last.
+_SNAPSHOT_COLUMNS: Final[str] = (
+    "session_id, turn_index, call_index, created_at, mode, incognito, prefix_sha256, prefix_sections, "
+    "projection_sha256, projection, budget_chars, used_chars, history_messages, history_chars, "
+    "stripped, trajectory_refs, full_text, " + ", ".join(name for name, _type in CACHE_COLUMNS)
+)
+#: Source columns a file may lack because they came after its table (the cacheable prefix,
+#: issue 24, added on a writable open; the copy opens the source read-only): each reads as
+#: NULL, which every reader shows as unknown ("recorded before the figures"), never a guess.
+_LATER_COLUMNS: Final[Mapping[str, frozenset[str]]] = {
+    "prompt_snapshots": frozenset(name for name, _type in CACHE_COLUMNS),
+}
 #: Record tables: (source table, source columns, destination insert, conflict target).
 _RECORDS: Final[tuple[tuple[str, str, str], ...]] = (
     (
@@ -334,13 +356,10 @@ _RECORDS: Final[tuple[tuple[str, str, str], ...]] = (
     ),
     (
         "prompt_snapshots",
-        "session_id, turn_index, call_index, created_at, mode, incognito, prefix_sha256, prefix_sections, "
-        "projection_sha256, projection, budget_chars, used_chars, history_messages, history_chars, "
-        "stripped, trajectory_refs, full_text",
-        "INSERT INTO prompt_snapshots(session_id, turn_index, call_index, created_at, mode, incognito, "
-        "prefix_sha256, prefix_sections, projection_sha256, projection, budget_chars, used_chars, "
-        "history_messages, history_chars, stripped, trajectory_refs, full_text) VALUES "
-        f"({', '.join(['%s'] * 17)}) ON CONFLICT (session_id, turn_index, call_index) DO NOTHING",
+        _SNAPSHOT_COLUMNS,
+        f"INSERT INTO prompt_snapshots({_SNAPSHOT_COLUMNS}) VALUES "
+        f"({', '.join(['%s'] * len(_SNAPSHOT_COLUMNS.split(', ')))}) "
+        "ON CONFLICT (session_id, turn_index, call_index) DO NOTHING",
     ),
     (
         "turn_inputs",

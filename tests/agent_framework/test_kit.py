@@ -18,7 +18,8 @@ streamed runs, and with the framework's per-service-call history persistence.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import pytest
@@ -37,8 +38,8 @@ from contextplane.request import ProjectionRequest
 from contextplane.runtime import open_runtime
 from contextplane.testing import (
     KIT_TOOL,
-    ConformanceFailure,
     ModelCall,
+    Requirement,
     RuntimeConformance,
     RuntimeKit,
     SeenMessage,
@@ -247,24 +248,18 @@ class ResumeBlindProvider(ContextPlaneProvider):
 def _failures(harness: Callable[[RuntimeKit], Any], tmp_path: Any, ids: set[str]) -> dict[str, str]:
     """The checks ``ids`` run on a fresh kit with ``harness``: the failing ids and messages."""
     from contextplane.backends.sqlite import SQLiteBackend
-    from contextplane.testing import new_runtime_kit
-    from contextplane.testing._base import requirement_of
+    from contextplane.testing import new_runtime_kit, run_checks
 
-    failed: dict[str, str] = {}
-    for name in dir(TestAgentFrameworkProvider):
-        req = requirement_of(getattr(TestAgentFrameworkProvider, name))
-        if req is None or req.id not in ids:
-            continue
+    @contextmanager
+    def fixtures(req: Requirement) -> Iterator[dict[str, Any]]:
         backend = SQLiteBackend(tmp_path / f"{req.id}.sqlite3")
         try:
             kit = new_runtime_kit(backend)
-            check = getattr(TestAgentFrameworkProvider(), name)
-            check(runtime_harness=harness(kit), runtime_kit=kit, requirement=req)
-        except ConformanceFailure as failure:
-            failed[req.id] = str(failure)
+            yield {"runtime_harness": harness(kit), "runtime_kit": kit}
         finally:
             backend.close()
-    return failed
+
+    return run_checks(TestAgentFrameworkProvider, fixtures, only=ids).failed
 
 
 def test_the_kit_fails_a_history_provider_that_stores_the_projection(tmp_path: Any) -> None:

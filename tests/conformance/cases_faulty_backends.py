@@ -8,9 +8,14 @@ from typing import Any
 import attrs
 import pytest
 
-from contextplane.records import InjectionRow, SessionSummary
+from contextplane.records import InjectionRow, SessionSummary, SnapshotRow
 from contextplane.testing import BackendConformance
-from contextplane.testing.memory import InMemoryBackend, InMemoryInjectionLog, InMemorySessionSummaries
+from contextplane.testing.memory import (
+    InMemoryBackend,
+    InMemoryInjectionLog,
+    InMemorySessionSummaries,
+    InMemorySnapshotStore,
+)
 
 
 class LeaksTheActiveSession(InMemorySessionSummaries):
@@ -63,6 +68,29 @@ class AsyncForgetsTheExclusion(InMemorySessionSummaries):
         return self.newest(limit)
 
 
+#: The cacheable-prefix columns of a snapshot (issue 24).
+CACHE_FIELDS = ("cache_prefix_sha256", "cache_prefix_chars", "cache_shared_chars", "cache_break")
+
+
+class DropsTheCachePrefix(InMemorySnapshotStore):
+    """Fault: a storage layer that predates the cacheable-prefix columns keeps every other
+    field and drops those (each call reads back as if recorded before them)."""
+
+    def put(self, row: SnapshotRow) -> None:
+        super().put(attrs.evolve(row, **dict.fromkeys(CACHE_FIELDS)))
+
+
+class KeepsTheOldCachePrefix(InMemorySnapshotStore):
+    """Fault: the replacing upsert's column list misses the cacheable-prefix columns, so a row
+    put again without figures keeps the first put's."""
+
+    def put(self, row: SnapshotRow) -> None:
+        old = self._rows.get(row.key)
+        if old is not None and row.cache_prefix_chars is None:
+            row = attrs.evolve(row, **{f: getattr(old, f) for f in CACHE_FIELDS})
+        super().put(row)
+
+
 class TestLeaksTheActiveSession(BackendConformance):
     capabilities = frozenset()
 
@@ -93,3 +121,19 @@ class TestDropsRowsOnAFullDisk(BackendConformance):
     @pytest.fixture
     def backend(self) -> Any:
         return ClosingBackend(injections=DropsRowsOnAFullDisk())
+
+
+class TestDropsTheCachePrefix(BackendConformance):
+    capabilities = frozenset()
+
+    @pytest.fixture
+    def backend(self) -> Any:
+        return InMemoryBackend(snapshots=DropsTheCachePrefix())
+
+
+class TestKeepsTheOldCachePrefix(BackendConformance):
+    capabilities = frozenset()
+
+    @pytest.fixture
+    def backend(self) -> Any:
+        return InMemoryBackend(snapshots=KeepsTheOldCachePrefix())

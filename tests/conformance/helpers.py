@@ -34,6 +34,8 @@ def kit_plugin_args() -> list[str]:
 class Outcome:
     outcome: str  # passed | failed | error | skipped | xfailed
     message: str = ""
+    #: The requirement id the report carried (``contextplane.testing.REQUIREMENT_PROPERTY``).
+    requirement: str | None = None
 
 
 @attrs.frozen
@@ -92,16 +94,17 @@ def run_pytest(
     if xml.exists():
         for case in ET.parse(xml).getroot().iter("testcase"):
             test_id = f"{case.get('classname')}::{case.get('name')}"
-            outcome = Outcome("passed")
+            found = [p.get("value") for p in case.iter("property") if p.get("name") == "contextplane_requirement"]
+            outcome = Outcome("passed", requirement=found[0] if found else None)
             for child in case:
                 # pytest shortens the attribute to its first line; the element text is the whole report.
                 message = (child.get("message") or "") + "\n" + (child.text or "")
                 if child.tag == "failure":
-                    outcome = Outcome("failed", message)
+                    outcome = Outcome("failed", message, outcome.requirement)
                 elif child.tag == "error":
-                    outcome = Outcome("error", message)
+                    outcome = Outcome("error", message, outcome.requirement)
                 elif child.tag == "skipped":
                     kind = "xfailed" if child.get("type") == "pytest.xfail" else "skipped"
-                    outcome = Outcome(kind, message)
+                    outcome = Outcome(kind, message, outcome.requirement)
             outcomes[test_id] = outcome
     return Run(proc.returncode, proc.stdout, proc.stderr, outcomes)

@@ -40,6 +40,16 @@ class TestInMemoryBackendWithoutTrajectory(BackendConformance):
         return InMemoryBackend()
 
 
+FAULTY = (
+    "TestLeaksTheActiveSession",
+    "TestNewestFirstLog",
+    "TestAsyncForgetsTheExclusion",
+    "TestDropsRowsOnAFullDisk",
+    "TestDropsTheCachePrefix",
+    "TestKeepsTheOldCachePrefix",
+)
+
+
 def test_faulty_backends_fail_with_the_named_ids(tmp_path: Path) -> None:
     run = run_pytest([HERE / "cases_faulty_backends.py"], tmp_path)
     assert run.outcomes, run.stdout + run.stderr
@@ -51,6 +61,19 @@ def test_faulty_backends_fail_with_the_named_ids(tmp_path: Path) -> None:
     }
     assert run.failing("TestNewestFirstLog") == {"RECORDS-INJECTIONS-APPEND"}
     assert run.failing("TestAsyncForgetsTheExclusion") == {"RECORDS-ASYNC-PARITY"}
+    # Snapshots without their cacheable-prefix figures (or with another put's) fail by that id only.
+    assert run.failing("TestDropsTheCachePrefix") == {"RECORDS-SNAPSHOTS-CACHE-PREFIX"}
+    assert run.failing("TestKeepsTheOldCachePrefix") == {"RECORDS-SNAPSHOTS-CACHE-PREFIX"}
+    dropped_cache = run.by_class("TestDropsTheCachePrefix")["RECORDS-SNAPSHOTS-CACHE-PREFIX"].message
+    assert "read the cacheable prefix back as None" in dropped_cache
+    left_over = run.by_class("TestKeepsTheOldCachePrefix")["RECORDS-SNAPSHOTS-CACHE-PREFIX"].message
+    assert "the first put's figures left over" in left_over
+    # Every kit check's report carries its id (JUnit XML <property>), and the run ends naming
+    # the failed ones (``contextplane.testing.failed_requirements`` over the failed reports).
+    outcomes = run.by_class("TestDropsTheCachePrefix")
+    assert {o.requirement for o in outcomes.values()} == set(outcomes) == every
+    failed = sorted({rid for cls in FAULTY for rid in run.failing(cls)})
+    assert f"contextplane conformance: failed requirements: {', '.join(failed)}" in run.stdout
     # A log that returns as if it stored a row it dropped loses a turn's records silently.
     assert run.failing("TestDropsRowsOnAFullDisk") == {"RECORDS-DURABLE-OR-REPORTED"}
     dropped = run.by_class("TestDropsRowsOnAFullDisk")["RECORDS-DURABLE-OR-REPORTED"].message

@@ -3,23 +3,26 @@
 The LangGraph middleware (a real ``create_agent`` graph, a scripted chat model, an in-memory
 checkpointer) and the external assembler (the loop an external runtime writes) pass every
 requirement they have the capability for. Each broken adapter fails the requirement it breaks,
-by id: the kit's checks are called directly, so the test sees the ``ConformanceFailure``.
+by id: the kit's checks are run by ``contextplane.testing.run_checks``, which says which
+requirements failed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import pytest
 
 from contextplane.testing import (
-    ConformanceFailure,
     KitUsageError,
+    Requirement,
     RuntimeConformance,
     RuntimeKit,
     requirement,
     requirements_of,
+    run_checks,
 )
 from tests.conformance.runtime_harnesses import (
     BlindHarness,
@@ -74,27 +77,28 @@ class TestExternalAssemblerAsync(TestExternalAssembler):
 
 def _failures(harness: Callable[[RuntimeKit], Any], tmp_path: Any, *, resume: bool = False) -> dict[str, str]:
     """Every runtime check run on a fresh kit with ``harness``: the failing ids and messages
-    (``resume``: with the "resume" capability declared)."""
+    (``resume``: with the "resume" capability declared; its checks skip without it)."""
     from contextplane.backends.sqlite import SQLiteBackend
     from contextplane.testing import new_runtime_kit
-    from contextplane.testing._base import requirement_of
 
     capabilities = frozenset({"tools", "incognito", "goal_turn", *(["resume"] if resume else [])})
     kit_class = type("Broken", (RuntimeConformance,), {"capabilities": capabilities})
-    failed: dict[str, str] = {}
-    for name in dir(kit_class):
-        req = requirement_of(getattr(kit_class, name))
-        if req is None or (req.capability == "resume" and not resume):
-            continue
+
+    @contextmanager
+    def fixtures(req: Requirement) -> Iterator[dict[str, Any]]:
         backend = SQLiteBackend(tmp_path / f"{req.id}.sqlite3")
         try:
             kit = new_runtime_kit(backend)
-            getattr(kit_class(), name)(runtime_harness=harness(kit), runtime_kit=kit, requirement=req)
-        except ConformanceFailure as failure:
-            failed[req.id] = str(failure)
+            yield {"runtime_harness": harness(kit), "runtime_kit": kit}
         finally:
             backend.close()
-    return failed
+
+    run = run_checks(kit_class, fixtures)
+    skipped = {r.requirement.id for r in run.results if r.status == "skipped"}
+    assert skipped == (
+        set() if resume else {r.id for r in requirements_of("runtime") if r.capability == "resume"}
+    )
+    return run.failed
 
 
 NEVER_STORED = {"RUNTIME-NEVER-STORED", "RUNTIME-INCOGNITO-WRITES-NOTHING"}

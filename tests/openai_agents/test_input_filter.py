@@ -69,7 +69,10 @@ def test_two_turns_see_their_projection_and_the_session_holds_none_of_it(
         assert last["role"] == "user" and f"{MARK}{SESSION}|{turn}|{query}}}" in last["content"]
         assert marked(history) == []
         assert history[-1] == {"content": query, "role": "user"}
-    assert sections.draws == [(SESSION, 0, "deploy window?"), (SESSION, 1, "and the freeze?")]
+    assert [(d.session_id, d.turn_index, d.query) for d in sections.of("working")] == [
+        (SESSION, 0, "deploy window?"),
+        (SESSION, 1, "and the freeze?"),
+    ]
     # Nothing the SDK keeps holds it: the session (in its own SQLite file) and the result.
     items = stored(session)
     assert [i.get("role") for i in items] == ["user", "assistant", "user", "assistant"]
@@ -115,7 +118,7 @@ def test_a_tool_calling_turn_keeps_call_and_result_in_order_and_composes_once(
         "function_call_output",
         "message",
     ]
-    assert len(sections.draws) == 1 and flt_config.call_model_input_filter.compositions == 1  # type: ignore[union-attr]
+    assert len(sections.of("working")) == 1 and flt_config.call_model_input_filter.compositions == 1  # type: ignore[union-attr]
     assert [r.turn_index for r in backend.injections.rows(SESSION)] == [0]
     assert [s.key for s in backend.snapshots.list(SESSION)] == [(SESSION, 0, 0), (SESSION, 0, 1)]
 
@@ -136,7 +139,7 @@ def test_a_reused_run_config_still_composes_once_per_turn(
     config = run_config(runtime, session=session)
     for query in ("q0", "q1"):
         Runner.run_sync(agent, query, session=session, run_config=config)
-    assert [(t, q) for _s, t, q in sections.draws] == [(0, "q0"), (1, "q1")]
+    assert [(d.turn_index, d.query) for d in sections.of("working")] == [(0, "q0"), (1, "q1")]
     assert [r.turn_index for r in backend.injections.rows(SESSION)] == [0, 1]
     assert [s.key for s in backend.snapshots.list(SESSION)] == [
         (SESSION, t, c) for t in (0, 1) for c in (0, 1)
@@ -341,7 +344,7 @@ def test_a_handoff_stays_in_the_turn_and_a_streamed_run_is_delivered_too(
         "function_call",
         "function_call_output",
     ]
-    assert len(sections.draws) == 1  # the handoff did not start a new turn
+    assert len(sections.of("working")) == 1  # the handoff did not start a new turn
     assert [r.turn_index for r in backend.injections.rows(SESSION)] == [0]
     assert [s.key for s in backend.snapshots.list(SESSION)] == [(SESSION, 0, 0), (SESSION, 0, 1)]
     assert marked(stored(session)) == [] and marked(result.to_input_list()) == []
@@ -375,7 +378,7 @@ def test_a_resumed_run_recomposes_once_and_numbers_its_calls_on(
         "function_call_output",
     ]
     assert MARK in before.input[-1]["content"] and after.input[-1]["content"] == before.input[-1]["content"]
-    assert [(t, q) for _s, t, q in sections.draws] == [(0, "ship it"), (0, "ship it")]
+    assert [(d.turn_index, d.query) for d in sections.of("working")] == [(0, "ship it"), (0, "ship it")]
     rows = backend.injections.rows(SESSION)
     assert [r.turn_index for r in rows] == [0, 0]
     assert [s.key for s in backend.snapshots.list(SESSION)] == [(SESSION, 0, 0), (SESSION, 0, 1)]
@@ -421,6 +424,6 @@ def test_a_trimmed_history_still_numbers_each_turn_once(
             agent, f"q{n}", session=session, run_config=run_config(runtime, session=session, base=base)
         )
     assert len(model.calls[-1].input) == 5  # three stored items, the new input, the projection
-    assert [(t, q) for _s, t, q in sections.draws] == [(n, f"q{n}") for n in range(6)]
+    assert [(d.turn_index, d.query) for d in sections.of("working")] == [(n, f"q{n}") for n in range(6)]
     assert [r.turn_index for r in backend.injections.rows(SESSION)] == list(range(6))
     assert [s.key for s in backend.snapshots.list(SESSION)] == [(SESSION, n, 0) for n in range(6)]

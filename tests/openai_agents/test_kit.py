@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -25,16 +26,16 @@ from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.runtime import Runtime, open_runtime
 from contextplane.testing import (
     KIT_TOOL,
-    ConformanceFailure,
     ModelCall,
+    Requirement,
     RuntimeConformance,
     RuntimeKit,
     SeenMessage,
     ToolCall,
     kit_lookup,
     new_runtime_kit,
+    run_checks,
 )
-from contextplane.testing._base import requirement_of
 from contextplane_openai_agents import ContextPlaneInputFilter, run_config
 from contextplane_openai_agents.items import item_text
 
@@ -231,25 +232,20 @@ def _broken(filter: Callable[[Runtime, SQLiteSession], ContextPlaneInputFilter])
 
 def _failures(harness: type[AgentsHarness], tmp_path: Path) -> set[str]:
     """The ids of the runtime requirements ``harness`` fails, each check on a fresh kit."""
-    failed: set[str] = set()
-    kit_class = TestRunnerRun
-    for name in dir(kit_class):
-        req = requirement_of(getattr(kit_class, name))
-        if req is None:
-            continue
+
+    @contextmanager
+    def fixtures(req: Requirement) -> Iterator[dict[str, Any]]:
         directory = tmp_path / req.id
         directory.mkdir()
         backend = SQLiteBackend(directory / "kit.sqlite3")
         try:
             kit = new_runtime_kit(backend)
             with open_runtime(host=kit.host, backend=backend) as runtime:
-                check = getattr(kit_class(), name)
-                check(runtime_harness=harness(runtime, directory), runtime_kit=kit, requirement=req)
-        except ConformanceFailure:
-            failed.add(req.id)
+                yield {"runtime_harness": harness(runtime, directory), "runtime_kit": kit}
         finally:
             backend.close()
-    return failed
+
+    return set(run_checks(TestRunnerRun, fixtures).failed_ids)
 
 
 @pytest.mark.parametrize(

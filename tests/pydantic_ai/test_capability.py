@@ -9,7 +9,6 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import closing
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,15 +26,16 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from contextplane import ContextSection, PluginHost, Row, Shed, hookimpl, plugin_host_with
+from contextplane import PluginHost, plugin_host_with
 from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.config import structure
 from contextplane.errors import SectionError
 from contextplane.runtime import Runtime, open_runtime
 from contextplane_pydantic_ai import ContextPlaneCapability
 from contextplane_pydantic_ai.codec import message_text, projection_request
+from tests.adapter_helpers import BrokenSection
 
-from .conftest import CONFIG, MARK, MEMORY, MEMTEXT, MarkerSections, Recorder, tag, tool_then_answer
+from .conftest import CONFIG, MARK, MEMTEXT, MarkerSections, Recorder, tag, tool_then_answer
 
 Run = Callable[..., Any]
 
@@ -83,7 +83,7 @@ def test_two_turns_see_their_projection_and_the_history_never_holds_it(
         assert MARK not in stored(messages) and MEMTEXT not in stored(messages)
     assert [type(m) for m in second.all_messages()] == [ModelRequest, ModelResponse] * 2
     # One composition per turn: each section drafted once per run.
-    assert [(d[0], d[2], d[3]) for d in sections.draws] == [
+    assert [(d.section, d.session_id, d.turn_index) for d in sections.draws] == [
         ("working", "s1", 0), ("memory", "s1", 0), ("working", "s1", 1), ("memory", "s1", 1)
     ]  # fmt: skip
     # One injection row per turn, one snapshot per model request, the turn inputs of each turn.
@@ -147,7 +147,7 @@ def test_a_tool_calling_turn_keeps_the_pair_and_snapshots_each_model_request(
         "UserPromptPart", "ToolCallPart", "ToolReturnPart", "TextPart"
     ]  # fmt: skip
     # One composition, one injection row, one snapshot per model request.
-    assert [d[0] for d in sections.draws] == ["working", "memory"]
+    assert [d.section for d in sections.draws] == ["working", "memory"]
     assert len(backend.injections.rows("t")) == 1
     assert [s.key for s in backend.snapshots.list("t")] == [("t", 0, 0), ("t", 0, 1)]
 
@@ -180,7 +180,7 @@ def test_incognito_writes_no_row_no_inputs_and_no_text(
     [call] = model.seen
     assert MEMTEXT not in sent(call.messages)  # memory sections are not drafted incognito
     assert tag("inc", 0, "secret question") in sent(call.messages)
-    assert {d[4] for d in sections.draws} == {True}
+    assert {d.incognito for d in sections.draws} == {True}
     assert MARK not in stored(result.all_messages())
     assert backend.injections.rows() == []
     assert backend.snapshots.list_inputs() == []
@@ -269,17 +269,6 @@ def test_concurrent_runs_on_one_agent_each_see_their_own_turn(
         assert [x.key for x in backend.snapshots.list(s)] == [(s, 0, 0)]
 
 
-class BrokenSection:
-    plugin_name = "broken_plugin"
-
-    @hookimpl
-    def register_context_sections(self, register: Callable[[ContextSection], None]) -> None:
-        def boom(_req: Any) -> list[Row]:
-            raise RuntimeError("the section broke")
-
-        register(ContextSection("broken", 30, Shed.DROP_ROWS, boom, MEMORY))
-
-
 def broken_host(strict: bool) -> PluginHost:
     config = structure({**CONFIG, "plugins": {"strict": strict}})
     return plugin_host_with([MarkerSections(), BrokenSection()], config)
@@ -341,18 +330,6 @@ def test_a_stored_projection_handed_back_is_stripped_by_its_marker(
     assert [f.chars for f in snap.stripped] == [len("OLD-PROJECTION")]
 
 
-def test_the_documented_example_runs(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """docs/runtime.md's PydanticAI example, as written, against the installed plugins."""
-    doc = (Path(__file__).parents[2] / "docs" / "runtime.md").read_text()
-    section = doc.split("## The PydanticAI capability", 1)[1]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    monkeypatch.chdir(tmp_path)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert out.returncode == 0, out.stderr
-    *_, keys = out.stdout.strip().splitlines()
-    assert keys == "[('ops-1', 0, 0), ('ops-1', 1, 0)]"
-
-
 def test_full_text_capture_shows_what_the_model_was_sent_with_chat_roles(tmp_path: Any) -> None:
     """The codec's roles and text: a tool step's snapshot reads as the other surfaces' do."""
     host = plugin_host_with(
@@ -410,7 +387,7 @@ def test_a_run_resuming_a_turn_recomposes_once_and_numbers_its_calls_on(
         deferred_tool_results=DeferredToolResults(approvals={"call-1": True}),
     )
     assert second.output == "done"
-    assert [(d[0], d[1], d[3], d[5]) for d in sections.draws] == [
+    assert [(d.section, d.query, d.turn_index, d.reason) for d in sections.draws] == [
         ("working", "check the deploy", 0, "turn"),
         ("memory", "check the deploy", 0, "turn"),
         ("working", "check the deploy", 0, "resume"),

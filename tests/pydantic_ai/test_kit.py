@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -36,16 +37,16 @@ from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.runtime import Runtime, open_runtime
 from contextplane.testing import (
     KIT_TOOL,
-    ConformanceFailure,
     ModelCall,
+    Requirement,
     RuntimeConformance,
     RuntimeKit,
     SeenMessage,
     ToolCall,
     kit_lookup,
     new_runtime_kit,
+    run_checks,
 )
-from contextplane.testing._base import requirement_of
 from contextplane_pydantic_ai import ContextPlaneCapability
 from contextplane_pydantic_ai.codec import message_text
 
@@ -226,25 +227,23 @@ class SplittingCapability(ContextPlaneCapability):
 
 
 def _failures(capability: type[ContextPlaneCapability], tmp_path: Path) -> dict[str, str]:
-    """Every runtime check, called directly on a fresh kit with ``capability`` in the harness:
-    the failing ids and their messages."""
-    kit_class = TestPydanticAICapability
-    failed: dict[str, str] = {}
-    for name in dir(kit_class):
-        req = requirement_of(getattr(kit_class, name))
-        if req is None:
-            continue
+    """Every runtime check, run on a fresh kit with ``capability`` in the harness: the failing
+    ids and their messages."""
+
+    @contextmanager
+    def fixtures(req: Requirement) -> Iterator[dict[str, Any]]:
         backend = SQLiteBackend(tmp_path / f"{req.id}.sqlite3")
         kit = new_runtime_kit(backend)
         try:
             with open_runtime(kit.host.config, backend=backend, host=kit.host) as runtime:
-                harness = PydanticAIHarness(runtime, capability=capability)
-                getattr(kit_class(), name)(runtime_harness=harness, runtime_kit=kit, requirement=req)
-        except ConformanceFailure as failure:
-            failed[req.id] = str(failure)
+                yield {
+                    "runtime_harness": PydanticAIHarness(runtime, capability=capability),
+                    "runtime_kit": kit,
+                }
         finally:
             backend.close()
-    return failed
+
+    return run_checks(TestPydanticAICapability, fixtures).failed
 
 
 @pytest.mark.parametrize(

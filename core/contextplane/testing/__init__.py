@@ -47,6 +47,16 @@ if TYPE_CHECKING:
         SpyStore,
     )
     from contextplane.testing.inputs import PAYLOAD_MARKER, SectionInput, hostile_payload
+    from contextplane.testing.kit_run import (
+        REQUIREMENT_PROPERTY,
+        CheckResult,
+        KitCheck,
+        KitRun,
+        failed_requirements,
+        kit_checks,
+        requirement_id,
+        run_checks,
+    )
     from contextplane.testing.prompt_checks import PromptSectionChecks
     from contextplane.testing.records import (
         BackendConformance,
@@ -111,6 +121,14 @@ _WHERE: dict[str, str] = {
     "SectionInput": "inputs",
     "hostile_payload": "inputs",
     "REQUIREMENTS": "requirements",
+    "REQUIREMENT_PROPERTY": "kit_run",
+    "CheckResult": "kit_run",
+    "KitCheck": "kit_run",
+    "KitRun": "kit_run",
+    "failed_requirements": "kit_run",
+    "kit_checks": "kit_run",
+    "requirement_id": "kit_run",
+    "run_checks": "kit_run",
     "RECORDS_CAPABILITIES": "requirements",
     "BackendConformance": "records",
     "BackendShapeChecks": "records",
@@ -167,11 +185,13 @@ __all__ = [
     "PAYLOAD_MARKER",
     "RECORDS_CAPABILITIES",
     "REQUIREMENTS",
+    "REQUIREMENT_PROPERTY",
     "REVIEW_BY_SOURCE",
     "RUNTIME_CAPABILITIES",
     "STORE_CAPABILITIES",
     "BackendConformance",
     "BackendShapeChecks",
+    "CheckResult",
     "ConformanceBase",
     "ConformanceFailure",
     "ContextBudgetChecks",
@@ -181,6 +201,8 @@ __all__ = [
     "ContextSectionConformance",
     "DurabilityChecks",
     "InjectionChecks",
+    "KitCheck",
+    "KitRun",
     "KitUsageError",
     "KnowledgeStoreConformance",
     "LegacyRow",
@@ -211,11 +233,15 @@ __all__ = [
     "SummaryChecks",
     "ToolCall",
     "TrajectoryChecks",
+    "failed_requirements",
     "hostile_payload",
+    "kit_checks",
     "kit_lookup",
     "new_runtime_kit",
     "requirement",
+    "requirement_id",
     "requirements_of",
+    "run_checks",
 ]
 
 

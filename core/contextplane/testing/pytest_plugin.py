@@ -6,7 +6,9 @@ plugin adds what only a plugin can:
 * the ``conformance(id)`` marker on every kit check, so ``-m conformance`` selects the kit;
 * a "contextplane conformance" section in every failed check's report naming the requirement
   and its sentence, even when the failure is an exception raised inside the plugin under test;
-* assertion rewriting for the kit's helper modules (``contextplane.testing`` registers them).
+* assertion rewriting for the kit's helper modules (``contextplane.testing`` registers them);
+* each check's requirement id on its report (``user_properties``, so JUnit XML has it) and a
+  closing line naming the failed requirements (``contextplane.testing.failed_requirements``).
 
 It loads nothing heavy until a kit class is used: this module is imported by every pytest run
 in an environment where contextplane is installed, so it imports only ``contextplane.testing``
@@ -47,6 +49,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         req = _requirement(item)
         if req is not None:
             item.add_marker(pytest.mark.conformance(req.id))
+            # On every report of the check, and in JUnit XML as a <property>.
+            item.user_properties.append(("contextplane_requirement", req.id))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -63,3 +67,16 @@ def pytest_runtest_makereport(
             )
         )
     return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line naming the requirements the run failed, so the ids are at hand at the end."""
+    failed = terminalreporter.stats.get("failed", [])
+    if not failed:
+        return
+    from contextplane.testing.kit_run import failed_requirements
+
+    ids = failed_requirements(failed)
+    if ids:
+        names = ", ".join(sorted(ids))
+        terminalreporter.write_line(f"contextplane conformance: failed requirements: {names}")

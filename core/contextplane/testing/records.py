@@ -30,6 +30,7 @@ from contextplane.records import (
     check_backend,
 )
 from contextplane.records.aio import acall
+from contextplane.records.cache_prefix import CachePrefix
 from contextplane.sections import ContextSection, Envelope, Row, Shed
 from contextplane.store.protocol import KnowledgeStore
 from contextplane.testing._base import ConformanceBase, KitUsageError, checks, required_fixture
@@ -396,6 +397,54 @@ class SnapshotChecks(_BackendBase):
         requirement.check(
             [s.key for s in newest] == [("mid", 0, 0), ("new", 0, 0)],
             f"list(limit=2) returned keys {[s.key for s in newest]}; expected the two newest in key order",
+        )
+
+    @checks("RECORDS-SNAPSHOTS-CACHE-PREFIX")
+    def test_records_snapshots_cache_prefix(self, backend: Backend, requirement: Requirement) -> None:
+        snaps = backend.snapshots
+        now = 1.9e9  # far in the future, so no retention policy drops them
+        #: (turn, cache_prefix_sha256, cache_prefix_chars, cache_shared_chars, cache_break): a
+        #: change named, an unknown share, a session's first call, an unchanged prefix, and an
+        #: incognito call (no hash), a history rewrite.
+        figures: list[tuple[int, str | None, int, int | None, str | None]] = [
+            (0, "d" * 64, 5_010, 4_990, '{"sections":["tools"]}'),
+            (1, "e" * 64, 300, None, '{"unknown":true}'),
+            (2, "f" * 64, 120, 0, '{"first":true}'),
+            (3, "0" * 64, 7_000, 7_000, None),
+            (4, None, 80, 80, None),
+            (5, "1" * 64, 9_000, 8_000, '{"history_at":2}'),
+        ]
+        for turn, sha, chars, shared, broken in figures:
+            snaps.put(
+                _snapshot(
+                    "cache", turn, created_at=now + turn, cache_prefix_sha256=sha, cache_prefix_chars=chars,
+                    cache_shared_chars=shared, cache_break=broken,
+                )
+            )  # fmt: skip
+        snaps.put(_snapshot("cache", 6, created_at=now + 6))
+        snaps.flush()
+        want = {
+            ("cache", t, 0): CachePrefix.of_row(sha, chars, shared, broken)
+            for t, sha, chars, shared, broken in figures
+        } | {("cache", 6, 0): None}
+        for key, expected in want.items():
+            got = snaps.get(*key)
+            requirement.check(
+                got is not None and got.cache == expected,
+                f"get{key} read the cacheable prefix back as {None if got is None else got.cache}, "
+                f"written as {expected}",
+            )
+        listed = {s.key: s.cache for s in snaps.list("cache")}
+        requirement.check(
+            listed == want, f"list('cache') read the cacheable prefixes back as {listed}, written as {want}"
+        )
+        snaps.put(_snapshot("cache", 0, created_at=now))
+        snaps.flush()
+        again = snaps.get("cache", 0, 0)
+        requirement.check(
+            again is not None and again.cache is None,
+            "a second put of key ('cache', 0, 0) without cacheable-prefix figures read back with "
+            f"{None if again is None else again.cache} (the first put's figures left over)",
         )
 
 

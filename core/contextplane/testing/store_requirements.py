@@ -381,6 +381,14 @@ RECORDS: Final[tuple[Entry, ...]] = (
         "first, and list(limit=n) keeps the n newest snapshots, in key order.",
     ),
     Entry(
+        "RECORDS-SNAPSHOTS-CACHE-PREFIX",
+        "records",
+        "A snapshot's cacheable-prefix figures (cache_prefix_sha256, cache_prefix_chars, "
+        "cache_shared_chars, cache_break) are read back by get and list unchanged, an unknown share "
+        "(None) as None; a snapshot put without them, or put again without them under the same key, "
+        "reads back with cache None, never with figures made up or left over.",
+    ),
+    Entry(
         "RECORDS-ASYNC-PARITY",
         "records",
         "Through contextplane.records.aio (a part's own async methods where it has them), the summaries' "
