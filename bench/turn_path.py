@@ -260,6 +260,27 @@ def callback_evidence(caller: FrameType, callee: FrameType) -> str | None:
     return None
 
 
+#: The module that performs the rows of a turn's records on its backend (the host drives it).
+WRITER = "contextplane.records.plans"
+
+
+def _chain(frame: FrameType) -> list[tuple[str, str]]:
+    """The distinct contextplane modules on the stack down to ``frame``, outermost first, each
+    with the function that first entered it: the path a call took through the modules."""
+    found: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    walk: FrameType | None = frame
+    while walk is not None:
+        module = _module_of(walk)
+        if module is not None:
+            if module in seen:  # re-entered lower on the stack: keep the outermost entry
+                found = [entry for entry in found if entry[0] != module]
+            seen.add(module)
+            found.append((module, walk.f_code.co_name))
+        walk = walk.f_back
+    return found[::-1]
+
+
 class Tracer:
     """First-entry order of contextplane modules and the module-to-module calls of a turn."""
 
@@ -270,6 +291,11 @@ class Tracer:
         self.unexplained: dict[tuple[str, str], str] = {}
         #: Pairs with a call up through a protocol, with the evidence of the first.
         self.evidence: dict[tuple[str, str], tuple[str, str]] = {}
+        #: The longest chain of distinct modules on the call stack at any one call.
+        self.deepest: list[tuple[str, str]] = []
+        #: Each record write (a backend function the record writer calls), with the chain of
+        #: modules on the stack from the entry to it: the path from the adapter to the records.
+        self.record_paths: dict[tuple[str, str], list[tuple[str, str]]] = {}
 
     def __call__(self, frame: FrameType, event: str, _arg: Any) -> None:
         if event != "call":
@@ -279,6 +305,11 @@ class Tracer:
             return
         if module not in self.order:
             self.order.append(module)
+        chain = _chain(frame)
+        if len(chain) > len(self.deepest):
+            self.deepest = chain
+        if station_of(module) == "backend" and len(chain) > 1 and chain[-2][0] == WRITER:
+            self.record_paths.setdefault((module, frame.f_code.co_name), chain)
         caller = frame.f_back
         while caller is not None and _module_of(caller) is None:
             caller = caller.f_back
@@ -419,6 +450,11 @@ def show(title: str, tracer: Tracer) -> None:
     print(f"-- {len(climbs)} calls climb back up the layers")
     for source, target, how in climbs:
         print(f"  {source} [{layer_of(source)[1]}] -> {target} [{layer_of(target)[1]}]  ({how})")
+    print("-- the path from the entry to each record write (modules on the stack)")
+    for (_module, function), chain in tracer.record_paths.items():
+        print(f"  {len(chain):>2}  {' -> '.join(m.rpartition('.')[2] for m, _f in chain)}  ({function})")
+    print(f"-- the deepest chain of modules on the stack: {len(tracer.deepest)}")
+    print("  " + " -> ".join(f"{m}:{f}" for m, f in tracer.deepest))
     callbacks = tracer.callbacks()
     print(
         f"-- {len(callbacks)} calls up the layers are callbacks through a protocol the caller's side defines"

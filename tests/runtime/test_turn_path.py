@@ -140,3 +140,45 @@ def test_reading_a_projection_s_reports_calls_nothing_above_the_value_types(
         (r.name for r in projection.sections),
         key=lambda n: (projection.section(n).priority, n),  # type: ignore[union-attr]
     )
+
+
+#: Issue 25's bar, "from an adapter to the records in at most ~10 modules", read on the call
+#: stack: the modules a call passes through from the entry down to each record write.
+RECORD_PATH_LIMIT = 10
+#: The deepest chain of modules on the stack at any call of a turn (the retrieved section's
+#: search down to a value check): 11 at the end of issue 25; more means a new layer of hops.
+DEEPEST_LIMIT = 11
+
+
+@pytest.mark.parametrize("entry", ["d8", "langgraph"])
+def test_the_path_from_the_entry_to_the_records_is_at_most_ten_modules(turn_path: Any, entry: str) -> None:
+    tracer = traced_second_turn(turn_path, entry)
+    writes = {function for (_module, function) in tracer.record_paths}
+    assert {"record", "put_inputs", "put"} <= writes, writes  # injection row, turn inputs, snapshot
+    first = {
+        "d8": {"contextplane.default_runtime", "contextplane.delivery"},
+        "langgraph": {"contextplane_langgraph.middleware"},
+    }
+    for (module, function), chain in tracer.record_paths.items():
+        names = [m for m, _f in chain]
+        assert names[0] in first[entry], (function, names)
+        assert names[-2:] == ["contextplane.records.plans", module]
+        assert len(names) <= RECORD_PATH_LIMIT, (function, names)
+    assert len(tracer.deepest) <= DEEPEST_LIMIT, [m for m, _f in tracer.deepest]
+
+
+def test_the_chain_counts_a_module_once_where_the_stack_re_enters_it(turn_path: Any) -> None:
+    """The count can fail: a call that goes a -> b -> a -> c is three modules, a kept where it
+    was first entered."""
+    frames: list[Any] = []
+    a_mod = types.ModuleType("contextplane.fake_a")
+    b_mod = types.ModuleType("contextplane.fake_b")
+    c_mod = types.ModuleType("contextplane.fake_c")
+    exec("def a(n):\n    return b(n) if n else c()\n", a_mod.__dict__)
+    exec("def b(n):\n    return a(n - 1)\n", b_mod.__dict__)
+    exec("def c():\n    return leaf()\n", c_mod.__dict__)
+    a_mod.b, b_mod.a, a_mod.c = b_mod.b, a_mod.a, c_mod.c  # type: ignore[attr-defined]
+    c_mod.leaf = lambda: frames.append(sys._getframe(1))  # type: ignore[attr-defined]  # c's frame
+    a_mod.a(1)  # type: ignore[attr-defined]
+    chain = [m for m, _f in turn_path._chain(frames[-1])]
+    assert chain[-3:] == ["contextplane.fake_a", "contextplane.fake_b", "contextplane.fake_c"]
