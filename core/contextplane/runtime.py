@@ -40,6 +40,7 @@ from contextplane.plugins import PluginHost, get_host
 from contextplane.recorder import Recorder, policy_of
 from contextplane.records.backend import Backend, is_backend
 from contextplane.request import BuildContext, ProjectionRequest, Surface
+from contextplane.signatures import method_awaiting, method_same_as
 from contextplane.store.protocol import KnowledgeStore
 from contextplane.types import Delivered, M, ProjectedContext, StablePrefix
 
@@ -221,7 +222,7 @@ class Runtime:
         projection = await acompose_turn(request, self.host, self.strict, state)
         return self._turn(projection, state)
 
-    def deliver(
+    def _call(
         self,
         turn: Turn | ProjectedContext,
         history: Sequence[M],
@@ -230,27 +231,37 @@ class Runtime:
         call_index: int,
         prefix: StablePrefix | str | _Default | None = _RUNTIME_PREFIX,
     ) -> Delivered[M]:
+        """The parameters of ``deliver`` and ``adeliver``, written once, and their one body
+        but telling the observers: ``history`` without context frames, then the projection."""
+        self._check_open()
+        if isinstance(turn, ProjectedContext):
+            turn = Turn.of(turn)
+        elif not isinstance(turn, Turn):
+            raise ValidationError(
+                f"Runtime.deliver takes the Turn runtime.compose returned (or its ProjectedContext), "
+                f"got {type(turn).__name__}"
+            )
+        chosen = self.prefix if isinstance(prefix, _Default) else prefix
+        return placed(turn.projection, history, chosen, call_index, codec)
+
+    @method_same_as(_call)
+    def deliver(self, *args: Any, **kwargs: Any) -> Any:
         """Prepare one model call of ``turn``: ``history`` without context frames, then the
         projection (``codec.wrap``); the call's snapshot is recorded when the turn was composed
         to be recorded. ``prefix`` is what the model sees as the system prompt (default: the
         runtime's)."""
-        delivered, request = self._placed(turn, history, codec, call_index, prefix)
+        delivered = self._call(*args, **kwargs)
+        request = delivered.call.projection.request
         if request is not None and request.record:
             self.host.notify_model_call(delivered.call, request)
         return delivered
 
-    async def adeliver(
-        self,
-        turn: Turn | ProjectedContext,
-        history: Sequence[M],
-        codec: MessageCodec[M] = PLAIN,
-        *,
-        call_index: int,
-        prefix: StablePrefix | str | _Default | None = _RUNTIME_PREFIX,
-    ) -> Delivered[M]:
+    @method_awaiting(_call)
+    async def adeliver(self, *args: Any, **kwargs: Any) -> Any:
         """``deliver`` for an event loop: the same messages; the snapshot is written without
         blocking the loop, before the model is called."""
-        delivered, request = self._placed(turn, history, codec, call_index, prefix)
+        delivered = self._call(*args, **kwargs)
+        request = delivered.call.projection.request
         if request is not None and request.record:
             await self.host.anotify_model_call(delivered.call, request)
         return delivered
@@ -349,26 +360,6 @@ class Runtime:
     @staticmethod
     def _turn(projection: ProjectedContext, state: TurnState | None) -> Turn:
         return Turn(projection, state) if state is not None else Turn.of(projection)
-
-    def _placed(
-        self,
-        turn: Turn | ProjectedContext,
-        history: Sequence[M],
-        codec: MessageCodec[M],
-        call_index: int,
-        prefix: StablePrefix | str | _Default | None,
-    ) -> tuple[Delivered[M], ProjectionRequest | None]:
-        self._check_open()
-        if isinstance(turn, ProjectedContext):
-            turn = Turn.of(turn)
-        elif not isinstance(turn, Turn):
-            raise ValidationError(
-                f"Runtime.deliver takes the Turn runtime.compose returned (or its ProjectedContext), "
-                f"got {type(turn).__name__}"
-            )
-        chosen = self.prefix if isinstance(prefix, _Default) else prefix
-        projection = turn.projection
-        return placed(projection, history, chosen, call_index, codec), projection.request
 
 
 def _resolved(store: KnowledgeStore | Backend | None, backend: Backend | None, config: Config) -> Wiring:

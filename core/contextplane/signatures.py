@@ -14,7 +14,15 @@ import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-__all__ = ["awaiting", "method_of", "parameters_of", "same_as", "signature_of"]
+__all__ = [
+    "awaiting",
+    "method_awaiting",
+    "method_of",
+    "method_same_as",
+    "parameters_of",
+    "same_as",
+    "signature_of",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -80,6 +88,43 @@ def method_of(
         function.__signature__ = own.replace(  # type: ignore[attr-defined]
             parameters=[next(iter(own.parameters.values())), *theirs]
         )
+        return function
+
+    return face
+
+
+def _method_signed(face: Callable[..., Any], source: Callable[..., Any]) -> None:
+    own = signature_of(face)
+    theirs = signature_of(source)
+    face.__signature__ = own.replace(  # type: ignore[attr-defined]
+        parameters=[next(iter(own.parameters.values())), *list(theirs.parameters.values())[1:]],
+        return_annotation=theirs.return_annotation,
+    )
+
+
+def method_same_as(
+    source: Callable[Concatenate[S, P], R],
+) -> Callable[[Callable[..., Any]], Callable[Concatenate[S, P], R]]:
+    """The face is a method taking the method ``source``'s parameters (after ``self``) and
+    returning what ``source`` returns: a class's sync face of a body written once."""
+
+    def face(function: Callable[..., Any]) -> Callable[Concatenate[S, P], R]:
+        _method_signed(function, source)
+        return function
+
+    return face
+
+
+def method_awaiting(
+    source: Callable[Concatenate[S, P], R],
+) -> Callable[[Callable[..., Coroutine[Any, Any, Any]]], Callable[Concatenate[S, P], Coroutine[Any, Any, R]]]:
+    """The face is a coroutine method taking the method ``source``'s parameters (after
+    ``self``), resolving to what ``source`` returns: the async face of the same body."""
+
+    def face(
+        function: Callable[..., Coroutine[Any, Any, Any]],
+    ) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
+        _method_signed(function, source)
         return function
 
     return face

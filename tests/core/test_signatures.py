@@ -73,3 +73,29 @@ def test_prompt_recorder_capture_takes_the_recorders_snapshot_keywords() -> None
     capture = list(inspect.signature(PromptRecorder.capture).parameters.values())
     row = list(inspect.signature(Recorder.snapshot_row, eval_str=True).parameters.values())
     assert capture[1:] == row[1:] and capture[0].name == "self"
+
+
+def test_the_runtimes_deliver_and_adeliver_take_one_set_of_parameters() -> None:
+    """``Runtime.deliver``/``adeliver`` are faces of ``Runtime._call``: the parameters written
+    once, shown on both (``help()``, ``inspect``), and an unknown keyword refused by both."""
+    import asyncio
+
+    from contextplane.backends.memory import InMemoryBackend
+    from contextplane.runtime import Runtime
+
+    sync, loop = inspect.signature(Runtime.deliver), inspect.signature(Runtime.adeliver)
+    assert sync.parameters == loop.parameters
+    assert list(sync.parameters) == ["self", "turn", "history", "codec", "call_index", "prefix"]
+    assert sync.parameters["call_index"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert sync.return_annotation == loop.return_annotation
+    assert inspect.iscoroutinefunction(Runtime.adeliver) and not inspect.iscoroutinefunction(Runtime.deliver)
+    runtime = Runtime(backend=InMemoryBackend(), prefix="P")
+    turn = runtime.compose(runtime.request("q", session_id="s"))
+    history = [{"role": "user", "content": "hi"}]
+    assert runtime.deliver(turn, history, call_index=0).messages == asyncio.run(
+        runtime.adeliver(turn, history, call_index=1)
+    ).messages
+    with pytest.raises(TypeError):
+        runtime.deliver(turn, history, call_index=2, codex=None)
+    with pytest.raises(TypeError):
+        asyncio.run(runtime.adeliver(turn, history, call_index=2, codex=None))
