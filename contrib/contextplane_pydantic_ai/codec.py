@@ -12,6 +12,7 @@ and counted as a stripped frame like any other.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -95,6 +96,18 @@ def message_role(message: ModelMessage) -> str:
     return "user"
 
 
+def tool_key(message: ModelMessage) -> str:
+    """The tool-call ids, names and arguments of a message's parts, which its text leaves out
+    (a rewrite of only those must change the cacheable prefix's digest); "" for none."""
+    keys = [
+        [part.part_kind, part.tool_name, part.tool_call_id]
+        + ([part.args_as_json_str()] if isinstance(part, ToolCallPart) else [])
+        for part in message.parts
+        if isinstance(getattr(part, "tool_call_id", None), str)
+    ]
+    return json.dumps(keys, separators=(",", ":")) if keys else ""
+
+
 def projection_request(text: str) -> ModelRequest:
     """The projection as a marked request (sent for one model request, never stored)."""
     return ModelRequest(parts=[ProjectionPart(text)], metadata={PROJECTION_MARKER: True})
@@ -107,6 +120,7 @@ class PydanticAICodec:
     is_frame = staticmethod(is_projection)
     text_of = staticmethod(message_text)
     role_of = staticmethod(message_role)
+    tool_key_of = staticmethod(tool_key)
     wrap = staticmethod(projection_request)
 
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import attrs
 
-#: (sha256 digest of a history message as delivered (role and text), its chars)
+#: (sha256 digest of a history message as delivered (role, text and tool-call key), its chars)
 MessageDigest = tuple[bytes, int]
 
 
@@ -104,9 +104,12 @@ class _Seen:
     chars: int
 
 
-def message_digest(role: str, text: str) -> MessageDigest:
-    """A history message as delivered: its role and text hashed, and its length in chars."""
-    return hashlib.sha256(f"{role}\0{text}".encode()).digest(), len(text)
+def message_digest(role: str, text: str, key: str = "") -> MessageDigest:
+    """A history message as delivered: its role, text and ``key`` hashed, and its length in
+    chars (of its text). ``key`` is what else of the message the provider receives that a
+    rewrite could change without touching the text: tool-call ids, names and arguments,
+    tool-result ids (``delivery.tool_key``); without it such a rewrite goes undetected."""
+    return hashlib.sha256(f"{role}\0{text}\0{key}".encode()).digest(), len(text)
 
 
 def prefix_sha256(prefix_sha: str, messages: Sequence[MessageDigest]) -> str:
