@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic_ai.messages import (
+    CachePoint,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -99,18 +100,20 @@ def message_role(message: ModelMessage) -> str:
 def tool_key(message: ModelMessage) -> str:
     """The tool-call ids, names and arguments of a message's parts, which its text leaves out
     (a rewrite of only those must change the cacheable prefix's digest); "" for none."""
-    keys = [
-        [part.part_kind, part.tool_name, part.tool_call_id]
-        + ([part.args_as_json_str()] if isinstance(part, ToolCallPart) else [])
-        for part in message.parts
-        if isinstance(getattr(part, "tool_call_id", None), str)
-    ]
+    keys: list[list[str]] = []
+    for part in message.parts:
+        call_id = getattr(part, "tool_call_id", None)
+        if isinstance(call_id, str):
+            key = [part.part_kind, str(getattr(part, "tool_name", "")), call_id]
+            keys.append([*key, part.args_as_json_str()] if isinstance(part, ToolCallPart) else key)
     return json.dumps(keys, separators=(",", ":")) if keys else ""
 
 
-def projection_request(text: str) -> ModelRequest:
-    """The projection as a marked request (sent for one model request, never stored)."""
-    return ModelRequest(parts=[ProjectionPart(text)], metadata={PROJECTION_MARKER: True})
+def projection_request(text: str, cache_point: CachePoint | None = None) -> ModelRequest:
+    """The projection as a marked request (sent for one model request, never stored);
+    ``cache_point`` opens it: the cache breakpoint on the block before it (``caching``)."""
+    part = ProjectionPart(text if cache_point is None else [cache_point, text])
+    return ModelRequest(parts=[part], metadata={PROJECTION_MARKER: True})
 
 
 class PydanticAICodec:
