@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 import httpx2
-from anthropic import AsyncAnthropic
+from anthropic import Anthropic, AsyncAnthropic
 from openai import AsyncOpenAI
 
 from contextplane import ContextSection, Envelope, PluginHost, Row, Shed, hookimpl, plugin_host_with
@@ -146,6 +146,9 @@ class Wire:
         return AsyncAnthropic(
             api_key="test", http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(self))
         )
+
+    def anthropic_sync(self) -> Anthropic:
+        return Anthropic(api_key="test", http_client=httpx2.Client(transport=httpx2.MockTransport(self)))
 
     def openai(self) -> AsyncOpenAI:
         return AsyncOpenAI(
