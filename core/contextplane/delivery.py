@@ -57,15 +57,17 @@ def plain_is_frame(message: Any) -> bool:
     return any(bool(m.get(k)) for m in marks for k in PLAIN_FRAME_KEYS)
 
 
-#: Keys of a mapping message that are not part of its tool-call key: its text (hashed already)
-#: and our own marks (never sent).
-_NOT_KEYED = frozenset({"content", "metadata"})
+#: Keys of a mapping message that are not part of its tool-call key: its role and text (hashed
+#: already), its own id (an application's, as LangChain's ``id``, not a tool call's) and our
+#: own marks (never sent).
+_NOT_KEYED = frozenset({"role", "content", "id", "metadata"})
 
 
 def tool_key(message: Any) -> str:
     """What of a message, besides its role and text, a provider receives and a history rewrite
     could change alone: for a mapping (OpenAI chat messages, Responses items) every other key
-    (``tool_calls``, ``tool_call_id``, ``call_id``, ``name``, ``arguments``, ...); for an object,
+    but its own id (``tool_calls``, ``tool_call_id``, ``call_id``, ``name``, ``arguments``, ...),
+    so a plain message and a LangChain one with the same role and text digest alike; for an object,
     its ``tool_calls`` and ``tool_call_id`` (LangChain messages). Canonical JSON, "" for none.
 
     Why: the cacheable prefix hashes each history message (``records.cache_prefix``); a rewrite

@@ -14,7 +14,7 @@ byte-identical prefixes.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +28,23 @@ from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from contextplane.runtime import open_runtime
+from contextplane.runtime import Runtime, open_runtime
 from contextplane.testing.memory import InMemoryBackend
 from contextplane_pydantic_ai import ContextPlaneCapability
 from contextplane_pydantic_ai.caching import breakpoint_before_projection
-from tests.provider_wire import PROJ, PROMPTS, REQUESTS, Request, Wire, assert_cache_stable, deployment
+from tests.cache_figures import assert_recorded_shares
+from tests.provider_wire import (
+    PROJ,
+    PROMPTS,
+    PROMPTS_20,
+    REQUESTS,
+    Request,
+    Wire,
+    assert_cache_stable,
+    deployment,
+    edit_soul,
+    requests_for,
+)
 
 MODELS: dict[str, Callable[[Wire], Model]] = {
     "anthropic": lambda w: AnthropicModel(
@@ -64,11 +76,23 @@ CACHING: dict[str, list[Any]] = {
 }
 
 
-def session(tmp_path: Path, model: str, caching: str, *, reverse: bool = False) -> list[Request]:
-    """The four turns of ``PROMPTS`` through the capability; the request bodies sent."""
+def session(
+    tmp_path: Path,
+    model: str,
+    caching: str,
+    *,
+    reverse: bool = False,
+    prompts: Sequence[str] = PROMPTS,
+    edit_at: int | None = None,
+    backend: InMemoryBackend | None = None,
+) -> list[Request]:
+    """The turns of ``prompts`` through the capability; the request bodies sent. ``edit_at``:
+    before that turn SOUL.md is edited and the runtime rebuilt on the same backend."""
     wire = Wire()
     host, tools = deployment(tmp_path, reverse=reverse)
-    with open_runtime(host.config, backend=InMemoryBackend(), host=host, tools=tools) as runtime:
+    backend = backend if backend is not None else InMemoryBackend()
+
+    def agent_on(runtime: Runtime) -> Agent[None, str]:
         agent = Agent(
             MODELS[model](wire),
             capabilities=[*CACHING[caching], ContextPlaneCapability(runtime, session_id="s")],
@@ -79,10 +103,20 @@ def session(tmp_path: Path, model: str, caching: str, *, reverse: bool = False) 
             """Look a topic up."""
             return f"notes on {topic}"
 
-        history: list[ModelMessage] = []
-        for prompt in PROMPTS:
-            history = agent.run_sync(prompt, message_history=history).all_messages()
-    assert len(wire.requests) == REQUESTS
+        return agent
+
+    history: list[ModelMessage] = []
+    runtime = open_runtime(host.config, backend=backend, host=host, tools=tools)
+    agent = agent_on(runtime)
+    for n, prompt in enumerate(prompts):
+        if n == edit_at:
+            runtime.close()
+            edit_soul(tmp_path, "v2")
+            runtime = open_runtime(host.config, backend=backend, host=host, tools=tools)
+            agent = agent_on(runtime)
+        history = agent.run_sync(prompt, message_history=history).all_messages()
+    runtime.close()
+    assert len(wire.requests) == requests_for(prompts)
     return wire.requests
 
 
@@ -158,3 +192,17 @@ def test_a_caching_setting_that_caches_only_the_prefix_is_left_alone() -> None:
         {"anthropic_cache": True, "anthropic_cache_instructions": True}
     )
     assert settings == {"anthropic_cache_instructions": True} and point is not None and point.ttl == "5m"
+
+
+@pytest.mark.parametrize("model", ["anthropic", "openai-responses"])
+def test_twenty_turns_record_a_shared_prefix_and_name_a_changed_section(tmp_path: Path, model: str) -> None:
+    """Issue 24, read from the snapshots the backend recorded: 20 turns (every fifth calling
+    the tool) share >= 99 % of the cacheable prefix with the previous call on every call; then
+    SOUL.md is edited and the runtime rebuilt: the next call's snapshot names ``identity``."""
+    backend = InMemoryBackend()
+    prompts = (*PROMPTS_20, "question 20: and now?")
+    requests = session(tmp_path, model, "Caching()", prompts=prompts, edit_at=20, backend=backend)
+    assert_cache_stable(requests[:-1], PROJ)  # the bodies agree with the figures
+    assert_recorded_shares(
+        backend.snapshots.list("s"), changed_turn=20, section="identity", calls=requests_for(prompts)
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.backends.sqlite.snapshots import SCHEMA, SQLiteSnapshotStore
 from contextplane.delivery import PLAIN, Callables, tool_key
 from contextplane.observability.cli import snapshots
-from contextplane.records.cache_prefix import CachePrefix, CacheTracker
+from contextplane.records.cache_prefix import CachePrefix, CacheTracker, tracker_of
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow
 from contextplane.runtime import Runtime, open_runtime
 from contextplane.testing.memory import InMemoryBackend
@@ -142,18 +143,37 @@ def test_the_projection_never_counts(host: PluginHost) -> None:
 
 
 def test_after_a_restart_the_first_share_is_unknown(tmp_path: Path, host: PluginHost) -> None:
-    backend = SQLiteBackend(tmp_path / "m.sqlite3", config=host.config)
-    try:
+    """A new process opens the memory file anew: its backend has seen no call of the session."""
+    path = tmp_path / "m.sqlite3"
+    with (
+        closing(SQLiteBackend(path, config=host.config)) as backend,
+        open_runtime(backend=backend, host=host, prefix=PREFIX) as runtime,
+    ):
+        history = run_session(runtime, 2)
+    with closing(SQLiteBackend(path, config=host.config)) as backend:  # a new process
         with open_runtime(backend=backend, host=host, prefix=PREFIX) as runtime:
-            history = run_session(runtime, 2)
-        with open_runtime(backend=backend, host=host, prefix=PREFIX) as runtime:  # a new process
             turn = runtime.compose(runtime.request("q2", session_id="s", turn_index=2))
             runtime.deliver(turn, [*history, user(2)], PLAIN, call_index=0)
         cache = cache_of(backend.snapshots.get("s", 2, 0))
-        assert cache.shared is None and not cache.first and not cache.unchanged
-        assert "unknown" in cache.line()
-    finally:
-        backend.close()
+    assert cache.shared is None and not cache.first and not cache.unchanged
+    assert "unknown" in cache.line()
+
+
+def test_a_runtime_rebuilt_on_the_same_backend_names_the_changed_section(host: PluginHost) -> None:
+    """An app that rebuilds its runtime (an edited SOUL.md, another tool set) over the backend it
+    records into: the session's previous call is still known, so the section is named rather
+    than the share reported unknown (the tracker is the backend's, ``tracker_of``)."""
+    backend = InMemoryBackend()
+    with open_runtime(backend=backend, host=host, prefix=PREFIX) as runtime:
+        history = run_session(runtime, 2)
+    changed = stable_prefix({**SECTIONS, "identity": "You are a terse assistant for the orchard team."})
+    with open_runtime(backend=backend, host=host, prefix=changed) as runtime:
+        turn = runtime.compose(runtime.request("q2", session_id="s", turn_index=2))
+        runtime.deliver(turn, [*history, user(2)], PLAIN, call_index=0)
+    cache = cache_of(backend.snapshots.get("s", 2, 0))
+    assert cache.sections == ("identity",) and cache.shared is not None
+    assert cache.line().endswith("broken by section 'identity'")
+    assert tracker_of(backend) is tracker_of(backend) is not tracker_of(InMemoryBackend())
 
 
 def test_incognito_calls_store_no_hash_but_their_figures(host: PluginHost) -> None:
@@ -414,7 +434,8 @@ def test_a_rewrite_of_only_a_tool_call_breaks_the_share(
 
 
 def test_the_tool_key_leaves_marks_out_and_is_canonical() -> None:
-    a = {"role": "tool", "tool_call_id": "c1", "content": "x", "metadata": {"seen": 1}}
+    a = {"role": "tool", "tool_call_id": "c1", "content": "x", "id": "m1", "metadata": {"seen": 1}}
     b = {"content": "y", "tool_call_id": "c1", "role": "tool", "metadata": {"seen": 2}}
-    assert tool_key(a) == tool_key(b) == '{"role":"tool","tool_call_id":"c1"}'
-    assert tool_key(HumanMessage("hello")) == ""
+    assert tool_key(a) == tool_key(b) == '{"tool_call_id":"c1"}'
+    # A plain message and a LangChain one with the same role and text have the same digest.
+    assert tool_key({"role": "user", "content": "hello"}) == tool_key(HumanMessage("hello")) == ""

@@ -9,10 +9,12 @@ length, and how much of it the previous call of the session shared, so an operat
 something volatile broke the cache: a prefix section whose text changed (named), or history
 rewritten at a given message.
 
-The comparison is done at record time against the previous call the recorder saw for the
-session, kept in memory (its prefix text, section hashes and per-message hashes), bounded to
-the most recently active sessions. A call whose predecessor is not in memory (a process
-restart, or an evicted session) records the share as unknown rather than guessing.
+The comparison is done at record time against the previous call recorded for the session
+into the same backend by any runtime of the process (``tracker_of``: a runtime rebuilt with an
+edited SOUL.md or another tool set names the changed section), kept in memory (its prefix
+text, section hashes and per-message hashes), bounded to the most recently active sessions. A
+call whose predecessor is not in memory (a process restart, or an evicted session) records the
+share as unknown rather than guessing.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -199,3 +203,27 @@ class CacheTracker:
         if len(now.messages) < len(before.messages):  # history cut short: rewritten at its end
             return CachePrefix(sha, now.chars, shared, history_at=len(now.messages))
         return CachePrefix(sha, now.chars, shared)
+
+
+_trackers: weakref.WeakKeyDictionary[Any, CacheTracker] = weakref.WeakKeyDictionary()
+_trackers_by_id: dict[int, tuple[Any, CacheTracker]] = {}
+_trackers_lock = threading.Lock()
+
+
+def tracker_of(backend: Any) -> CacheTracker:
+    """The tracker of every runtime recording into ``backend`` in this process: a session's
+    previous call is the one recorded into that backend, whichever runtime recorded it, so a
+    runtime rebuilt with a changed prefix section reports the section by name instead of an
+    unknown share. Forgotten with the backend (kept for the process when it cannot be weakly
+    referenced)."""
+    with _trackers_lock:
+        try:
+            found = _trackers.get(backend)
+            if found is None:
+                found = _trackers[backend] = CacheTracker()
+        except TypeError:  # unhashable or not weak-referenceable
+            pair = _trackers_by_id.get(id(backend))
+            if pair is None or pair[0] is not backend:
+                pair = _trackers_by_id[id(backend)] = (backend, CacheTracker())
+            found = pair[1]
+    return found
