@@ -14,7 +14,7 @@ other way round, send byte-identical prefixes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,18 @@ from agents import Agent, Model, OpenAIChatCompletionsModel, OpenAIResponsesMode
 from contextplane.runtime import open_runtime
 from contextplane.testing.memory import InMemoryBackend
 from contextplane_openai_agents import run_config
-from tests.provider_wire import PROJ, PROMPTS, REQUESTS, Request, Wire, assert_cache_stable, deployment
+from tests.cache_figures import assert_recorded_shares
+from tests.provider_wire import (
+    PROJ,
+    PROMPTS,
+    PROMPTS_20,
+    Request,
+    Wire,
+    assert_cache_stable,
+    deployment,
+    edit_soul,
+    requests_for,
+)
 
 from .conftest import lookup
 
@@ -33,22 +44,35 @@ MODELS: dict[str, Callable[[Wire], Model]] = {
 }
 
 
-def session(tmp_path: Path, model: str, *, reverse: bool = False) -> list[Request]:
-    """The four turns of ``PROMPTS`` through ``run_config``; the request bodies sent."""
+def session(
+    tmp_path: Path,
+    model: str,
+    *,
+    reverse: bool = False,
+    prompts: Sequence[str] = PROMPTS,
+    edit_at: int | None = None,
+    backend: InMemoryBackend | None = None,
+) -> list[Request]:
+    """The turns of ``prompts`` through ``run_config``; the request bodies sent. ``edit_at``:
+    before that turn SOUL.md is edited and the runtime rebuilt on the same backend."""
     wire = Wire()
     host, tools = deployment(tmp_path, reverse=reverse)
     agent = Agent(name="orchard", model=MODELS[model](wire), tools=[lookup])
     history = SQLiteSession("s", tmp_path / "sdk.sqlite3")
+    backend = backend if backend is not None else InMemoryBackend()
 
     async def turns() -> None:
-        with open_runtime(host.config, backend=InMemoryBackend(), host=host, tools=tools) as runtime:
-            for prompt in PROMPTS:
-                await Runner.run(
-                    agent, prompt, session=history, run_config=run_config(runtime, session=history)
-                )
+        runtime = open_runtime(host.config, backend=backend, host=host, tools=tools)
+        for n, prompt in enumerate(prompts):
+            if n == edit_at:
+                runtime.close()
+                edit_soul(tmp_path, "v2")
+                runtime = open_runtime(host.config, backend=backend, host=host, tools=tools)
+            await Runner.run(agent, prompt, session=history, run_config=run_config(runtime, session=history))
+        runtime.close()
 
     asyncio.run(turns())
-    assert len(wire.requests) == REQUESTS
+    assert len(wire.requests) == requests_for(prompts)
     return wire.requests
 
 
@@ -74,3 +98,17 @@ def test_nothing_volatile_reaches_the_prefix(tmp_path: Path, model: str) -> None
         (pa, qa), (pb, qb) = ra.split(PROJ), rb.split(PROJ)
         assert pa == pb, f"request {n}: the prefixes differ"
         assert qa != qb, f"request {n}: the projections should differ (store order, write times)"
+
+
+def test_twenty_turns_record_a_shared_prefix_and_name_a_changed_section(tmp_path: Path) -> None:
+    """Issue 24, read from the snapshots the backend recorded: 20 turns through an
+    ``SQLiteSession`` (every fifth calling the tool) share >= 99 % of the cacheable prefix with
+    the previous call on every call; SOUL.md edited and the runtime rebuilt, the next call's
+    snapshot names ``identity``. (The 20-turn storage and budget checks: ``test_session.py``.)"""
+    backend = InMemoryBackend()
+    prompts = (*PROMPTS_20, "question 20: and now?")
+    requests = session(tmp_path, "responses", prompts=prompts, edit_at=20, backend=backend)
+    assert_cache_stable(requests[:-1], PROJ)
+    assert_recorded_shares(
+        backend.snapshots.list("s"), changed_turn=20, section="identity", calls=requests_for(prompts)
+    )

@@ -15,6 +15,7 @@ time, with the tools listed the other way round, send byte-identical prefixes.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,21 @@ from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
+from contextplane.testing.memory import InMemoryBackend
 from contextplane_langgraph import ContextPlaneMiddleware
-from tests.provider_wire import PROJ, PROMPTS, REQUESTS, Request, Wire, assert_cache_stable, deployment
+from tests.cache_figures import assert_recorded_shares
+from tests.provider_wire import (
+    PROJ,
+    PROMPTS,
+    PROMPTS_20,
+    REQUESTS,
+    Request,
+    Wire,
+    assert_cache_stable,
+    deployment,
+    edit_soul,
+    requests_for,
+)
 
 from .conftest import cfg
 
@@ -41,24 +55,46 @@ def lookup(topic: str) -> str:
     return f"notes on {topic}"
 
 
-def session(tmp_path: Path, how: str, *, reverse: bool = False) -> list[Request]:
-    """The four turns of ``PROMPTS`` through the middleware; the request bodies sent."""
+def session(
+    tmp_path: Path,
+    how: str,
+    *,
+    reverse: bool = False,
+    prompts: Sequence[str] = PROMPTS,
+    edit_at: int | None = None,
+    backend: InMemoryBackend | None = None,
+) -> list[Request]:
+    """The turns of ``prompts`` through the middleware; the request bodies sent. ``edit_at``:
+    before that turn SOUL.md is edited and the middleware (its runtime) rebuilt on the same
+    backend, the graph's checkpointer carrying the thread on."""
     wire = Wire()
     host, tools = deployment(tmp_path, reverse=reverse)
+    backend = backend if backend is not None else InMemoryBackend()
+    saver = InMemorySaver()
     model = langchain_anthropic.ChatAnthropic(model="claude-sonnet-4-5", api_key="test", max_tokens=1024)
     model.__dict__["_client"] = wire.anthropic_sync()  # the SDK client ChatAnthropic caches
-    ours = ContextPlaneMiddleware(
-        host=host,
-        stable_prefix=True,
-        tools=tools,
-        session_id="s",
-        cache_control={"type": "ephemeral"} if how == "cache_control=" else None,
-    )
-    theirs: list[Any] = [caching.AnthropicPromptCachingMiddleware()] if how.startswith("Anthropic") else []
-    agent = create_agent(model, tools=[lookup], middleware=[*theirs, ours], checkpointer=InMemorySaver())
-    for prompt in PROMPTS:
-        agent.invoke({"messages": [HumanMessage(prompt)]}, cfg("s"))
-    assert len(wire.requests) == REQUESTS
+
+    def agent() -> Any:
+        ours = ContextPlaneMiddleware(
+            host=host,
+            backend=backend,
+            stable_prefix=True,
+            tools=tools,
+            session_id="s",
+            cache_control={"type": "ephemeral"} if how == "cache_control=" else None,
+        )
+        theirs: list[Any] = (
+            [caching.AnthropicPromptCachingMiddleware()] if how.startswith("Anthropic") else []
+        )
+        return create_agent(model, tools=[lookup], middleware=[*theirs, ours], checkpointer=saver)
+
+    graph = agent()
+    for n, prompt in enumerate(prompts):
+        if n == edit_at:
+            edit_soul(tmp_path, "v2")
+            graph = agent()
+        graph.invoke({"messages": [HumanMessage(prompt)]}, cfg("s"))
+    assert len(wire.requests) == requests_for(prompts)
     return wire.requests
 
 
@@ -89,3 +125,19 @@ def test_nothing_volatile_reaches_the_prefix(tmp_path: Path) -> None:
         (pa, qa), (pb, qb) = ra.split(PROJ), rb.split(PROJ)
         assert pa == pb, f"request {n}: the prefixes differ"
         assert qa != qb, f"request {n}: the projections should differ (store order, write times)"
+
+
+def test_twenty_turns_record_a_shared_prefix_and_name_a_changed_section(tmp_path: Path) -> None:
+    """Issue 24, read from the snapshots the backend recorded: 20 turns of a checkpointed
+    thread (every fifth calling the tool) share >= 99 % of the cacheable prefix with the
+    previous call on every call; SOUL.md edited and the middleware rebuilt, the next call's
+    snapshot names ``identity``."""
+    backend = InMemoryBackend()
+    prompts = (*PROMPTS_20, "question 20: and now?")
+    requests = session(
+        tmp_path, "AnthropicPromptCachingMiddleware", prompts=prompts, edit_at=20, backend=backend
+    )
+    assert_cache_stable(requests[:-1], PROJ)
+    assert_recorded_shares(
+        backend.snapshots.list("s"), changed_turn=20, section="identity", calls=requests_for(prompts)
+    )
