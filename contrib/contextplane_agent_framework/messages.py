@@ -8,6 +8,7 @@ stores mistakes it for the operator's input. Detection is by marker, never by co
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from agent_framework import Message
@@ -33,6 +34,13 @@ def message_role(message: Message) -> str:
     return str(message.role)
 
 
+def tool_key(message: Message) -> str:
+    """A message's function calls and results (ids, names, arguments, results), which its text
+    leaves out: a rewrite of only those must change the cacheable prefix's digest."""
+    keyed = [c.to_dict() for c in message.contents if str(c.type) != "text"]
+    return json.dumps(keyed, sort_keys=True, separators=(",", ":"), default=repr) if keyed else ""
+
+
 class RunCodec:
     """The codec of one run: reads framework messages, and wraps the run's projection text as
     a user message carrying this run's token (so the run's own copy is told from a stale one)."""
@@ -46,6 +54,7 @@ class RunCodec:
     is_frame = staticmethod(is_context_frame)
     text_of = staticmethod(message_text)
     role_of = staticmethod(message_role)
+    tool_key_of = staticmethod(tool_key)
 
     def wrap(self, text: str) -> Message:
         props: dict[str, Any] = {

@@ -18,11 +18,30 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
+
+
+def _tool_result_block(message: ToolMessage, cache_control: Mapping[str, Any]) -> list[Any]:
+    """A tool result with string content, marked: as the one ``tool_result`` block
+    ``ChatAnthropic`` renders it as when unmarked (same keys, same order), plus the marker.
+    Marking its text instead (``[{"type": "text", ...}]``) would send the result's content as
+    a list on this call and as a string on the next: a different body where the next call's
+    cached prefix must be byte-identical."""
+    return [
+        {
+            "type": "tool_result",
+            "content": message.content,
+            "tool_use_id": message.tool_call_id,
+            "is_error": message.status == "error",
+            "cache_control": dict(cache_control),
+        }
+    ]
 
 
 def _with_breakpoint(message: BaseMessage, cache_control: Mapping[str, Any]) -> BaseMessage:
     content = message.content
+    if isinstance(message, ToolMessage) and isinstance(content, str) and content:
+        return message.model_copy(update={"content": _tool_result_block(message, cache_control)})
     if isinstance(content, str):
         if not content:
             return message

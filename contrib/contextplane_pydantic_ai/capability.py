@@ -23,6 +23,8 @@ One agent run is one turn. The capability is a thin layer over a
   history back, then the projection is added after it, for this request only. Our section
   order itself lives inside the one prefix and the one projection, which PydanticAI sees as one
   instruction part and one message.
+- Prompt caching of the conversation (``Caching()``, ``anthropic_cache``) is taken over so the
+  last cache breakpoint falls before the projection, never on it (``caching``).
 
 ``agent.run``, ``agent.run_sync`` and ``agent.run_stream`` go through these (async) hooks;
 the store reads and record writes of ``acompose``/``adeliver`` run off the event loop.
@@ -42,7 +44,8 @@ from pydantic_ai.tools import RunContext
 from contextplane.authority import StablePrefix
 from contextplane.request import ProjectionRequest, Surface
 from contextplane.runtime import Runtime, Turn
-from contextplane_pydantic_ai.codec import CODEC, ProjectionPart, is_projection, separated
+from contextplane_pydantic_ai.caching import breakpoint_before_projection
+from contextplane_pydantic_ai.codec import CODEC, ProjectionPart, is_projection, projection_request, separated
 
 #: A flag given as a bool, or read from the run: ``f(ctx) -> bool``.
 Flag = bool | Callable[[RunContext[Any]], bool]
@@ -236,7 +239,13 @@ class ContextPlaneCapability(AbstractCapability[Any]):
         # The snapshot's prefix is the one this capability delivered (none with instructions off).
         prefix = self.runtime.prefix if self.instructions else None
         delivered = await self.runtime.adeliver(turn, history, CODEC, call_index=call_index, prefix=prefix)
-        return replace(request_context, messages=delivered.messages)
+        messages = delivered.messages
+        settings, cache_point = breakpoint_before_projection(request_context.model_settings)
+        if cache_point is None or not messages or not is_projection(messages[-1]):
+            return replace(request_context, messages=messages)
+        # Conversation caching asked for: the breakpoint goes before the projection (``caching``).
+        messages = [*messages[:-1], projection_request(turn.text, cache_point)]
+        return replace(request_context, messages=messages, model_settings=settings)
 
 
 __all__ = [

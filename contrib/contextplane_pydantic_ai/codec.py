@@ -12,11 +12,13 @@ and counted as a stripped frame like any other.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic_ai.messages import (
+    CachePoint,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -95,9 +97,23 @@ def message_role(message: ModelMessage) -> str:
     return "user"
 
 
-def projection_request(text: str) -> ModelRequest:
-    """The projection as a marked request (sent for one model request, never stored)."""
-    return ModelRequest(parts=[ProjectionPart(text)], metadata={PROJECTION_MARKER: True})
+def tool_key(message: ModelMessage) -> str:
+    """The tool-call ids, names and arguments of a message's parts, which its text leaves out
+    (a rewrite of only those must change the cacheable prefix's digest); "" for none."""
+    keys: list[list[str]] = []
+    for part in message.parts:
+        call_id = getattr(part, "tool_call_id", None)
+        if isinstance(call_id, str):
+            key = [part.part_kind, str(getattr(part, "tool_name", "")), call_id]
+            keys.append([*key, part.args_as_json_str()] if isinstance(part, ToolCallPart) else key)
+    return json.dumps(keys, separators=(",", ":")) if keys else ""
+
+
+def projection_request(text: str, cache_point: CachePoint | None = None) -> ModelRequest:
+    """The projection as a marked request (sent for one model request, never stored);
+    ``cache_point`` opens it: the cache breakpoint on the block before it (``caching``)."""
+    part = ProjectionPart(text if cache_point is None else [cache_point, text])
+    return ModelRequest(parts=[part], metadata={PROJECTION_MARKER: True})
 
 
 class PydanticAICodec:
@@ -107,6 +123,7 @@ class PydanticAICodec:
     is_frame = staticmethod(is_projection)
     text_of = staticmethod(message_text)
     role_of = staticmethod(message_role)
+    tool_key_of = staticmethod(tool_key)
     wrap = staticmethod(projection_request)
 
 

@@ -15,6 +15,7 @@ through ``deliver``'s older signature, its four functions.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol
 
@@ -56,6 +57,32 @@ def plain_is_frame(message: Any) -> bool:
     return any(bool(m.get(k)) for m in marks for k in PLAIN_FRAME_KEYS)
 
 
+#: Keys of a mapping message that are not part of its tool-call key: its role and text (hashed
+#: already), its own id (an application's, as LangChain's ``id``, not a tool call's) and our
+#: own marks (never sent).
+_NOT_KEYED = frozenset({"role", "content", "id", "metadata"})
+
+
+def tool_key(message: Any) -> str:
+    """What of a message, besides its role and text, a provider receives and a history rewrite
+    could change alone: for a mapping (OpenAI chat messages, Responses items) every other key
+    but its own id (``tool_calls``, ``tool_call_id``, ``call_id``, ``name``, ``arguments``, ...),
+    so a plain message and a LangChain one with the same role and text digest alike; for an object,
+    its ``tool_calls`` and ``tool_call_id`` (LangChain messages). Canonical JSON, "" for none.
+
+    Why: the cacheable prefix hashes each history message (``records.cache_prefix``); a rewrite
+    of only a tool call's arguments or a result's call id must break the recorded share too."""
+    if isinstance(message, Mapping):
+        keyed: Any = {k: v for k, v in message.items() if k not in _NOT_KEYED}
+    else:
+        keyed = {
+            name: value for name in ("tool_calls", "tool_call_id") if (value := getattr(message, name, None))
+        }
+    if not keyed:
+        return ""
+    return json.dumps(keyed, sort_keys=True, separators=(",", ":"), default=repr)
+
+
 def plain_role(message: Any) -> str:
     if isinstance(message, Mapping):
         return str(message.get("role", "user"))
@@ -82,6 +109,10 @@ class MessageCodec(Protocol[M]):
     def role_of(self, message: M) -> str:
         """The message's chat role (``user``, ``assistant``, ...), for a full-text snapshot."""
         ...
+
+    # Optional: ``tool_key_of(message) -> str``, what else of the message the provider receives
+    # (tool-call ids, names, arguments; tool-result ids) for the cacheable prefix's digests;
+    # ``tool_key`` when a codec has none.
 
     def wrap(self, text: str) -> M:
         """The projection text as a message, marked so a later turn strips it."""
@@ -191,6 +222,7 @@ def placed(
     """The messages of one model call and what observers are told about it (every delivery:
     ``deliver``, ``adeliver``, ``Runtime.deliver``). Notifies no one."""
     is_frame, text_of, role_of = codec.is_frame, codec.text_of, codec.role_of
+    key_of: Callable[[M], str] = getattr(codec, "tool_key_of", tool_key)
     kept: list[M] = []
     stripped: list[M] = []
     for message in history:
@@ -206,7 +238,7 @@ def placed(
     # Only a recorded call is measured (its snapshot keeps the cacheable prefix): hashing the
     # history here, not later, keeps the recorder from calling back up into delivery.
     digests = (
-        tuple(message_digest(role_of(m), text_of(m)) for m in kept)
+        tuple(message_digest(role_of(m), text_of(m), key_of(m)) for m in kept)
         if projection.request is not None and projection.request.record
         else None
     )

@@ -171,6 +171,7 @@ class Recorder:
         redactor: Redactor | None = None,
         full_text_max_bytes: int = 65_536,
         clock: Callable[[], float] = time.time,
+        cache: CacheTracker | None = None,
     ) -> None:
         self.trajectory = trajectory
         self.capture_full_text = capture_full_text
@@ -180,18 +181,21 @@ class Recorder:
         self._prefix_by_text: dict[str, tuple[str, str]] = {}
         self._session_prefix_refs: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
-        #: Each recently active session's previous call, for its next call's cacheable prefix.
-        self.cache = CacheTracker()
+        #: Each recently active session's previous call, for its next call's cacheable prefix
+        #: (shared by the recorders of one backend: ``cache_prefix.tracker_of``).
+        self.cache = cache if cache is not None else CacheTracker()
 
     @classmethod
-    def of(cls, policy: Policy, *, trajectory: bool = True) -> Recorder:
-        """The recorder of ``policy``; ``trajectory`` False when the backend keeps none."""
+    def of(cls, policy: Policy, *, trajectory: bool = True, cache: CacheTracker | None = None) -> Recorder:
+        """The recorder of ``policy``; ``trajectory`` False when the backend keeps none;
+        ``cache`` the backend's tracker (``cache_prefix.tracker_of``)."""
         capture, wanted, patterns, defaults, max_bytes = policy
         return cls(
             trajectory=wanted and trajectory,
             capture_full_text=capture,
             redactor=Redactor.from_patterns(list(patterns), defaults=defaults),
             full_text_max_bytes=max_bytes,
+            cache=cache,
         )
 
     # --- per composition -------------------------------------------------------------------

@@ -39,6 +39,7 @@ from contextplane.observability.turn_inputs import dump_config
 from contextplane.plugins import PluginHost, get_host
 from contextplane.recorder import Recorder, policy_of
 from contextplane.records.backend import Backend, is_backend
+from contextplane.records.cache_prefix import tracker_of
 from contextplane.request import BuildContext, ProjectionRequest, Surface
 from contextplane.signatures import method_awaiting, method_same_as
 from contextplane.store.protocol import KnowledgeStore
@@ -337,7 +338,8 @@ class Runtime:
         if found is None:
             with self._lock:
                 found = self._recorders.setdefault(
-                    policy, Recorder.of(policy, trajectory=backend.trajectory is not None)
+                    policy,
+                    Recorder.of(policy, trajectory=backend.trajectory is not None, cache=tracker_of(backend)),
                 )
         return found
 

@@ -12,12 +12,16 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from agent_framework import Agent, ChatResponse, InMemoryHistoryProvider, Message
 
-from contextplane.runtime import open_runtime
+from contextplane.runtime import Runtime, open_runtime
+from contextplane.testing.memory import InMemoryBackend
 from contextplane_agent_framework import PROJECTION_MARKER, ContextPlaneProvider
+from tests.cache_figures import assert_recorded_shares
+from tests.provider_wire import deployment, edit_soul
 
 from .conftest import MARK, MEMTEXT, FakeChatClient, lookup, lookup_then_answer
 
@@ -81,3 +85,32 @@ def test_derived_bytes_counts_a_projection_line_the_session_holds() -> None:
     assert derived_bytes(json.dumps({"messages": ["hello"]}), [projection]) == 0
     leaked = json.dumps({"messages": ["hello", projection]})
     assert derived_bytes(leaked, [projection]) == len(projection.replace("\n", ""))
+
+
+def test_twenty_turns_record_a_shared_prefix_and_name_a_changed_section(tmp_path: Path) -> None:
+    """Issue 24, read from the snapshots the backend recorded: 20 turns (every fifth asking for
+    the weather: a tool call, then the answer) share >= 99 % of the cacheable prefix with the
+    previous call on every call; SOUL.md edited and the provider rebuilt on a new runtime over
+    the same backend, the next call's snapshot names ``identity``."""
+    host, tools = deployment(tmp_path)
+    backend = InMemoryBackend()
+    client = FakeChatClient(weather_turns_call_the_tool)
+    history = InMemoryHistoryProvider()
+
+    def agent_on(runtime: Runtime) -> Agent[Any]:
+        return Agent(client, tools=[lookup], context_providers=[history, ContextPlaneProvider(runtime)])
+
+    prompts = [f"turn {n}: " + ("what is the weather in Oslo?" if n % 5 == 4 else "noted") for n in range(21)]
+    runtime = open_runtime(host.config, backend=backend, host=host, tools=tools)
+    agent = agent_on(runtime)
+    session = agent.create_session(session_id="s")
+    for n, prompt in enumerate(prompts):
+        if n == 20:
+            runtime.close()
+            edit_soul(tmp_path, "v2")
+            runtime = open_runtime(host.config, backend=backend, host=host, tools=tools)
+            agent = agent_on(runtime)
+        asyncio.run(agent.run(prompt, session=session))
+    runtime.close()
+    assert client.seen[0].instructions == client.seen[19].instructions != client.seen[-1].instructions
+    assert_recorded_shares(backend.snapshots.list("s"), changed_turn=20, section="identity", calls=21 + 4)

@@ -459,3 +459,24 @@ def test_twenty_turns_store_no_derived_context_and_stay_within_the_budget(host, 
     stored = session.state["in_memory"]["messages"]
     assert len(stored) == 40 and all(PROJECTION_MARKER not in (m.additional_properties or {}) for m in stored)
     assert MARK not in stored_json(session) and MEMTEXT not in stored_json(session)
+
+
+def test_the_codec_keys_function_calls_and_results() -> None:
+    """The cacheable prefix's digests see a rewrite of only a function call's arguments or id,
+    or a result's call id (issue 24): such messages have no text, so the key is all there is."""
+    from agent_framework import Content
+
+    from contextplane_agent_framework.messages import tool_key
+
+    def call(arguments: dict[str, str], call_id: str) -> Message:
+        content = Content.from_function_call(call_id=call_id, name="lookup", arguments=arguments)
+        return Message(role="assistant", contents=[content])
+
+    def result(call_id: str) -> Message:
+        content = Content.from_function_result(call_id=call_id, result="sunny")
+        return Message(role="tool", contents=[content])
+
+    base = tool_key(call({"city": "Oslo"}, "c1"))
+    assert base and base != tool_key(call({"city": "Bergen"}, "c1")) != tool_key(call({"city": "Oslo"}, "c2"))
+    assert tool_key(result("c1")) != tool_key(result("c2"))
+    assert tool_key(Message(role="user", contents=["hi"])) == ""

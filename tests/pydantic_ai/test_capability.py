@@ -32,7 +32,7 @@ from contextplane.config import structure
 from contextplane.errors import SectionError
 from contextplane.runtime import Runtime, open_runtime
 from contextplane_pydantic_ai import ContextPlaneCapability
-from contextplane_pydantic_ai.codec import message_text, projection_request
+from contextplane_pydantic_ai.codec import message_text, projection_request, tool_key
 from tests.adapter_helpers import BrokenSection
 
 from .conftest import CONFIG, MARK, MEMTEXT, MarkerSections, Recorder, tag, tool_then_answer
@@ -439,3 +439,18 @@ def test_a_streamed_run_sees_the_projection_and_stores_none_of_it(
     assert MARK not in stored(messages)
     assert [s.key for s in backend.snapshots.list("st")] == [("st", 0, 0)]
     assert len(backend.injections.rows("st")) == 1
+
+
+def test_the_codec_keys_tool_call_ids_and_arguments() -> None:
+    """The cacheable prefix's digests see a rewrite of only a tool call's id or arguments, or a
+    result's id (issue 24): the codec's key changes although the text may not."""
+    def call(args: dict[str, str], call_id: str) -> ModelResponse:
+        return ModelResponse(parts=[ToolCallPart("lookup", args, tool_call_id=call_id)])
+
+    def result(call_id: str) -> ModelRequest:
+        return ModelRequest(parts=[ToolReturnPart("lookup", "found", tool_call_id=call_id)])
+
+    base = tool_key(call({"topic": "a"}, "c1"))
+    assert base and base != tool_key(call({"topic": "b"}, "c1")) != tool_key(call({"topic": "a"}, "c2"))
+    assert tool_key(result("c1")) != tool_key(result("c2"))
+    assert tool_key(ModelRequest(parts=[UserPromptPart("hi")])) == ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -15,18 +16,19 @@ import apsw
 import attrs
 import pytest
 from click.testing import CliRunner
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from contextplane import PluginHost
 from contextplane.backends.sqlite import SQLiteBackend
 from contextplane.backends.sqlite.snapshots import SCHEMA, SQLiteSnapshotStore
-from contextplane.delivery import PLAIN
+from contextplane.delivery import PLAIN, Callables, tool_key
 from contextplane.observability.cli import snapshots
-from contextplane.records.cache_prefix import CachePrefix, CacheTracker
+from contextplane.records.cache_prefix import CachePrefix, CacheTracker, tracker_of
 from contextplane.records.snapshots import PromptSnapshot, SnapshotRow
 from contextplane.runtime import Runtime, open_runtime
 from contextplane.testing.memory import InMemoryBackend
 from contextplane.types import PrefixSection, StablePrefix
+from contextplane_langgraph.frames import message_text
 
 from .conftest import cfg, make_agent
 
@@ -141,18 +143,37 @@ def test_the_projection_never_counts(host: PluginHost) -> None:
 
 
 def test_after_a_restart_the_first_share_is_unknown(tmp_path: Path, host: PluginHost) -> None:
-    backend = SQLiteBackend(tmp_path / "m.sqlite3", config=host.config)
-    try:
+    """A new process opens the memory file anew: its backend has seen no call of the session."""
+    path = tmp_path / "m.sqlite3"
+    with (
+        closing(SQLiteBackend(path, config=host.config)) as backend,
+        open_runtime(backend=backend, host=host, prefix=PREFIX) as runtime,
+    ):
+        history = run_session(runtime, 2)
+    with closing(SQLiteBackend(path, config=host.config)) as backend:  # a new process
         with open_runtime(backend=backend, host=host, prefix=PREFIX) as runtime:
-            history = run_session(runtime, 2)
-        with open_runtime(backend=backend, host=host, prefix=PREFIX) as runtime:  # a new process
             turn = runtime.compose(runtime.request("q2", session_id="s", turn_index=2))
             runtime.deliver(turn, [*history, user(2)], PLAIN, call_index=0)
         cache = cache_of(backend.snapshots.get("s", 2, 0))
-        assert cache.shared is None and not cache.first and not cache.unchanged
-        assert "unknown" in cache.line()
-    finally:
-        backend.close()
+    assert cache.shared is None and not cache.first and not cache.unchanged
+    assert "unknown" in cache.line()
+
+
+def test_a_runtime_rebuilt_on_the_same_backend_names_the_changed_section(host: PluginHost) -> None:
+    """An app that rebuilds its runtime (an edited SOUL.md, another tool set) over the backend it
+    records into: the session's previous call is still known, so the section is named rather
+    than the share reported unknown (the tracker is the backend's, ``tracker_of``)."""
+    backend = InMemoryBackend()
+    with open_runtime(backend=backend, host=host, prefix=PREFIX) as runtime:
+        history = run_session(runtime, 2)
+    changed = stable_prefix({**SECTIONS, "identity": "You are a terse assistant for the orchard team."})
+    with open_runtime(backend=backend, host=host, prefix=changed) as runtime:
+        turn = runtime.compose(runtime.request("q2", session_id="s", turn_index=2))
+        runtime.deliver(turn, [*history, user(2)], PLAIN, call_index=0)
+    cache = cache_of(backend.snapshots.get("s", 2, 0))
+    assert cache.sections == ("identity",) and cache.shared is not None
+    assert cache.line().endswith("broken by section 'identity'")
+    assert tracker_of(backend) is tracker_of(backend) is not tracker_of(InMemoryBackend())
 
 
 def test_incognito_calls_store_no_hash_but_their_figures(host: PluginHost) -> None:
@@ -342,3 +363,79 @@ def test_the_langgraph_middleware_s_calls_share_their_prefix(
     assert caches[0].first
     for before, now in itertools.pairwise(caches):
         assert now.unchanged and now.shared == before.chars <= now.chars
+
+
+# --- tool calls in the history digests ----------------------------------------------------------
+
+
+def plain_tool_round(args: str, call_id: str, result_id: str) -> list[dict[str, Any]]:
+    """An OpenAI-chat-shaped tool round: the call's text is empty, its arguments and ids are not."""
+    return [
+        user(0),
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": "lookup", "arguments": args}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": result_id, "content": "found: pears are fine"},
+    ]
+
+
+def langchain_tool_round(args: str, call_id: str, result_id: str) -> list[Any]:
+    return [
+        HumanMessage("question 0: what about the pears?"),
+        AIMessage("", tool_calls=[{"name": "lookup", "args": {"topic": args}, "id": call_id}]),
+        ToolMessage("found: pears are fine", tool_call_id=result_id),
+    ]
+
+
+def langchain_codec() -> Any:
+    return Callables(lambda text: HumanMessage(text), lambda _m: False, message_text, lambda m: str(m.type))
+
+
+REWRITES = {
+    # (what changes, the history message it is in): the text of every message stays the same.
+    "a tool call's arguments": ({"args": '{"topic":"apples"}'}, 1),
+    "a tool call's id": ({"call_id": "call-9", "result_id": "call-9"}, 1),
+    "a tool result's id": ({"result_id": "call-9"}, 2),
+}
+
+
+@pytest.mark.parametrize("shape", ["plain", "langchain"])
+@pytest.mark.parametrize("rewrite", list(REWRITES))
+def test_a_rewrite_of_only_a_tool_call_breaks_the_share(
+    tmp_path: Path, host: PluginHost, shape: str, rewrite: str
+) -> None:
+    """Issue 24: the history digests covered role and text only, so a history rewritten in a
+    tool call's arguments or ids (not in any text) was recorded as fully shared. Both the
+    in-process comparison and the stored hash must see it."""
+    change, at = REWRITES[rewrite]
+    build, codec = (
+        (plain_tool_round, PLAIN) if shape == "plain" else (langchain_tool_round, langchain_codec())
+    )
+    base = {"args": '{"topic":"pears"}', "call_id": "call-1", "result_id": "call-1"}
+    backend = SQLiteBackend(tmp_path / "m.sqlite3", config=host.config)
+    try:
+        with open_runtime(backend=backend, host=host, prefix=PREFIX) as runtime:
+            for n, kwargs in enumerate([base, base, {**base, **change}]):
+                history = build(**kwargs)
+                turn = runtime.compose(runtime.request(f"q{n}", session_id="t", turn_index=n))
+                runtime.deliver(turn, history, codec, call_index=0)
+        same, rewritten = (cache_of(backend.snapshots.get("t", n, 0)) for n in (1, 2))
+    finally:
+        backend.close()
+    assert same.unchanged and same.history_at is None
+    assert rewritten.history_at == at and not rewritten.unchanged, rewritten
+    assert rewritten.line().endswith(f"history rewritten at message {at}")
+    assert rewritten.sha256 != same.sha256  # what is stored differs too
+    assert rewritten.chars == same.chars  # the texts are the same: only the key moved
+
+
+def test_the_tool_key_leaves_marks_out_and_is_canonical() -> None:
+    a = {"role": "tool", "tool_call_id": "c1", "content": "x", "id": "m1", "metadata": {"seen": 1}}
+    b = {"content": "y", "tool_call_id": "c1", "role": "tool", "metadata": {"seen": 2}}
+    assert tool_key(a) == tool_key(b) == '{"tool_call_id":"c1"}'
+    # A plain message and a LangChain one with the same role and text have the same digest.
+    assert tool_key({"role": "user", "content": "hello"}) == tool_key(HumanMessage("hello")) == ""

@@ -38,6 +38,7 @@ from contextplane.notices import log_once
 from contextplane.observability.turn import TurnState, ensure, state_of
 from contextplane.recorder import Plan, Policy, Recorder, TurnRecord, policy_of
 from contextplane.records.backend import Backend
+from contextplane.records.cache_prefix import tracker_of
 from contextplane.records.plans import Writes, sans_io
 from contextplane.request import ProjectionRequest
 from contextplane.types import ModelCall, ProjectedContext
@@ -94,7 +95,7 @@ def _process_recorders(backend: Backend) -> dict[Policy, Recorder]:
 
 def new_recorder(backend: Backend, policy: Policy) -> Recorder:
     """The recorder of ``policy`` for ``backend`` (a trajectory only when the backend keeps one)."""
-    return Recorder.of(policy, trajectory=backend.trajectory is not None)
+    return Recorder.of(policy, trajectory=backend.trajectory is not None, cache=tracker_of(backend))
 
 
 def _state(projection: ProjectedContext, request: ProjectionRequest) -> TurnState | None:

@@ -9,10 +9,12 @@ length, and how much of it the previous call of the session shared, so an operat
 something volatile broke the cache: a prefix section whose text changed (named), or history
 rewritten at a given message.
 
-The comparison is done at record time against the previous call the recorder saw for the
-session, kept in memory (its prefix text, section hashes and per-message hashes), bounded to
-the most recently active sessions. A call whose predecessor is not in memory (a process
-restart, or an evicted session) records the share as unknown rather than guessing.
+The comparison is done at record time against the previous call recorded for the session
+into the same backend by any runtime of the process (``tracker_of``: a runtime rebuilt with an
+edited SOUL.md or another tool set names the changed section), kept in memory (its prefix
+text, section hashes and per-message hashes), bounded to the most recently active sessions. A
+call whose predecessor is not in memory (a process restart, or an evicted session) records the
+share as unknown rather than guessing.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
-#: (sha256 digest of a history message as delivered (role and text), its chars)
+#: (sha256 digest of a history message as delivered (role, text and tool-call key), its chars)
 MessageDigest = tuple[bytes, int]
 
 
@@ -104,9 +108,12 @@ class _Seen:
     chars: int
 
 
-def message_digest(role: str, text: str) -> MessageDigest:
-    """A history message as delivered: its role and text hashed, and its length in chars."""
-    return hashlib.sha256(f"{role}\0{text}".encode()).digest(), len(text)
+def message_digest(role: str, text: str, key: str = "") -> MessageDigest:
+    """A history message as delivered: its role, text and ``key`` hashed, and its length in
+    chars (of its text). ``key`` is what else of the message the provider receives that a
+    rewrite could change without touching the text: tool-call ids, names and arguments,
+    tool-result ids (``delivery.tool_key``); without it such a rewrite goes undetected."""
+    return hashlib.sha256(f"{role}\0{text}\0{key}".encode()).digest(), len(text)
 
 
 def prefix_sha256(prefix_sha: str, messages: Sequence[MessageDigest]) -> str:
@@ -196,3 +203,27 @@ class CacheTracker:
         if len(now.messages) < len(before.messages):  # history cut short: rewritten at its end
             return CachePrefix(sha, now.chars, shared, history_at=len(now.messages))
         return CachePrefix(sha, now.chars, shared)
+
+
+_trackers: weakref.WeakKeyDictionary[Any, CacheTracker] = weakref.WeakKeyDictionary()
+_trackers_by_id: dict[int, tuple[Any, CacheTracker]] = {}
+_trackers_lock = threading.Lock()
+
+
+def tracker_of(backend: Any) -> CacheTracker:
+    """The tracker of every runtime recording into ``backend`` in this process: a session's
+    previous call is the one recorded into that backend, whichever runtime recorded it, so a
+    runtime rebuilt with a changed prefix section reports the section by name instead of an
+    unknown share. Forgotten with the backend (kept for the process when it cannot be weakly
+    referenced)."""
+    with _trackers_lock:
+        try:
+            found = _trackers.get(backend)
+            if found is None:
+                found = _trackers[backend] = CacheTracker()
+        except TypeError:  # unhashable or not weak-referenceable
+            pair = _trackers_by_id.get(id(backend))
+            if pair is None or pair[0] is not backend:
+                pair = _trackers_by_id[id(backend)] = (backend, CacheTracker())
+            found = pair[1]
+    return found
