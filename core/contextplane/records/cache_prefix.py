@@ -206,7 +206,8 @@ class CacheTracker:
 
 
 _trackers: weakref.WeakKeyDictionary[Any, CacheTracker] = weakref.WeakKeyDictionary()
-_trackers_by_id: dict[int, tuple[Any, CacheTracker]] = {}
+#: Backends that cannot be weakly referenced, with their trackers, found by identity (``is``).
+_unhashable: list[tuple[Any, CacheTracker]] = []
 _trackers_lock = threading.Lock()
 
 
@@ -222,8 +223,8 @@ def tracker_of(backend: Any) -> CacheTracker:
             if found is None:
                 found = _trackers[backend] = CacheTracker()
         except TypeError:  # unhashable or not weak-referenceable
-            pair = _trackers_by_id.get(id(backend))
-            if pair is None or pair[0] is not backend:
-                pair = _trackers_by_id[id(backend)] = (backend, CacheTracker())
-            found = pair[1]
+            found = next((held for owner, held in _unhashable if owner is backend), None)
+            if found is None:
+                found = CacheTracker()
+                _unhashable.append((backend, found))
     return found
