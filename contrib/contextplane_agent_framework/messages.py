@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_framework import Message
+from agent_framework import Content, Message
 
 from contextplane.delivery import PLAIN_FRAME_KEYS
 
@@ -25,9 +25,39 @@ def is_context_frame(message: Message) -> bool:
     return any(bool(props.get(key)) for key in PLAIN_FRAME_KEYS)
 
 
+def _arguments(arguments: Any) -> str:
+    """A call's arguments as the clients send them: a string as it is, a mapping as JSON."""
+    if arguments is None:
+        return ""
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, default=str)
+
+
+def _result(content: Content) -> str:
+    """A function result as the clients send it: its text items, else its result (a string as
+    it is, anything else as JSON)."""
+    if content.items:
+        return "\n".join(item.text or "" for item in content.items if str(item.type) == "text")
+    result = content.result
+    if result is None:
+        return ""
+    return result if isinstance(result, str) else json.dumps(result, default=str)
+
+
 def message_text(message: Message) -> str:
-    """The text contents of a message (function calls and results carry none)."""
-    return str(message.text or "")
+    """What the provider is sent of a message: its text, then each function call as
+    ``name(arguments)`` and each function result's output, one per line.
+
+    Why not ``message.text`` alone: it leaves function calls and results out, so a tool round
+    would count 0 chars in the snapshot's history size and cacheable-prefix figure, though the
+    provider is sent (and caches) the call's name and arguments and the result."""
+    parts = [str(message.text)] if message.text else []
+    for content in message.contents:
+        kind = str(content.type)
+        if kind == "function_call":
+            parts.append(f"{content.name or ''}({_arguments(content.arguments)})")
+        elif kind == "function_result":
+            parts.append(_result(content))
+    return "\n".join(p for p in parts if p)
 
 
 def message_role(message: Message) -> str:

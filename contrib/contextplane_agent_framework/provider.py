@@ -84,6 +84,26 @@ async def stored_history(agent: Any, session: AgentSession, context: SessionCont
     return []
 
 
+def service_stores_conversation(agent: Any, session: AgentSession, context: SessionContext) -> bool:
+    """Whether the service keeps this run's conversation: a service-managed session, or
+    ``store`` (the run's, else the agent's default, else the client's ``STORES_BY_DEFAULT``:
+    True for ``agent_framework.openai.OpenAIChatClient``, the Responses API) true. The
+    framework reads ``store`` the same way to decide who holds the history.
+
+    Why it matters: such a client sends each run's messages once and chains the responses
+    (``previous_response_id``), so the service stores every input item of a run, the
+    projection too (ADR D2: never persisted), and the next request carries it again, in the
+    middle of the conversation; the projections pile up turn after turn."""
+    if context.service_session_id or session.service_session_id:
+        return True
+    store = (context.options or {}).get("store")
+    if store is None:
+        store = (getattr(agent, "default_options", None) or {}).get("store")
+    if store is None:
+        store = getattr(getattr(agent, "client", None), "STORES_BY_DEFAULT", False)
+    return bool(store)
+
+
 class ProjectionDelivery(ChatMiddleware):
     """One run's projection on its way to that run's model calls (made by ``before_run``).
 
@@ -220,7 +240,18 @@ class ContextPlaneProvider(ContextProvider):
     async def before_run(
         self, *, agent: Any, session: AgentSession, context: SessionContext, state: dict[str, Any]
     ) -> None:
-        """Compose the run's turn once; hand it to the run's calls through its middleware."""
+        """Compose the run's turn once; hand it to the run's calls through its middleware.
+
+        Raises ``ValueError`` (before composing, so nothing is recorded or sent) when the
+        service stores the conversation: the projection would be stored with it."""
+        if service_stores_conversation(agent, session, context):
+            client = type(getattr(agent, "client", None)).__name__
+            raise ValueError(
+                f"ContextPlaneProvider: the conversation is stored by the service ({client} with store "
+                "unset or true, or a service-managed session), which would persist every turn's "
+                "projection; run the agent with default_options={'store': False} and a history provider "
+                "(InMemoryHistoryProvider or your own) so the framework keeps the history"
+            )
         history: list[Message] = []
         if (
             TURN_KEY in state
@@ -273,5 +304,6 @@ __all__ = [
     "Flag",
     "ProjectionDelivery",
     "run_query",
+    "service_stores_conversation",
     "stored_history",
 ]
