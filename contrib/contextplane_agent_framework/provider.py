@@ -19,6 +19,10 @@ of the run (the function-invocation loop reuses the run's message list). So the 
    results, and records the call's snapshot) and sends the result. Nothing turn-scoped lives
    on the provider: the turn travels on the run's middleware object.
 
+A conversation the service stores (``store`` true, the OpenAI Responses client's default, or
+a service-managed session) is refused in ``before_run``: the service would keep every input of
+the run, the projection too (``service_stores_conversation``).
+
 Agent Framework runs agents on an event loop only, so only the async path (``acompose``,
 ``adeliver``) is used. A chat client without a chat-middleware layer (a bare
 ``BaseChatClient``) still receives the projection from step 1, in the framework's context
