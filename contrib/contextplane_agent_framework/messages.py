@@ -8,6 +8,7 @@ stores mistakes it for the operator's input. Detection is by marker, never by co
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -69,6 +70,48 @@ def tool_key(message: Message) -> str:
     leaves out: a rewrite of only those must change the cacheable prefix's digest."""
     keyed = [c.to_dict() for c in message.contents if str(c.type) != "text"]
     return json.dumps(keyed, sort_keys=True, separators=(",", ":"), default=repr) if keyed else ""
+
+
+#: Where ``agent_framework.openai``'s Responses client finds a function call's live item id
+#: (the namespaced key, then the legacy one): sent for a call of the running run, while a call
+#: replayed from a history provider is sent as ``fc_<call_id>``.
+LIVE_ITEM_ID = ("openai", "item_id")
+LEGACY_LIVE_ITEM_ID = "fc_id"
+
+
+def _without_live_id(content: Content) -> Content:
+    props = content.additional_properties or {}
+    namespace, key = LIVE_ITEM_ID
+    scoped = props.get(namespace)
+    if LEGACY_LIVE_ITEM_ID not in props and not (isinstance(scoped, dict) and key in scoped):
+        return content
+    kept = {k: v for k, v in props.items() if k != LEGACY_LIVE_ITEM_ID}
+    if isinstance(scoped, dict):
+        kept[namespace] = {k: v for k, v in scoped.items() if k != key}
+    copied = copy.copy(content)
+    copied.additional_properties = kept
+    return copied
+
+
+def replay_form(message: Message, agent_name: str) -> Message:
+    """A response message of the running run as the framework sends it once a history provider
+    replays it on a later turn: with the agent's name (the ``Agent`` stamps it on a run's
+    responses after the run; chat completions send it as ``name``) and its function calls
+    without their live item id (the Responses client then writes ``fc_<call_id>``, as on
+    replay). A copy; ``message`` (the run's, which is stored) is left as it is.
+
+    Why: the tool call of a tool-calling step is sent once in the run that made it and then on
+    every later turn; in two forms, the later requests would share the cached prefix only up to
+    it."""
+    contents = [_without_live_id(c) if str(c.type) == "function_call" else c for c in message.contents]
+    unchanged = all(a is b for a, b in zip(contents, message.contents, strict=True))
+    if message.author_name is not None and unchanged:
+        return message
+    copied = copy.copy(message)
+    copied.contents = contents
+    if copied.author_name is None:
+        copied.author_name = agent_name
+    return copied
 
 
 class RunCodec:

@@ -52,7 +52,7 @@ from contextplane.config import Config
 from contextplane.plugins import PluginHost, get_host
 from contextplane.request import BuildContext, ProjectionRequest, Surface
 from contextplane.runtime import Runtime, Turn
-from contextplane_agent_framework.messages import RunCodec, is_context_frame
+from contextplane_agent_framework.messages import RunCodec, is_context_frame, replay_form
 
 logger = logging.getLogger("contextplane.agent_framework")
 
@@ -114,11 +114,24 @@ class ProjectionDelivery(ChatMiddleware):
     Counts the turn's calls (the snapshot's ``call_index``) in the provider's session state, so
     a resumed run continues the numbering; ``codec`` reads the run's messages."""
 
-    def __init__(self, runtime: Runtime, turn: Turn, codec: RunCodec, state: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        turn: Turn,
+        codec: RunCodec,
+        state: dict[str, Any],
+        *,
+        inputs: int = 0,
+        agent_name: str | None = None,
+    ) -> None:
         self.runtime = runtime
         self.turn = turn
         self.codec = codec
         self.state = state
+        #: The run's input messages (the first of a call's messages no provider attributed).
+        self.inputs = inputs
+        #: The name the agent stamps on the run's responses; None: send them as they are.
+        self.agent_name = agent_name
         #: Model calls of this run.
         self.calls = 0
 
@@ -141,8 +154,24 @@ class ProjectionDelivery(ChatMiddleware):
         delivered = await self.runtime.adeliver(
             self.turn, history, self.codec, call_index=call_index, prefix=self.prefix_seen(context.options)
         )
-        context.messages = delivered.messages  # a new list: the run's own list is untouched
+        context.messages = self.sent(delivered.messages)  # a new list: the run's own list is untouched
         await call_next()
+
+    def sent(self, messages: list[Message]) -> list[Message]:
+        """The call's messages with this run's responses (what follows the run's input among the
+        messages no provider attributed) in their replay form (``messages.replay_form``), so a
+        tool call is sent the same in its run and on every later turn."""
+        if self.agent_name is None:
+            return messages
+        out: list[Message] = []
+        own = 0
+        for message in messages:
+            if "_attribution" not in (message.additional_properties or {}):
+                own += 1
+                if own > self.inputs:
+                    message = replay_form(message, self.agent_name)
+            out.append(message)
+        return out
 
 
 class ContextPlaneProvider(ContextProvider):
@@ -267,7 +296,14 @@ class ContextPlaneProvider(ContextProvider):
         projection = turn.projection
         token = f"{projection.session_id}:{projection.turn_index}:{uuid.uuid4().hex}"
         codec = RunCodec(self.source_id, token)
-        delivery = ProjectionDelivery(self.runtime, turn, codec, state)
+        delivery = ProjectionDelivery(
+            self.runtime,
+            turn,
+            codec,
+            state,
+            inputs=len(context.input_messages),
+            agent_name=agent_name(agent),
+        )
         if self.stable_prefix:
             prefix = self.runtime.prefix
             text = prefix.text if isinstance(prefix, StablePrefix) else prefix
@@ -297,6 +333,17 @@ class ContextPlaneProvider(ContextProvider):
             )
 
 
+def agent_name(agent: Any) -> str | None:
+    """The name an ``Agent`` stamps on its runs' responses (``author_name``), None when the
+    agent stamps none or loads history per model call
+    (``require_per_service_call_history_persistence``: each call is stored as it returns,
+    before any stamp, and replayed so)."""
+    if getattr(agent, "require_per_service_call_history_persistence", False):
+        return None
+    name = getattr(agent, "_get_agent_name", None)
+    return str(name()) if callable(name) else None
+
+
 def _flag(value: Flag, session: AgentSession, context: SessionContext) -> bool:
     return bool(value(session, context)) if callable(value) else bool(value)
 
@@ -307,6 +354,7 @@ __all__ = [
     "ContextPlaneProvider",
     "Flag",
     "ProjectionDelivery",
+    "agent_name",
     "run_query",
     "service_stores_conversation",
     "stored_history",

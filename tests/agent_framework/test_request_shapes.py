@@ -9,14 +9,14 @@ last (OpenAI's automatic prefix caching reuses everything before it; no breakpoi
 and the same turns on a store filled in another order, at another time, with the tools listed
 the other way round, send byte-identical prefixes.
 
-One rewrite is the framework's and is pinned here, not hidden: the assistant message holding a
-tool call is sent in the run that made it in its live form and replayed from the history
-provider on the next turn in another, so the first request after a tool-calling turn shares the
-previous request's prefix only up to that message. On chat completions the ``Agent`` stamps its
-name on a run's response messages after the run (``"name"`` appears on replay); on the
-Responses API the client sends a live function call with the item id the service gave it
-(``fc_2``) and a replayed one with ``fc_<call_id>``. ``replayed`` maps a body to its replay
-form; every check runs on both, and the raw bodies must break exactly there.
+A tool call is sent once in the run that made it and then, replayed from the history provider,
+on every later turn, and the framework writes the two differently: on chat completions the
+``Agent`` stamps its name on a run's responses after the run (``"name"`` appears on replay); on
+the Responses API the client sends a live function call with the item id the service gave it
+(``fc_2``) and a replayed one with ``fc_<call_id>``. The provider's per-call middleware sends
+the run's responses in their replay form (``messages.replay_form``), so the first request after
+a tool-calling turn still starts with the whole previous prefix (without it, the prefix breaks
+there: ``test_without_the_replay_form_the_framework_breaks_the_prefix``).
 """
 
 from __future__ import annotations
@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_framework import Agent, InMemoryHistoryProvider, tool
+from agent_framework import Agent, InMemoryHistoryProvider, Message, tool
 from agent_framework.openai import OpenAIChatClient, OpenAIChatCompletionClient
 
 from contextplane.runtime import Runtime, open_runtime
 from contextplane.testing.memory import InMemoryBackend
 from contextplane_agent_framework import ContextPlaneProvider
+from contextplane_agent_framework import provider as provider_module
 from tests.cache_figures import assert_recorded_shares
 from tests.provider_wire import (
     PROJ,
@@ -110,26 +111,6 @@ def session(
     return wire.requests
 
 
-def replayed(request: Request) -> Request:
-    """``request`` with its tool-call messages in the form the history provider replays them
-    (the framework's rewrite, see the module docstring): on chat completions an assistant
-    message carries the agent's name; on the Responses API a function call's id is
-    ``fc_<call_id>``."""
-    body = json.loads(json.dumps(request.body))
-    if request.provider == "openai-chat":
-        for message in body["messages"]:
-            if message.get("role") == "assistant" and "name" not in message:
-                message["name"] = AGENT  # what the Agent stamps after the run
-                # (kept in the order the client writes keys: role, name, then the rest)
-                rest = {k: message.pop(k) for k in list(message) if k not in ("role", "name")}
-                message.update(rest)
-    else:
-        for item in body["input"]:
-            if item.get("type") == "function_call":
-                item["id"] = f"fc_{item['call_id']}"
-    return Request(request.path, body)
-
-
 def broken_at(requests: Sequence[Request]) -> list[int]:
     """The requests whose prefix does not start with the previous request's."""
     prefixes = [r.split(PROJ)[0] for r in requests]
@@ -139,7 +120,7 @@ def broken_at(requests: Sequence[Request]) -> list[int]:
 @pytest.mark.parametrize("client", list(CLIENTS))
 def test_prefix_then_history_then_projection_turn_after_turn(tmp_path: Path, client: str) -> None:
     requests = session(tmp_path, client)
-    prefixes = assert_cache_stable([replayed(r) for r in requests], PROJ)
+    prefixes = assert_cache_stable(requests, PROJ)
     first = prefixes[0]
     assert first[0].label == "tool" and any("orchard agent" in u.data for u in first)
     assert all(not any(u.breakpoint for u in r.units) for r in requests)
@@ -153,13 +134,23 @@ def test_prefix_then_history_then_projection_turn_after_turn(tmp_path: Path, cli
     # The prefix is where the stable prefix is delivered: the instructions / the system message.
     system = "instructions" if client == "responses" else "system"
     assert [u.label for u in first if "orchard agent" in u.data] == [system]
-    # The framework's rewrite, pinned: the raw bodies break once, on the first request after a
-    # tool-calling turn (turn 2's, the 4th), at the tool call; nowhere else.
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_without_the_replay_form_the_framework_breaks_the_prefix(
+    tmp_path: Path, client: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the framework alone sends (the provider told no agent name, so it leaves the run's
+    responses as they are): the first request after a tool-calling turn does not start with the
+    previous request's prefix; the two differ exactly at the tool call, which is what the
+    replay form fixes. (Should the framework send one form, this fails: drop ``replay_form``.)"""
+    monkeypatch.setattr(provider_module, "agent_name", lambda _agent: None)
+    requests = session(tmp_path, client)
     assert broken_at(requests) == [3]
     before, now = requests[2].split(PROJ)[0], requests[3].split(PROJ)[0]
     at = next(i for i, (a, b) in enumerate(zip(before, now, strict=False)) if a != b)
-    assert json.loads(before[at].data) != json.loads(now[at].data)
-    assert "call_2" in before[at].data and before[at + 1 :] == now[at + 1 : len(before)]
+    assert "call_2" in before[at].data and "call_2" in now[at].data
+    assert before[:at] + before[at + 1 :] == now[:at] + now[at + 1 : len(before)]
 
 
 @pytest.mark.parametrize("client", list(CLIENTS))
@@ -207,11 +198,11 @@ def test_twenty_turns_record_a_shared_prefix_and_name_a_changed_section(tmp_path
     """Issue 24, read from the snapshots the backend recorded, through the real client: 20
     turns (every fifth calling the tool) share >= 99 % of the cacheable prefix with the previous
     call on every call; SOUL.md edited and the provider rebuilt, the next call's snapshot names
-    ``identity``. The bodies agree (in replay form: see the module docstring)."""
+    ``identity``. The bodies agree."""
     backend = InMemoryBackend()
     prompts = (*PROMPTS_20, "question 20: and now?")
     requests = session(tmp_path, client, prompts=prompts, edit_at=20, backend=backend)
-    assert_cache_stable([replayed(r) for r in requests[:-1]], PROJ)
+    assert_cache_stable(requests[:-1], PROJ)
     figures = assert_recorded_shares(
         backend.snapshots.list("s"), changed_turn=20, section="identity", calls=requests_for(prompts)
     )
@@ -239,3 +230,40 @@ def test_a_tool_round_counts_what_the_provider_is_sent(tmp_path: Path, client: s
     body = requests[0].body
     sent = body["instructions"] if client == "responses" else body["messages"][0]["content"]
     assert [s.cache.chars if s.cache else None for s in snaps] == [len(sent) + c for c in chars]
+
+
+def test_the_replay_form_is_sent_only_and_only_for_the_runs_responses(tmp_path: Path) -> None:
+    """The replay form is of what is sent: the stored tool call keeps the item id the service
+    gave it; and only the run's responses take it: an assistant message the caller passes as
+    the run's input is sent as given (no name), as it is stored and replayed."""
+    wire = Wire()
+    host, tools = deployment(tmp_path)
+    runtime = open_runtime(host.config, backend=InMemoryBackend(), host=host, tools=tools)
+    agent = Agent(
+        CLIENTS["responses"](wire),
+        name=AGENT,
+        tools=[lookup],
+        context_providers=[InMemoryHistoryProvider(), ContextPlaneProvider(runtime)],
+        default_options={"store": False},
+    )
+    thread = agent.create_session(session_id="s")
+    asyncio.run(agent.run(PROMPTS[1], session=thread))
+    sent = [i for i in wire.requests[1].body["input"] if i.get("type") == "function_call"]
+    assert [i["id"] for i in sent] == ["fc_call_1"]
+    stored = json.dumps(thread.to_dict(), default=repr)
+    assert '"fc_1"' in stored and "fc_call_1" not in stored
+
+    chat = Agent(
+        CLIENTS["chat-completions"](wire),
+        name=AGENT,
+        context_providers=[InMemoryHistoryProvider(), ContextPlaneProvider(runtime)],
+    )
+    given = [
+        Message(role="user", contents=["earlier question"]),
+        Message(role="assistant", contents=["earlier answer"]),
+        Message(role="user", contents=[PROMPTS[0]]),
+    ]
+    asyncio.run(chat.run(given, session=chat.create_session(session_id="t")))
+    messages = wire.requests[-1].body["messages"]
+    assert {"role": "assistant", "content": "earlier answer"} in messages, messages
+    runtime.close()
