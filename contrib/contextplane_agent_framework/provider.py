@@ -89,20 +89,23 @@ async def stored_history(agent: Any, session: AgentSession, context: SessionCont
 
 
 def service_stores_conversation(agent: Any, session: AgentSession, context: SessionContext) -> bool:
-    """Whether the service keeps this run's conversation: a service-managed session, or
-    ``store`` (the run's, else the agent's default, else the client's ``STORES_BY_DEFAULT``:
-    True for ``agent_framework.openai.OpenAIChatClient``, the Responses API) true. The
-    framework reads ``store`` the same way to decide who holds the history.
+    """Whether the service keeps this run's conversation: a service-managed session or
+    ``conversation_id``, or ``store`` true (the run's, else the agent's default, else the
+    client's ``STORES_BY_DEFAULT``: True for ``agent_framework.openai.OpenAIChatClient``, the
+    Responses API). The framework reads ``store`` the same way to decide who holds the history.
 
     Why it matters: such a client sends each run's messages once and chains the responses
     (``previous_response_id``), so the service stores every input item of a run, the
     projection too (ADR D2: never persisted), and the next request carries it again, in the
     middle of the conversation; the projections pile up turn after turn."""
+    options, defaults = context.options or {}, getattr(agent, "default_options", None) or {}
     if context.service_session_id or session.service_session_id:
         return True
-    store = (context.options or {}).get("store")
+    if options.get("conversation_id") or defaults.get("conversation_id"):
+        return True
+    store = options.get("store")
     if store is None:
-        store = (getattr(agent, "default_options", None) or {}).get("store")
+        store = defaults.get("store")
     if store is None:
         store = getattr(getattr(agent, "client", None), "STORES_BY_DEFAULT", False)
     return bool(store)

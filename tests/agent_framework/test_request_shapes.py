@@ -189,6 +189,8 @@ def test_a_service_stored_conversation_is_refused(tmp_path: Path) -> None:
         )
     with pytest.raises(ValueError, match="stored by the service"):
         asyncio.run(stored.run(PROMPTS[0], session=stored.get_session("resp_0", session_id="u")))
+    with pytest.raises(ValueError, match="stored by the service"):
+        asyncio.run(stored.run(PROMPTS[0], options={"conversation_id": "conv_1"}))
     assert wire.requests == []
     runtime.close()
 
