@@ -19,6 +19,10 @@ of the run (the function-invocation loop reuses the run's message list). So the 
    results, and records the call's snapshot) and sends the result. Nothing turn-scoped lives
    on the provider: the turn travels on the run's middleware object.
 
+A conversation the service stores (``store`` true, the OpenAI Responses client's default, or
+a service-managed session) is refused in ``before_run``: the service would keep every input of
+the run, the projection too (``service_stores_conversation``).
+
 Agent Framework runs agents on an event loop only, so only the async path (``acompose``,
 ``adeliver``) is used. A chat client without a chat-middleware layer (a bare
 ``BaseChatClient``) still receives the projection from step 1, in the framework's context
@@ -48,7 +52,7 @@ from contextplane.config import Config
 from contextplane.plugins import PluginHost, get_host
 from contextplane.request import BuildContext, ProjectionRequest, Surface
 from contextplane.runtime import Runtime, Turn
-from contextplane_agent_framework.messages import RunCodec, is_context_frame
+from contextplane_agent_framework.messages import RunCodec, is_context_frame, replay_form
 
 logger = logging.getLogger("contextplane.agent_framework")
 
@@ -84,17 +88,53 @@ async def stored_history(agent: Any, session: AgentSession, context: SessionCont
     return []
 
 
+def service_stores_conversation(agent: Any, session: AgentSession, context: SessionContext) -> bool:
+    """Whether the service keeps this run's conversation: a service-managed session or
+    ``conversation_id``, or ``store`` true (the run's, else the agent's default, else the
+    client's ``STORES_BY_DEFAULT``: True for ``agent_framework.openai.OpenAIChatClient``, the
+    Responses API). The framework reads ``store`` the same way to decide who holds the history.
+
+    Why it matters: such a client sends each run's messages once and chains the responses
+    (``previous_response_id``), so the service stores every input item of a run, the
+    projection too (ADR D2: never persisted), and the next request carries it again, in the
+    middle of the conversation; the projections pile up turn after turn."""
+    options, defaults = context.options or {}, getattr(agent, "default_options", None) or {}
+    if context.service_session_id or session.service_session_id:
+        return True
+    if options.get("conversation_id") or defaults.get("conversation_id"):
+        return True
+    store = options.get("store")
+    if store is None:
+        store = defaults.get("store")
+    if store is None:
+        store = getattr(getattr(agent, "client", None), "STORES_BY_DEFAULT", False)
+    return bool(store)
+
+
 class ProjectionDelivery(ChatMiddleware):
     """One run's projection on its way to that run's model calls (made by ``before_run``).
 
     Counts the turn's calls (the snapshot's ``call_index``) in the provider's session state, so
     a resumed run continues the numbering; ``codec`` reads the run's messages."""
 
-    def __init__(self, runtime: Runtime, turn: Turn, codec: RunCodec, state: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        turn: Turn,
+        codec: RunCodec,
+        state: dict[str, Any],
+        *,
+        inputs: int = 0,
+        agent_name: str | None = None,
+    ) -> None:
         self.runtime = runtime
         self.turn = turn
         self.codec = codec
         self.state = state
+        #: The run's input messages (the first of a call's messages no provider attributed).
+        self.inputs = inputs
+        #: The name the agent stamps on the run's responses; None: send them as they are.
+        self.agent_name = agent_name
         #: Model calls of this run.
         self.calls = 0
 
@@ -117,8 +157,24 @@ class ProjectionDelivery(ChatMiddleware):
         delivered = await self.runtime.adeliver(
             self.turn, history, self.codec, call_index=call_index, prefix=self.prefix_seen(context.options)
         )
-        context.messages = delivered.messages  # a new list: the run's own list is untouched
+        context.messages = self.sent(delivered.messages)  # a new list: the run's own list is untouched
         await call_next()
+
+    def sent(self, messages: list[Message]) -> list[Message]:
+        """The call's messages with this run's responses (what follows the run's input among the
+        messages no provider attributed) in their replay form (``messages.replay_form``), so a
+        tool call is sent the same in its run and on every later turn."""
+        if self.agent_name is None:
+            return messages
+        out: list[Message] = []
+        own = 0
+        for message in messages:
+            if "_attribution" not in (message.additional_properties or {}):
+                own += 1
+                if own > self.inputs:
+                    message = replay_form(message, self.agent_name)
+            out.append(message)
+        return out
 
 
 class ContextPlaneProvider(ContextProvider):
@@ -220,7 +276,18 @@ class ContextPlaneProvider(ContextProvider):
     async def before_run(
         self, *, agent: Any, session: AgentSession, context: SessionContext, state: dict[str, Any]
     ) -> None:
-        """Compose the run's turn once; hand it to the run's calls through its middleware."""
+        """Compose the run's turn once; hand it to the run's calls through its middleware.
+
+        Raises ``ValueError`` (before composing, so nothing is recorded or sent) when the
+        service stores the conversation: the projection would be stored with it."""
+        if service_stores_conversation(agent, session, context):
+            client = type(getattr(agent, "client", None)).__name__
+            raise ValueError(
+                f"ContextPlaneProvider: the conversation is stored by the service ({client} with store "
+                "unset or true, or a service-managed session), which would persist every turn's "
+                "projection; run the agent with default_options={'store': False} and a history provider "
+                "(InMemoryHistoryProvider or your own) so the framework keeps the history"
+            )
         history: list[Message] = []
         if (
             TURN_KEY in state
@@ -232,7 +299,14 @@ class ContextPlaneProvider(ContextProvider):
         projection = turn.projection
         token = f"{projection.session_id}:{projection.turn_index}:{uuid.uuid4().hex}"
         codec = RunCodec(self.source_id, token)
-        delivery = ProjectionDelivery(self.runtime, turn, codec, state)
+        delivery = ProjectionDelivery(
+            self.runtime,
+            turn,
+            codec,
+            state,
+            inputs=len(context.input_messages),
+            agent_name=agent_name(agent),
+        )
         if self.stable_prefix:
             prefix = self.runtime.prefix
             text = prefix.text if isinstance(prefix, StablePrefix) else prefix
@@ -262,6 +336,17 @@ class ContextPlaneProvider(ContextProvider):
             )
 
 
+def agent_name(agent: Any) -> str | None:
+    """The name an ``Agent`` stamps on its runs' responses (``author_name``), None when the
+    agent stamps none or loads history per model call
+    (``require_per_service_call_history_persistence``: each call is stored as it returns,
+    before any stamp, and replayed so)."""
+    if getattr(agent, "require_per_service_call_history_persistence", False):
+        return None
+    name = getattr(agent, "_get_agent_name", None)
+    return str(name()) if callable(name) else None
+
+
 def _flag(value: Flag, session: AgentSession, context: SessionContext) -> bool:
     return bool(value(session, context)) if callable(value) else bool(value)
 
@@ -272,6 +357,8 @@ __all__ = [
     "ContextPlaneProvider",
     "Flag",
     "ProjectionDelivery",
+    "agent_name",
     "run_query",
+    "service_stores_conversation",
     "stored_history",
 ]

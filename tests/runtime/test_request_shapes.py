@@ -9,7 +9,7 @@ history form a byte prefix of the next request; the projection is last, after ev
 the breakpoints, when caching, are the system block and the history's last block, never the
 projection and never top-level; and the same turns on a store filled in another order, at another
 time, with the tools listed the other way round, send byte-identical prefixes.
-(``langchain-openai`` is not installed, so there is no OpenAI-shaped LangChain model here.)
+(The OpenAI-shaped LangChain model, ``ChatOpenAI``: ``test_request_shapes_openai.py``.)
 """
 
 from __future__ import annotations
