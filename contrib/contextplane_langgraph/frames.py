@@ -18,6 +18,7 @@ human message that is not a context frame, not a guard note and not a summary. A
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -72,6 +73,22 @@ def message_text(message: BaseMessage) -> str:
     if isinstance(content, str):
         return content
     return message.text
+
+
+def sent_text(message: BaseMessage) -> str:
+    """What the provider is sent of a message, as text: its text, then each tool call it makes
+    as ``name(arguments)``, the arguments as the OpenAI and Anthropic integrations serialise
+    them (``json.dumps``). Why: the cacheable prefix counts a history message's chars
+    (``records.cache_prefix``); an assistant turn that only calls a tool has no text, and
+    counting it as 0 chars understated every tool round."""
+    text = message_text(message)
+    calls = getattr(message, "tool_calls", None) or ()
+    if not calls:
+        return text
+    rendered = "".join(
+        f"{call.get('name', '')}({json.dumps(call.get('args', {}), ensure_ascii=False)})" for call in calls
+    )
+    return text + rendered
 
 
 def strip_context_frames(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], list[BaseMessage]]:

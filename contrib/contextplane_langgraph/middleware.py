@@ -63,7 +63,7 @@ from contextplane.runtime import Runtime as ContextRuntime
 from contextplane.runtime import Turn
 from contextplane.subagents import SubagentContract, build_subagent_prompt, check_contract, subagent_request
 from contextplane_langgraph.caching import place_breakpoints
-from contextplane_langgraph.frames import PROJECTION_MARKER, is_context_frame, message_text, turn_position
+from contextplane_langgraph.frames import PROJECTION_MARKER, is_context_frame, sent_text, turn_position
 
 PROJECTION_KEY = "contextplane_projection"
 #: State keys that are agent machinery, not working state, so never handed to sections.
@@ -118,7 +118,7 @@ class ProjectionCarrier:
 
     # The codec's readers are the functions themselves (delivery calls them once per message).
     is_frame = staticmethod(is_context_frame)
-    text_of = staticmethod(message_text)
+    text_of = staticmethod(sent_text)
     role_of = staticmethod(_role)
 
     @property

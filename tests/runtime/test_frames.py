@@ -42,3 +42,30 @@ def test_turn_position_counts_turns_calls_and_takes_the_newest_operator_input() 
     # Turn 1 (second operator input), one model call so far, the steer is the query.
     assert turn_position(msgs) == (1, 1, "steer it")
     assert turn_position([]) == (0, 0, "")
+
+
+def test_the_codec_counts_a_tool_call_as_the_provider_is_sent_it() -> None:
+    """An assistant turn that only calls a tool has no text; the cacheable prefix counted it as
+    0 chars (issue 24). The codec's text is the text plus each call as ``name(arguments)``, the
+    arguments as the provider integrations serialise them, the same on every replay."""
+    import json
+
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from contextplane_langgraph.frames import sent_text
+    from contextplane_langgraph.middleware import ProjectionCarrier
+
+    call = AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"topic": "t2"}, "id": "c1"}])
+    assert ProjectionCarrier.text_of(call) == 'lookup({"topic": "t2"})'
+    assert sent_text(call) == "lookup(" + json.dumps({"topic": "t2"}) + ")"
+    replayed = AIMessage(
+        content="", tool_calls=[{"name": "lookup", "args": {"topic": "t2"}, "id": "c1"}], id="x"
+    )
+    assert sent_text(replayed) == sent_text(call)
+    both = AIMessage(
+        content="Let me look.",
+        tool_calls=[{"name": "a", "args": {}, "id": "1"}, {"name": "b", "args": {"k": "é"}, "id": "2"}],
+    )
+    assert sent_text(both) == 'Let me look.a({})b({"k": "é"})'
+    assert ProjectionCarrier.text_of(ToolMessage("notes on t2", tool_call_id="c1")) == "notes on t2"
+    assert sent_text(AIMessage("plain answer")) == "plain answer"
