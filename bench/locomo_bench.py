@@ -53,7 +53,9 @@ Also reported: retrieved rows injected for 20 questions no conversation answers
 The control: the same delivered ids scored against shuffled id maps (five, averaged) must collapse
 to chance (about the share of the conversation delivered); the bench exits 1 when, at the smallest
 budget, it scores above max(0.1, chance + 0.05). ``--diagnose`` classifies every evidence turn:
-delivered, shed by the budget, cut by the relevance floor, not retrieved at the section's depth
+delivered, shed by the budget, returned by the section's search but not offered (the question's
+relevance gate, the row or trust floor, or ranked after the rows that filled the budget: the
+floor gates the question, not the row), not retrieved at the section's depth
 (bucketed by its rank in a search 100 deep, and whether that hit's relevance is under the floor),
 not in the top 100; and traces every one not retrieved through the store's legs
 (``trace_search``: in a leg's top 10 within the scope, so fusion or depth lost it, or not).
