@@ -53,7 +53,9 @@ Also reported: retrieved rows injected for 20 questions no conversation answers
 The control: the same delivered ids scored against shuffled id maps (five, averaged) must collapse
 to chance (about the share of the conversation delivered); the bench exits 1 when, at the smallest
 budget, it scores above max(0.1, chance + 0.05). ``--diagnose`` classifies every evidence turn:
-delivered, shed by the budget, cut by the relevance floor, not retrieved at the section's depth
+delivered, shed by the budget, returned by the section's search but not offered (the question's
+relevance gate, the row or trust floor, or ranked after the rows that filled the budget: the
+floor gates the question, not the row), not retrieved at the section's depth
 (bucketed by its rank in a search 100 deep, and whether that hit's relevance is under the floor),
 not in the top 100; and traces every one not retrieved through the store's legs
 (``trace_search``: in a leg's top 10 within the scope, so fusion or depth lost it, or not).
@@ -98,6 +100,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from locomo_data import CATEGORIES, DATA, OFF_CORPUS, Conversation, Question, load
 from locomo_scoring import (
+    GATED,
+    PAST_BUDGET,
+    UNDER_ROW_FLOOR,
+    UNDER_TRUST,
     OrderMeasure,
     Overhead,
     control_limit,
@@ -107,6 +113,7 @@ from locomo_scoring import (
     order_measure,
     percentile,
     recall_at,
+    unoffered_verdict,
 )
 
 from contextplane import compose_projected_context
@@ -571,12 +578,14 @@ def vector_leg_recall(ing: Ingested, emb: LookupEmbedder, questions: Sequence[Qu
 VERDICTS = (
     "delivered",
     "shed by the budget",
-    "cut by min_relevance",
-    "dropped by another filter",
+    GATED,
+    PAST_BUDGET,
     "not retrieved at the section's depth: deep rank <= 20",
     "not retrieved at the section's depth: deep rank 21-50",
     f"not retrieved at the section's depth: deep rank 51-{DEEP}",
     f"not in the top {DEEP} of search",
+    UNDER_ROW_FLOOR,
+    UNDER_TRUST,
 )
 #: Sub-rows of the "not retrieved" verdicts (counted again under them, not instead of them).
 BELOW_FLOOR = "of which relevance below the floor"
@@ -586,16 +595,19 @@ LEGS = "of all not retrieved: "
 def diagnose(ing: Ingested, cfg: Config, composed: dict[tuple[int, str], Composed], questions: Sequence[Question],
              plan: Sequence[Budget]) -> dict[str, dict[str, int]]:
     """Per budget, what happened to every evidence turn (``VERDICTS``): delivered; shed by the
-    budget (offered by the section, not delivered); cut by the relevance floor (among the
-    section's search results, relevance below ``context.min_relevance``); not retrieved at the
+    budget (offered by the section, not delivered); among the section's own search results but
+    not offered, why (``locomo_scoring.unoffered_verdict``: the question's gate, the row floor,
+    the trust floor, or ranked after the rows that filled the budget); not retrieved at the
     section's depth (the number of hits its search returned), bucketed by its rank in a search
     ``DEEP`` deep, and counted again when that deep hit's relevance is below the floor (a deeper
     search alone would not deliver it); not found. Every row not retrieved is also traced
     (``trace_search`` at the section's depth): where each leg ranked it within the scope."""
     store = ing.backend.memories
     floor = float(getattr(cfg.context, "min_relevance", 0.0))
+    row_floor = float(getattr(cfg.context, "min_row_relevance", 0.0))
+    min_trust = int(cfg.context.inject_min_trust)
     dia_to_id = {(conv, dia): i for conv, pairs in ing.turn_ids.items() for dia, i in pairs}
-    shallow: dict[tuple[str, tuple[str, ...], int], dict[str, float]] = {}
+    shallow: dict[tuple[str, tuple[str, ...], int], tuple[dict[str, tuple[float, int]], float]] = {}
     traced: dict[tuple[str, str, int], str] = {}
     out: dict[str, dict[str, int]] = {b.label: dict.fromkeys(VERDICTS, 0) for b in plan}
     for pos, q in enumerate(questions):
@@ -607,8 +619,12 @@ def diagnose(ing: Ingested, cfg: Config, composed: dict[tuple[int, str], Compose
             key = (q.text, namespaces, c.hits)
             if key not in shallow:
                 hits = store.search(q.text, c.hits, namespaces=list(namespaces)) if c.hits else []
-                shallow[key] = {h.chunk.id: h.relevance if h.relevance is not None else 1.0 for h in hits}
-            found = shallow[key]
+                scored = {h.chunk.id: h.relevance if h.relevance is not None else 1.0 for h in hits}
+                # the gate judges the hits the section could deliver (as ``_draft_of`` does)
+                gate = [scored[h.chunk.id] for h in hits if (h.chunk.delivery_policy or "retrieved") == "retrieved"]
+                shallow[key] = ({h.chunk.id: (scored[h.chunk.id], int(h.chunk.trust_tier)) for h in hits},
+                                max(gate, default=1.0))
+            found, best = shallow[key]
             counts = out[budget.label]
 
             def bump(name: str, counts: dict[str, int] = counts) -> None:
@@ -623,7 +639,9 @@ def diagnose(ing: Ingested, cfg: Config, composed: dict[tuple[int, str], Compose
                     bump(VERDICTS[1])
                     continue
                 if i in found:
-                    bump(VERDICTS[2] if found[i] < floor else VERDICTS[3])
+                    relevance, trust = found[i]
+                    bump(unoffered_verdict(relevance, best, trust, floor=floor, row_floor=row_floor,
+                                           min_trust=min_trust))
                     continue
                 if i in deep:
                     rank, relevance = deep[i]

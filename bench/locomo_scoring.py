@@ -92,6 +92,31 @@ def recall_at(ranked: Sequence[str], evidence: Sequence[str], k: int) -> float:
     return evidence_recall(ranked[:k], evidence)[0]
 
 
+#: Why a row the section's own search returned was not offered (``unoffered_verdict``).
+GATED = "cut by min_relevance (the question's gate)"
+UNDER_ROW_FLOOR = "cut by min_row_relevance"
+UNDER_TRUST = "dropped by inject_min_trust"
+PAST_BUDGET = "ranked past the budget (never offered)"
+
+
+def unoffered_verdict(
+    relevance: float, best: float, trust: int, *, floor: float, row_floor: float, min_trust: int
+) -> str:
+    """Why the retrieved section did not offer a row its search returned, by the section's own
+    rules (``contextplane_sections.retrieved._draft_of``): the gate cuts every row of a question
+    whose ``best`` hit is under ``floor``; ``row_floor`` (when above 0) each row under it; then
+    the trust floor; anything else came after the rows that filled the budget. Why not "its
+    relevance is under the floor": the floor gates the question, not the row, so a low row of an
+    answered question was cut by the budget (the diagnosis had counted those as the floor's)."""
+    if best < floor:
+        return GATED
+    if row_floor > 0 and relevance < row_floor:
+        return UNDER_ROW_FLOOR
+    if trust < min_trust:
+        return UNDER_TRUST
+    return PAST_BUDGET
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q)) if values else float("nan")
 

@@ -19,7 +19,19 @@ from contextplane.plugins import get_host
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from locomo_data import parse
-from locomo_scoring import Overhead, delivered_turns, evidence_recall, fit_overhead, order_measure, recall_at
+from locomo_scoring import (
+    GATED,
+    PAST_BUDGET,
+    UNDER_ROW_FLOOR,
+    UNDER_TRUST,
+    Overhead,
+    delivered_turns,
+    evidence_recall,
+    fit_overhead,
+    order_measure,
+    recall_at,
+    unoffered_verdict,
+)
 
 
 def test_evidence_recall_is_the_share_delivered_and_all_only_when_every_turn_is() -> None:
@@ -52,6 +64,17 @@ def test_packing_takes_ranked_rows_while_they_fit_and_stops_at_the_first_that_do
     assert overhead.pack([500], 250) == 0
     assert overhead.used_chars([50, 50]) == 220
     assert overhead.used_chars([]) == 0
+
+
+def test_a_weak_row_of_an_answered_question_was_cut_by_the_budget_not_by_the_floor() -> None:
+    """The relevance floor gates the question (its best hit), not each row: a row at 0.1 of a
+    question whose best hit reaches 0.8 was not offered because the rows above it filled the
+    budget (the diagnosis had counted it as "cut by min_relevance")."""
+    rules = {"floor": 0.3, "row_floor": 0.0, "min_trust": 0}
+    assert unoffered_verdict(0.1, 0.8, 1, **rules) == PAST_BUDGET
+    assert unoffered_verdict(0.1, 0.25, 1, **rules) == GATED
+    assert unoffered_verdict(0.1, 0.8, 1, **{**rules, "row_floor": 0.2}) == UNDER_ROW_FLOOR
+    assert unoffered_verdict(0.9, 0.9, 0, **{**rules, "min_trust": 1}) == UNDER_TRUST
 
 
 def test_the_overhead_fit_recovers_the_renderer_costs() -> None:
@@ -178,6 +201,8 @@ def test_the_bench_measures_a_made_up_file_and_its_control_collapses(
     assert report["results"]["BM25, packed"]["budgets"]["100 tok"]["tokens_delivered"] <= 100
     assert report["controls"]["fts"]["100 tok"]["shuffled"] < 0.2
     assert "collapsed" in printed and "| delivered |" in printed
+    # every question here is answered: no evidence turn is put down to the question's gate
+    assert all(v[GATED] == 0 for v in report["diagnostics"]["fts"].values())
 
 
 def test_the_bench_fails_when_its_control_does_not_collapse(
