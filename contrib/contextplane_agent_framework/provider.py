@@ -49,6 +49,7 @@ from agent_framework import (
 
 from contextplane.authority import StablePrefix
 from contextplane.config import Config
+from contextplane.errors import ConfigError
 from contextplane.plugins import PluginHost, get_host
 from contextplane.request import BuildContext, ProjectionRequest, Surface
 from contextplane.runtime import Runtime, Turn
@@ -278,11 +279,11 @@ class ContextPlaneProvider(ContextProvider):
     ) -> None:
         """Compose the run's turn once; hand it to the run's calls through its middleware.
 
-        Raises ``ValueError`` (before composing, so nothing is recorded or sent) when the
-        service stores the conversation: the projection would be stored with it."""
+        Raises ``ConfigError`` (a ``ValueError``; before composing, so nothing is recorded or
+        sent) when the service stores the conversation: the projection would be stored with it."""
         if service_stores_conversation(agent, session, context):
             client = type(getattr(agent, "client", None)).__name__
-            raise ValueError(
+            raise ConfigError(
                 f"ContextPlaneProvider: the conversation is stored by the service ({client} with store "
                 "unset or true, or a service-managed session), which would persist every turn's "
                 "projection; run the agent with default_options={'store': False} and a history provider "

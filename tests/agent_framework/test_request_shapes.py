@@ -31,6 +31,7 @@ import pytest
 from agent_framework import Agent, InMemoryHistoryProvider, Message, tool
 from agent_framework.openai import OpenAIChatClient, OpenAIChatCompletionClient
 
+from contextplane.errors import ConfigError
 from contextplane.runtime import Runtime, open_runtime
 from contextplane.testing.memory import InMemoryBackend
 from contextplane_agent_framework import ContextPlaneProvider
@@ -178,7 +179,7 @@ def test_a_service_stored_conversation_is_refused(tmp_path: Path) -> None:
         context_providers=[InMemoryHistoryProvider(), ContextPlaneProvider(runtime)],
     )
     thread = agent.create_session(session_id="s")
-    with pytest.raises(ValueError, match=r"stored by the service .*default_options=\{'store': False\}"):
+    with pytest.raises(ConfigError, match=r"stored by the service .*default_options=\{'store': False\}"):
         asyncio.run(agent.run(PROMPTS[0], session=thread))
     assert wire.requests == [] and backend.snapshots.list("s") == []
     # ``store=True`` on the run, and a service-managed session, are refused alike.
