@@ -47,3 +47,22 @@ def test_a_purged_row_leaves_the_sample(tmp_path: Path) -> None:
         assert store.purge() == 10
         left = {str(r[0]) for r in store.conn.execute("SELECT chunk_id FROM _vec_calibration")}
         assert left == set(ids[10:])  # no vector of a purged memory is kept
+
+
+def test_the_fast_median_is_numpys_median_exactly() -> None:
+    """The chance level's medians (``chance.median``) must be ``np.median``'s values bit for bit:
+    the relevance of every vector hit, and so what a turn delivers, is computed from them."""
+    import numpy as np
+
+    from contextplane.store.vector_index.chance import median
+
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 3, 4, 255, 256, 999, 1000, 1001):
+        for dtype in (np.float32, np.float64):
+            values = rng.standard_normal(n).astype(dtype)
+            assert median(np, values) == float(np.median(values)), (n, dtype)
+            centre = median(np, values)
+            spread = np.abs(values - centre)
+            assert median(np, spread) == float(np.median(spread)), (n, dtype)
+    ties = np.array([0.5, 0.5, 0.5, 0.25], dtype=np.float32)  # a MAD of 0 (templated rows)
+    assert median(np, np.abs(ties - median(np, ties))) == 0.0

@@ -83,6 +83,24 @@ def similarities(matrix: Any, vector: bytes) -> Any:
     return np.einsum("ij,j->i", matrix, query / norm if norm > 0 else query)
 
 
+def best_first(np: Any, sims: Any, take: int) -> Any:
+    """The positions of the ``take`` highest similarities, best first, equal ones by position
+    (ids are sorted, so by id): exactly ``np.argsort(-sims, kind="stable")[:take]``, without
+    sorting every row. Why: a search wants the best ``4n`` of up to 20,000 held rows, and a full
+    stable sort of them cost more than the product that scored them (~1 ms at 20,000)."""
+    total = len(sims)
+    if take >= total:
+        return np.argsort(-sims, kind="stable")
+    negated = -sims
+    kth = negated[np.argpartition(negated, take - 1)[take - 1]]  # the take-th best value
+    if not np.isfinite(kth):  # NaN or infinities: leave the ordering to the full sort
+        return np.argsort(negated, kind="stable")[:take]
+    better = np.flatnonzero(negated < kth)
+    tied = np.flatnonzero(negated == kth)[: take - len(better)]
+    chosen = np.concatenate((better, tied))
+    return chosen[np.lexsort((chosen, negated[chosen]))]
+
+
 def scan(
     conn: apsw.Connection,
     ids: Any,
@@ -115,11 +133,9 @@ def scan_widening(
     total = len(ids)
     if total == 0:
         return [], 0
-    # stable sort on -sim keeps ascending id order among equal similarities (ids are sorted)
-    order = np.argsort(-sims, kind="stable")
     take = min(total, 4 * n if first is None else max(n, first))
     while True:
-        chosen = order[:take]
+        chosen = best_first(np, sims, take)
         keys = [int(k) for k in ids[chosen]]
         allowed = {
             int(r[0])
