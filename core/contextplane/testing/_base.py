@@ -98,3 +98,33 @@ class ConformanceBase:
         """Skip ``req`` when its optional capability is not declared, naming the capability."""
         if req.capability is not None and not declared:
             pytest.skip(f"capability {req.capability!r} not declared ({how}); {req.id} not checked")
+
+
+class DeclaredCapabilities(ConformanceBase):
+    """A kit whose implementer lists its optional capabilities in ``capabilities``: a name the
+    kit does not know (``known_capabilities``) is refused at collection, and a requirement on an
+    undeclared capability is skipped, saying what to add. (The store, records and runtime kits;
+    written once here, they had three copies.)"""
+
+    #: The optional capabilities this kit knows; each kit sets it.
+    known_capabilities: ClassVar[frozenset[str]] = frozenset()
+    #: The optional capabilities the implementation has; undeclared ones skip their checks.
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        known = type(self).known_capabilities
+        unknown = set(type(self).capabilities) - known
+        if unknown:
+            raise KitUsageError(
+                f"{type(self).__name__}.capabilities names {sorted(unknown)}; known capabilities: "
+                f"{sorted(known)}"
+            )
+        super().pytest_generate_tests(metafunc)
+
+    def _require(self, req: Requirement) -> None:
+        if req.capability is not None:
+            self.require_capability(
+                req,
+                req.capability in type(self).capabilities,
+                f'add "{req.capability}" to {type(self).__name__}.capabilities',
+            )

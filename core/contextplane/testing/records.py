@@ -33,7 +33,7 @@ from contextplane.records.aio import acall
 from contextplane.records.cache_prefix import CachePrefix
 from contextplane.sections import ContextSection, Envelope, Row, Shed
 from contextplane.store.protocol import KnowledgeStore
-from contextplane.testing._base import ConformanceBase, KitUsageError, checks, required_fixture
+from contextplane.testing._base import DeclaredCapabilities, checks, required_fixture
 from contextplane.testing.requirements import RECORDS_CAPABILITIES, Requirement
 from contextplane.testing.stores import HOSTILE_QUERIES
 
@@ -66,9 +66,10 @@ def _snapshot(
     return attrs.evolve(row, **changes)
 
 
-class _BackendBase(ConformanceBase):
+class _BackendBase(DeclaredCapabilities):
     """The fixture every backend supplies, and the capability declaration."""
 
+    known_capabilities: ClassVar[frozenset[str]] = RECORDS_CAPABILITIES
     #: Optional capabilities this backend has (see ``RECORDS_CAPABILITIES``).
     capabilities: ClassVar[frozenset[str]] = frozenset({"trajectory"})
 
@@ -77,23 +78,6 @@ class _BackendBase(ConformanceBase):
         """Return (or yield, then close) a new, empty backend implementing
         ``contextplane.records.Backend``, private to one test."""
         raise required_fixture(self, "backend", _BackendBase.backend.__doc__)
-
-    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        unknown = set(type(self).capabilities) - RECORDS_CAPABILITIES
-        if unknown:
-            raise KitUsageError(
-                f"{type(self).__name__}.capabilities names {sorted(unknown)}; known capabilities: "
-                f"{sorted(RECORDS_CAPABILITIES)}"
-            )
-        super().pytest_generate_tests(metafunc)
-
-    def _require(self, req: Requirement) -> None:
-        if req.capability is not None:
-            self.require_capability(
-                req,
-                req.capability in type(self).capabilities,
-                f'add "{req.capability}" to {type(self).__name__}.capabilities',
-            )
 
 
 class BackendShapeChecks(_BackendBase):

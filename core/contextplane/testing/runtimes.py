@@ -19,7 +19,7 @@ import attrs
 import pytest
 
 from contextplane.records import Backend, TurnInputStore
-from contextplane.testing._base import ConformanceBase, KitUsageError, checks, required_fixture
+from contextplane.testing._base import DeclaredCapabilities, KitUsageError, checks, required_fixture
 from contextplane.testing.requirements import RUNTIME_CAPABILITIES, Requirement
 from contextplane.testing.runtime_harness import (
     GOAL_MARK,
@@ -109,9 +109,10 @@ def _excerpt(text: str, needle: str) -> str:
     return repr(text[max(at - 60, 0) : at + 80])
 
 
-class _RuntimeBase(ConformanceBase):
+class _RuntimeBase(DeclaredCapabilities):
     """The fixtures of the runtime kit, and the capability declaration."""
 
+    known_capabilities: ClassVar[frozenset[str]] = RUNTIME_CAPABILITIES
     #: Optional capabilities this adapter has (see ``RUNTIME_CAPABILITIES``); undeclared ones skip.
     capabilities: ClassVar[frozenset[str]] = frozenset({"tools", "incognito", "goal_turn"})
 
@@ -135,23 +136,6 @@ class _RuntimeBase(ConformanceBase):
         ``runtime_kit.host`` (stable prefix from its prompt sections) and ``runtime_kit.backend``,
         driven by the framework's own test model, able to call the ``kit_lookup`` tool."""
         raise required_fixture(self, "runtime_harness", _RuntimeBase.runtime_harness.__doc__)
-
-    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        unknown = set(type(self).capabilities) - RUNTIME_CAPABILITIES
-        if unknown:
-            raise KitUsageError(
-                f"{type(self).__name__}.capabilities names {sorted(unknown)}; known capabilities: "
-                f"{sorted(RUNTIME_CAPABILITIES)}"
-            )
-        super().pytest_generate_tests(metafunc)
-
-    def _require(self, req: Requirement) -> None:
-        if req.capability is not None:
-            self.require_capability(
-                req,
-                req.capability in type(self).capabilities,
-                f'add "{req.capability}" to {type(self).__name__}.capabilities',
-            )
 
     def _conversation(self, harness: RuntimeHarness, kit: RuntimeKit, name: str) -> _Conversation:
         if not isinstance(harness, RuntimeHarness):

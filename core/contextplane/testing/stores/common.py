@@ -19,7 +19,7 @@ import pytest
 from contextplane.embedding import Embedder
 from contextplane.memory.model import MemoryChunk
 from contextplane.store.protocol import KnowledgeStore, MemoryHistory
-from contextplane.testing._base import ConformanceBase, KitUsageError, required_fixture
+from contextplane.testing._base import DeclaredCapabilities, required_fixture
 from contextplane.testing.requirements import STORE_CAPABILITIES, Requirement
 
 LegacyRow = tuple[str, str, str]
@@ -110,9 +110,10 @@ def _aware_utc(value: datetime | None) -> bool:
     return value is not None and value.tzinfo is not None and value.utcoffset() == timedelta(0)
 
 
-class _StoreBase(ConformanceBase):
+class _StoreBase(DeclaredCapabilities):
     """Fixtures every store supplies, and the capability declaration."""
 
+    known_capabilities: ClassVar[frozenset[str]] = STORE_CAPABILITIES
     #: Optional capabilities this store has (see ``STORE_CAPABILITIES``); undeclared ones skip.
     capabilities: ClassVar[frozenset[str]] = frozenset({"concurrent_writes", "consistent_read"})
 
@@ -137,23 +138,6 @@ class _StoreBase(ConformanceBase):
         embedder (None: full text only) and returns its memory store; close every handle after
         the test."""
         raise required_fixture(self, "reopen", _StoreBase.reopen.__doc__)
-
-    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        unknown = set(type(self).capabilities) - STORE_CAPABILITIES
-        if unknown:
-            raise KitUsageError(
-                f"{type(self).__name__}.capabilities names {sorted(unknown)}; known capabilities: "
-                f"{sorted(STORE_CAPABILITIES)}"
-            )
-        super().pytest_generate_tests(metafunc)
-
-    def _require(self, req: Requirement) -> None:
-        if req.capability is not None:
-            self.require_capability(
-                req,
-                req.capability in type(self).capabilities,
-                f'add "{req.capability}" to {type(self).__name__}.capabilities',
-            )
 
 
 def _get(store: KnowledgeStore, chunk_id: str, req: Requirement) -> MemoryChunk:
