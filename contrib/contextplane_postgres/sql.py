@@ -36,7 +36,7 @@ from typing import Any, Final
 from contextplane.store import filters
 from contextplane.store.filters import Dialect, ListQuery
 from contextplane.store.fusion import FUSION_C
-from contextplane_postgres.codec import SELECT_COLUMNS, enc
+from contextplane_postgres.codec import SELECT_COLUMNS, as_id, enc
 from contextplane_postgres.schema import TS_CONFIG
 from contextplane_postgres.terms import TermPlan, tsquery_term
 
@@ -67,6 +67,9 @@ class PostgresDialect(Dialect):
     def scope(self, names: list[str], params: dict[str, Any], *, indexed: bool) -> str:
         params["ns"] = names
         return "c.namespace = ANY(%(ns)s)"
+
+    def key(self, chunk_id: object) -> int | None:
+        return as_id(chunk_id)  # a bigint: a longer id names no row
 
     def page(self, limit: int | None, offset: int, params: dict[str, Any]) -> str:
         text = ""

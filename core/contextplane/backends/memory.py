@@ -146,6 +146,11 @@ class _FrozenView(InMemoryKnowledgeStore):
     ) -> SearchTrace:
         return super()._trace(query, chunk_id, k, namespaces, self.now if now is None else now, on)
 
+    def _following(
+        self, chunk_ids: list[str], deliverable: bool, now: datetime | None, on: Any
+    ) -> dict[str, MemoryChunk]:
+        return super()._following(chunk_ids, deliverable, self.now if now is None else now, on)
+
 
 def _to_origin(name: str) -> Callable[..., Any]:
     def forwarded(self: _FrozenView, *args: Any, **kwargs: Any) -> Any:

@@ -115,6 +115,32 @@ class MemoryReads(ChunkReads, SearchTracing):
         ][offset:]
         return out if q.limit is None else out[: q.limit]
 
+    def _following(
+        self, chunk_ids: list[str], deliverable: bool, now: datetime | None, on: Any
+    ) -> dict[str, MemoryChunk]:
+        """``following`` (``ChunkReads``): each id's next row in its scope, in id order."""
+        with self._lock:
+            rows = sorted(self._rows.values(), key=lambda c: int(c.id))
+        found: dict[str, MemoryChunk] = {}
+        for chunk_id in chunk_ids:
+            this = self.get(chunk_id)
+            if this is None:
+                continue
+            after = int(this.id)
+            found_next = next(
+                (
+                    c
+                    for c in rows
+                    if int(c.id) > after
+                    and c.namespace == this.namespace
+                    and (not deliverable or self._deliverable(c, now))
+                ),
+                None,
+            )
+            if found_next is not None:
+                found[chunk_id] = found_next
+        return found
+
     def _count(self, query: ListQuery, on: Any) -> int:
         return len(self._list(query, on))
 

@@ -34,6 +34,11 @@ async def aget(store: Any, chunk_id: str) -> MemoryChunk | None:
     return found
 
 
+async def afollowing(store: Any, chunk_ids: list[str], **options: Any) -> dict[str, MemoryChunk]:
+    """``store.following(chunk_ids, **options)`` off the loop (``FollowingReads``)."""
+    return dict(await acall(store, "following", chunk_ids, **options))
+
+
 def _as_id(value: Any) -> str:
     """The id as a ``str``; a ``str`` subclass (the embedded store's ``WriteOutcome``, which also
     says what consolidation did) is returned as it is, as the synchronous write returns it."""

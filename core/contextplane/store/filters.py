@@ -28,6 +28,7 @@ from contextplane.memory.model import (
     validate_review_state,
     validate_text,
 )
+from contextplane.store.columns import as_id
 
 
 class ListQuery(NamedTuple):
@@ -80,6 +81,10 @@ class Dialect:
             marks.append(self.mark(f"ns{i}"))
         column = "c.namespace" if indexed else "+c.namespace"
         return f"{column} IN ({', '.join(marks)})"
+
+    def key(self, chunk_id: object) -> int | None:
+        """The row key an id names, or None when it can name no row of this store."""
+        return as_id(chunk_id)
 
     def page(self, limit: int | None, offset: int, params: dict[str, Any]) -> str:
         """``LIMIT`` / ``OFFSET`` (checked whole numbers, written into the statement)."""
@@ -210,3 +215,29 @@ def list_sql(
         return sql, params
     limit = None if query.limit is None else check_whole(query.limit, "limit")
     return sql + " ORDER BY c.id" + dialect.page(limit, check_whole(query.offset, "offset"), params), params
+
+
+def following_sql(
+    dialect: Dialect, chunk_ids: Sequence[str], deliverable: bool, now: datetime | None, select: str
+) -> tuple[str | None, dict[str, Any]]:
+    """The statement of ``following``: for each id that names a row, that id's key and the
+    cells of the first row written after it (ids ascend in write order) in its scope,
+    deliverable at ``now`` when ``deliverable``; None when no id can name a row. One statement,
+    a correlated lookup per id that the scope index (namespace, then id) answers in a step."""
+    keys = sorted({key for i in chunk_ids if (key := dialect.key(i)) is not None})
+    if not keys:
+        return None, {}
+    params: dict[str, Any] = {}
+    marks = []
+    for n, key in enumerate(keys):
+        params[f"id{n}"] = key
+        marks.append(dialect.mark(f"id{n}"))
+    clauses = ["c.namespace = h.namespace", "c.id > h.id"]
+    if deliverable:
+        deliverable_filter(dialect, False, now, params, clauses)
+    nearest = f"SELECT c.id FROM chunks AS c WHERE {' AND '.join(clauses)} ORDER BY c.id LIMIT 1"
+    sql = (
+        f"SELECT f.after, {select} FROM (SELECT h.id AS after, ({nearest}) AS next_id "
+        f"FROM chunks AS h WHERE h.id IN ({', '.join(marks)})) AS f JOIN chunks AS c ON c.id = f.next_id"
+    )
+    return sql, params

@@ -238,6 +238,28 @@ class SearchTrace:
 
 
 @runtime_checkable
+class FollowingReads(Protocol):
+    """Optional: a store that can say which memory was written right after another in its scope
+    (all three built-in stores can). The retrieved section offers that memory beside a hit
+    (``context.retrieved_follow``): in a conversation the turn that matches a question best is
+    often the one that asks or echoes it, and the answer is the turn after it.
+
+    ``following(ids)`` maps each id to the first memory written after it (write order: a
+    store's ids ascend as rows are written) in the same scope (``namespace``), deliverable at
+    ``now`` when ``deliverable`` (D6: not rejected, expired or invalidated; an undeliverable row
+    is stepped over, not returned). An id naming no row, or with no such row after it, is
+    absent from the result. A point-in-time view answers as of its position."""
+
+    def following(
+        self,
+        chunk_ids: Sequence[str],
+        *,
+        deliverable: bool = True,
+        now: datetime | None = None,
+    ) -> dict[str, MemoryChunk]: ...
+
+
+@runtime_checkable
 class SearchTracer(Protocol):
     """Optional: a store that can say where a row ranked for a query (both built-in stores do)."""
 

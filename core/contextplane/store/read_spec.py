@@ -21,7 +21,7 @@ from typing import Any, ClassVar, NamedTuple
 from contextplane.errors import ValidationError
 from contextplane.memory.model import MemoryChunk, validate_text
 from contextplane.store.columns import SEARCH_K_MAX
-from contextplane.store.filters import Dialect, ListQuery, list_sql
+from contextplane.store.filters import Dialect, ListQuery, following_sql, list_sql
 from contextplane.store.protocol import SearchHit, SearchTrace
 
 #: A scope allow-list as reads take it (None: any scope).
@@ -147,7 +147,27 @@ class ChunkReads:
         )
         return self._search(query, k, options, _on, _vector)
 
+    def following(
+        self,
+        chunk_ids: Sequence[str],
+        *,
+        deliverable: bool = True,
+        now: datetime | None = None,
+        _on: Any = None,
+    ) -> dict[str, MemoryChunk]:
+        """For each id, the memory written right after it in its scope (``FollowingReads``):
+        deliverable at ``now`` when ``deliverable`` (an undeliverable row is stepped over). Ids
+        naming no row, or with nothing after them in their scope, are absent."""
+        if isinstance(chunk_ids, str):
+            raise ValidationError("chunk_ids: expected a list of memory ids, got a single string")
+        return self._following(list(dict.fromkeys(chunk_ids)), deliverable, now, _on)
+
     def _list(self, query: ListQuery, on: Any) -> list[MemoryChunk]:
+        raise NotImplementedError
+
+    def _following(
+        self, chunk_ids: list[str], deliverable: bool, now: datetime | None, on: Any
+    ) -> dict[str, MemoryChunk]:
         raise NotImplementedError
 
     def _count(self, query: ListQuery, on: Any) -> int:
@@ -198,6 +218,18 @@ class SQLReads(ChunkReads):
         read = type(self).chunk_from_row
         with self._reading(on) as conn:
             return [read(r) for r in conn.execute(statement, params)]
+
+    def _following(
+        self, chunk_ids: list[str], deliverable: bool, now: datetime | None, on: Any
+    ) -> dict[str, MemoryChunk]:
+        statement, params = following_sql(self.dialect, chunk_ids, deliverable, now, self.select)
+        if statement is None:
+            return {}
+        read = type(self).chunk_from_row
+        with self._reading(on) as conn:
+            rows = list(conn.execute(statement, params))
+        by_key = {str(r[0]): read(r[1:]) for r in rows}
+        return {i: by_key[key] for i in chunk_ids if (key := str(self.dialect.key(i))) in by_key}
 
     def _count(self, query: ListQuery, on: Any) -> int:
         statement, params = list_sql(self.dialect, query, self.select, count=True)

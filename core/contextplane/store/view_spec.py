@@ -11,7 +11,7 @@ events on its connection.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Protocol, Self
 
@@ -31,6 +31,9 @@ class ViewedStore(Protocol):
 
     @property
     def search(self) -> Callable[..., list[SearchHit]]: ...
+
+    @property
+    def following(self) -> Callable[..., dict[str, MemoryChunk]]: ...
 
 
 class PointInTimeView:
@@ -56,6 +59,9 @@ class PointInTimeView:
 
     def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
         return self.store.search(query, k, **self.dated(options), _on=self)
+
+    def following(self, chunk_ids: Sequence[str], **options: Any) -> dict[str, MemoryChunk]:
+        return self.store.following(chunk_ids, **self.dated(options), _on=self)
 
     def history_position(self) -> HistoryPosition:
         """The position this view reads at: for a present view, its newest visible event at
