@@ -25,6 +25,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from contextplane.section import (
     ContextSection,
     Draft,
@@ -37,7 +39,8 @@ from contextplane.section import (
     hookimpl,
     log_failure,
 )
-from contextplane.store.aio import asearch
+from contextplane.store.aio import afollowing, asearch
+from contextplane.store.followers import Followed, follows, to_follow, with_followers
 from contextplane_sections.attribution import common_attribution, compact_heading, compact_row, min_trust
 from contextplane_sections.envelopes import INJECTED_MEMORY
 
@@ -106,18 +109,25 @@ class _Laid:
     ``_deeper`` measures the rows and ``_draft_of`` offers the same ones (at 100k memories,
     building every row twice was a tenth of a turn's compose)."""
 
-    __slots__ = ("_rows", "candidates", "common")
+    __slots__ = ("_after", "_rows", "candidates", "common")
 
-    def __init__(self, hits: list[SearchHit], request: ProjectionRequest) -> None:
+    def __init__(
+        self, hits: list[SearchHit], request: ProjectionRequest, after: dict[str, str] | None = None
+    ) -> None:
         self.candidates = _candidates(hits, request)
         self.common = common_attribution(hit.chunk for hit in self.candidates)
         self._rows: dict[str, Row] = {}
+        self._after = after or {}
 
     def row(self, hit: SearchHit) -> Row:
         key = str(hit.chunk.id)
         row = self._rows.get(key)
         if row is None:
-            row = self._rows[key] = compact_row(hit.chunk, hit.rank, self.common)
+            row = compact_row(hit.chunk, hit.rank, self.common)
+            follows = self._after.get(key)
+            if follows is not None:  # for explain: why a row no search ranked was offered
+                row = attrs.evolve(row, meta={**row.meta, "follows": follows})
+            self._rows[key] = row
         return row
 
 
@@ -194,7 +204,9 @@ def _full_text(request: ProjectionRequest, exc: EmbedderError) -> dict[str, Any]
 
 
 def _with(draft: Draft, meta: dict[str, Any]) -> Draft:
-    return Draft(draft.rows, {**draft.meta, **meta}) if meta else draft
+    """``draft`` with more meta, its heading and render order kept (a turn that fell back to
+    full text lost both before: its rows were laid out by rank under the section's heading)."""
+    return attrs.evolve(draft, meta={**draft.meta, **meta}) if meta else draft
 
 
 def _first(request: ProjectionRequest) -> tuple[int, int]:
@@ -235,6 +247,33 @@ def _deeper(
     return min(deepest, max(k + 1, math.ceil(room * DEEPER_MARGIN / per_hit)))
 
 
+def _follow_weight(request: ProjectionRequest, store: Any) -> float:
+    """``context.retrieved_follow``, or 0 when the store cannot say what was written after a
+    hit (a third-party store without ``following``: its hits are offered alone)."""
+    weight = request.config.context.retrieved_follow
+    return weight if weight > 0 and follows(store) else 0.0
+
+
+def _followed(
+    hits: list[SearchHit],
+    following: dict[str, Any],
+    weight: float,
+    laid: _Laid,
+    request: ProjectionRequest,
+    k: int,
+    fell_back: dict[str, Any],
+) -> Draft:
+    """The draft of the settled search, with the memory written after each hit ranked beside it
+    (``contextplane.store.followers``); the meta says how many rows joined that way."""
+    if not following:
+        return _with(_draft_of(hits, laid, request, k), fell_back)
+    # no deeper than the search: ``k`` is what the budget could hold (and at most
+    # ``context.retrieved_max``); a follower takes the place of the lowest-ranked hit
+    ranked: Followed = with_followers(hits, following, weight, limit=k)
+    laid = _Laid(ranked.hits, request, ranked.after)
+    return _with(_draft_of(ranked.hits, laid, request, k), {**fell_back, "followers": len(ranked.after)})
+
+
 def draft(request: ProjectionRequest) -> Draft:
     skip = _skip(request)
     if skip is not None:
@@ -253,7 +292,9 @@ def draft(request: ProjectionRequest) -> Draft:
         laid = _Laid(hits, request)
         more = _deeper(hits, laid, request, k, deepest)
         if more is None:
-            return _with(_draft_of(hits, laid, request, k), fell_back)
+            weight = _follow_weight(request, store)
+            ids = to_follow(hits) if weight else []
+            return _followed(hits, store.following(ids) if ids else {}, weight, laid, request, k, fell_back)
         k = more
 
 
@@ -276,7 +317,10 @@ async def adraft(request: ProjectionRequest) -> Draft:
         laid = _Laid(hits, request)
         more = _deeper(hits, laid, request, k, deepest)
         if more is None:
-            return _with(_draft_of(hits, laid, request, k), fell_back)
+            weight = _follow_weight(request, store)
+            ids = to_follow(hits) if weight else []
+            following = await afollowing(store, ids) if ids else {}
+            return _followed(hits, following, weight, laid, request, k, fell_back)
         k = more
 
 

@@ -118,7 +118,8 @@ class MemoryReads(ChunkReads, SearchTracing):
     def _following(
         self, chunk_ids: list[str], deliverable: bool, now: datetime | None, on: Any
     ) -> dict[str, MemoryChunk]:
-        """``following`` (``ChunkReads``): each id's next row in its scope, in id order."""
+        """``following`` (``ChunkReads``): each id's next row in its scope from the same source,
+        in id order."""
         with self._lock:
             rows = sorted(self._rows.values(), key=lambda c: int(c.id))
         found: dict[str, MemoryChunk] = {}
@@ -133,6 +134,8 @@ class MemoryReads(ChunkReads, SearchTracing):
                     for c in rows
                     if int(c.id) > after
                     and c.namespace == this.namespace
+                    and c.source_type == this.source_type
+                    and c.source == this.source
                     and (not deliverable or self._deliverable(c, now))
                 ),
                 None,

@@ -118,6 +118,12 @@ class ContextConfig:
     retrieved_order: Literal["chronological", "rank"] = attrs.field(
         default="chronological", metadata=_expect('"chronological" or "rank"')
     )
+    #: What the memory written right after a hit in its scope is worth beside it (the reply to
+    #: the turn that matched, in a stored conversation): it joins the ranking with this share
+    #: of the hit's rank score; 0 turns it off. See README "Retrieval quality".
+    retrieved_follow: float = attrs.field(
+        default=0.2, validator=_share, metadata=_expect("a number from 0 to 1")
+    )
     inject_min_trust: int = attrs.field(default=1, validator=_tier, metadata=_expect("1, 2 or 3"))
     capture_full_text: bool = attrs.field(default=False, metadata=_expect("true or false"))
     provider_timeout_ms: int = attrs.field(
@@ -348,3 +354,12 @@ class Config:
 
 
 DEFAULT = Config()
+
+
+#: Keys added since turns were first recorded that change what a turn delivers, each with the
+#: value that behaves as contextplane did before the key existed. A recorded configuration
+#: without one of them is replayed with that value (``explain``, ``replay``), so a turn recorded
+#: before the change replays as it ran instead of differing for a reason nobody chose.
+BEHAVIOUR_BEFORE: dict[tuple[str, str], Any] = {
+    ("context", "retrieved_follow"): 0.0,  # 0.3.0: the turn after a conversation hit
+}

@@ -51,13 +51,21 @@ def _delivered(turn: _Turn, projection: ProjectedContext, memory_id: str) -> Ver
         if found is not None:
             evidence["rank"] = found[1].rank
             evidence["chars"] = escape_measured(found[1].text)[1]
+            follows = found[1].meta.get("follows")
+            if follows is not None:
+                evidence["follows"] = follows
         where = f"row {evidence['position']} of {len(ids)}"
         size = f", {evidence['chars']} chars" if "chars" in evidence else ""
+        why = (
+            f", as the memory written right after {evidence['follows']}, which the search found"
+            if "follows" in evidence
+            else ""
+        )
         return Verdict(
             memory_id,
             "delivered",
             None,
-            f"memory {memory_id} was delivered in section {label} ({where}{size})",
+            f"memory {memory_id} was delivered in section {label} ({where}{size}){why}",
             evidence,
             turn.info,
         )

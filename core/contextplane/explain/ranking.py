@@ -16,6 +16,7 @@ from contextplane.explain.evidence import Verdict, _filtered, _row_of, _Turn
 from contextplane.fitting import escape_measured
 from contextplane.memory.model import MemoryChunk
 from contextplane.projection import ProjectedContext
+from contextplane.store.followers import Followed, follows, to_follow, with_followers
 from contextplane.store.protocol import SearchTrace
 
 
@@ -89,6 +90,16 @@ def _retrieval(projection: ProjectedContext, request: Any) -> tuple[int, float |
     return k, float(best) if isinstance(best, (int, float)) else None
 
 
+def _ranked(turn: _Turn, k: int) -> Followed:
+    """The ranking the retrieved section offered from: the search it asked, ``k`` deep, with the
+    memory written after each hit beside it (``context.retrieved_follow``) when the store says."""
+    request = turn.request
+    hits = turn.view.search(request.query, k, deliverable=True, namespaces=list(request.namespaces))
+    weight = float(request.config.context.retrieved_follow)
+    ids = to_follow(hits) if weight > 0 and follows(turn.view) else []
+    return with_followers(hits, turn.view.following(ids) if ids else {}, weight, limit=k)
+
+
 def _below_relevance(
     turn: _Turn, projection: ProjectedContext, chunk: MemoryChunk, memory_id: str
 ) -> Verdict | None:
@@ -100,7 +111,7 @@ def _below_relevance(
     floor = float(request.config.context.min_relevance)
     if chunk.effective_delivery_policy != "retrieved" or not request.query.strip() or k == 0 or floor <= 0:
         return None
-    hits = turn.view.search(request.query, k, deliverable=True, namespaces=list(request.namespaces))
+    hits = _ranked(turn, k).hits
     hit = next((h for h in hits if h.chunk.id == memory_id), None)
     offered = [h for h in hits if h.chunk.effective_delivery_policy == "retrieved"]
     known = [h.relevance for h in offered if h.relevance is not None]
@@ -133,18 +144,24 @@ def _past_budget(
     k, _ = _retrieval(projection, request)
     if chunk.effective_delivery_policy != "retrieved" or not request.query.strip() or k == 0:
         return None
-    hits = turn.view.search(request.query, k, deliverable=True, namespaces=list(request.namespaces))
+    ranked = _ranked(turn, k)
+    hits = ranked.hits
     hit = next((h for h in hits if h.chunk.id == memory_id), None)
     if hit is None:
         return None
+    evidence = {"section": "retrieved", "rank": hit.rank, "depth": k, "budget_chars": projection.budget_chars}
+    how = "the search ranked it"
+    if memory_id in ranked.after:
+        evidence["follows"] = ranked.after[memory_id]
+        how = f"as the memory written right after {ranked.after[memory_id]} (a hit), it ranked"
     return Verdict(
         memory_id,
         "shed",
         None,
-        f"the search ranked it {hit.rank} of {len(hits)} for {request.query!r}, but the rows ranked "
+        f"{how} {hit.rank} of {len(hits)} for {request.query!r}, but the rows ranked "
         f"above it already fill the {projection.budget_chars}-char budget, so it was not offered "
         "(a larger budget delivers it)",
-        {"section": "retrieved", "rank": hit.rank, "depth": k, "budget_chars": projection.budget_chars},
+        evidence,
         turn.info,
     )
 

@@ -331,7 +331,7 @@ def replay(
     notes.extend(_plugin_notes(inputs.plugin_versions(), dict(host.plugin_versions())))
     replayed_sha = hashlib.sha256(projection.text.encode()).hexdigest() if projection.text else None
     identical = replayed_sha == inputs.projection_sha256 and all(d.status == "same" for d in diffs)
-    if inputs.config_sha256 != config_json(cfg)[1] and not now:
+    if config is not None and inputs.config_sha256 != config_json(cfg)[1] and not now:
         notes.append("a configuration other than the recorded one was given")
     text_diff: tuple[str, ...] = ()
     if not identical:

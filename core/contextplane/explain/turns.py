@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from contextplane.config import Config, structure
+from contextplane.config.schema import BEHAVIOUR_BEFORE
 from contextplane.errors import ConfigError, ContextPlaneError, StoreError
 from contextplane.memory.history import HistoryEvent, HistoryPosition
 from contextplane.memory.model import read_timestamp
@@ -71,9 +72,18 @@ def position_of(inputs: TurnInputs) -> HistoryPosition | None:
 
 def recorded_config(inputs: TurnInputs) -> Config:
     """The configuration the turn was composed under, rebuilt from its record (``ConfigError``
-    when this contextplane no longer accepts it, e.g. a key was removed since)."""
+    when this contextplane no longer accepts it, e.g. a key was removed since). A key added
+    since that changes delivery takes the value that behaves as before it
+    (``config.schema.BEHAVIOUR_BEFORE``), not today's default."""
+    data = {
+        table: dict(keys) if isinstance(keys, dict) else keys for table, keys in inputs.config_data().items()
+    }
+    for (table, key), then in BEHAVIOUR_BEFORE.items():
+        keys = data.setdefault(table, {})
+        if isinstance(keys, dict) and key not in keys:  # recorded before the key existed
+            keys[key] = then
     return structure(
-        inputs.config_data(),
+        data,
         origin=f"the recorded configuration of turn {inputs.turn_index} of session {inputs.session_id!r}",
         base_dir=inputs.config_base_dir,
     )

@@ -221,7 +221,8 @@ def following_sql(
     dialect: Dialect, chunk_ids: Sequence[str], deliverable: bool, now: datetime | None, select: str
 ) -> tuple[str | None, dict[str, Any]]:
     """The statement of ``following``: for each id that names a row, that id's key and the
-    cells of the first row written after it (ids ascend in write order) in its scope,
+    cells of the first row written after it (ids ascend in write order) in its scope from the
+    same source (``source_type`` and ``source``),
     deliverable at ``now`` when ``deliverable``; None when no id can name a row. One statement,
     a correlated lookup per id that the scope index (namespace, then id) answers in a step."""
     keys = sorted({key for i in chunk_ids if (key := dialect.key(i)) is not None})
@@ -232,7 +233,12 @@ def following_sql(
     for n, key in enumerate(keys):
         params[f"id{n}"] = key
         marks.append(dialect.mark(f"id{n}"))
-    clauses = ["c.namespace = h.namespace", "c.id > h.id"]
+    clauses = [
+        "c.namespace = h.namespace",
+        "c.source_type = h.source_type",
+        "c.source = h.source",
+        "c.id > h.id",
+    ]
     if deliverable:
         deliverable_filter(dialect, False, now, params, clauses)
     nearest = f"SELECT c.id FROM chunks AS c WHERE {' AND '.join(clauses)} ORDER BY c.id LIMIT 1"

@@ -245,7 +245,9 @@ class FollowingReads(Protocol):
     often the one that asks or echoes it, and the answer is the turn after it.
 
     ``following(ids)`` maps each id to the first memory written after it (write order: a
-    store's ids ascend as rows are written) in the same scope (``namespace``), deliverable at
+    store's ids ascend as rows are written) in the same scope (``namespace``) from the same
+    source (``source_type`` and ``source``: the same conversation, not a note extracted from
+    it or a row another writer put in between), deliverable at
     ``now`` when ``deliverable`` (D6: not rejected, expired or invalidated; an undeliverable row
     is stepped over, not returned). An id naming no row, or with no such row after it, is
     absent from the result. A point-in-time view answers as of its position."""

@@ -155,7 +155,8 @@ class ChunkReads:
         now: datetime | None = None,
         _on: Any = None,
     ) -> dict[str, MemoryChunk]:
-        """For each id, the memory written right after it in its scope (``FollowingReads``):
+        """For each id, the memory written right after it in its scope from the same source
+        (``FollowingReads``):
         deliverable at ``now`` when ``deliverable`` (an undeliverable row is stepped over). Ids
         naming no row, or with nothing after them in their scope, are absent."""
         if isinstance(chunk_ids, str):
