@@ -40,7 +40,7 @@ from contextplane.section import (
     log_failure,
 )
 from contextplane.store.aio import afollowing, asearch
-from contextplane.store.followers import Followed, follows, to_follow, with_followers
+from contextplane.store.followers import Followed, follows, reach, to_follow, with_followers
 from contextplane_sections.attribution import common_attribution, compact_heading, compact_row, min_trust
 from contextplane_sections.envelopes import INJECTED_MEMORY
 
@@ -107,26 +107,38 @@ def _candidates(hits: list[SearchHit], request: ProjectionRequest) -> list[Searc
 class _Laid:
     """A search's candidates, what they share and their compact rows, each built at most once:
     ``_deeper`` measures the rows and ``_draft_of`` offers the same ones (at 100k memories,
-    building every row twice was a tenth of a turn's compose)."""
+    building every row twice was a tenth of a turn's compose). The ranking with followers is
+    laid out ``from`` the search's: a row already built is renumbered, not rebuilt, when the
+    rows still share the same attribution."""
 
-    __slots__ = ("_after", "_rows", "candidates", "common")
+    __slots__ = ("_after", "_built", "_rows", "candidates", "common")
 
     def __init__(
-        self, hits: list[SearchHit], request: ProjectionRequest, after: dict[str, str] | None = None
+        self,
+        hits: list[SearchHit],
+        request: ProjectionRequest,
+        after: dict[str, str] | None = None,
+        built: _Laid | None = None,
     ) -> None:
         self.candidates = _candidates(hits, request)
         self.common = common_attribution(hit.chunk for hit in self.candidates)
         self._rows: dict[str, Row] = {}
         self._after = after or {}
+        self._built = built._rows if built is not None and built.common == self.common else {}
 
     def row(self, hit: SearchHit) -> Row:
         key = str(hit.chunk.id)
         row = self._rows.get(key)
         if row is None:
-            row = compact_row(hit.chunk, hit.rank, self.common)
-            follows = self._after.get(key)
-            if follows is not None:  # for explain: why a row no search ranked was offered
-                row = attrs.evolve(row, meta={**row.meta, "follows": follows})
+            row = self._built.get(key)
+            if row is not None:
+                if row.rank != hit.rank:
+                    row = attrs.evolve(row, rank=hit.rank)
+            else:
+                row = compact_row(hit.chunk, hit.rank, self.common)
+                follows = self._after.get(key)
+                if follows is not None:  # for explain: why a row no search ranked was offered
+                    row = attrs.evolve(row, meta={**row.meta, "follows": follows})
             self._rows[key] = row
         return row
 
@@ -270,7 +282,7 @@ def _followed(
     # no deeper than the search: ``k`` is what the budget could hold (and at most
     # ``context.retrieved_max``); a follower takes the place of the lowest-ranked hit
     ranked: Followed = with_followers(hits, following, weight, limit=k)
-    laid = _Laid(ranked.hits, request, ranked.after)
+    laid = _Laid(ranked.hits, request, ranked.after, laid)
     return _with(_draft_of(ranked.hits, laid, request, k), {**fell_back, "followers": len(ranked.after)})
 
 
@@ -293,7 +305,7 @@ def draft(request: ProjectionRequest) -> Draft:
         more = _deeper(hits, laid, request, k, deepest)
         if more is None:
             weight = _follow_weight(request, store)
-            ids = to_follow(hits) if weight else []
+            ids = to_follow(hits, reach(weight, k, len(hits))) if weight else []
             return _followed(hits, store.following(ids) if ids else {}, weight, laid, request, k, fell_back)
         k = more
 
@@ -318,7 +330,7 @@ async def adraft(request: ProjectionRequest) -> Draft:
         more = _deeper(hits, laid, request, k, deepest)
         if more is None:
             weight = _follow_weight(request, store)
-            ids = to_follow(hits) if weight else []
+            ids = to_follow(hits, reach(weight, k, len(hits))) if weight else []
             following = await afollowing(store, ids) if ids else {}
             return _followed(hits, following, weight, laid, request, k, fell_back)
         k = more

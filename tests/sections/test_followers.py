@@ -17,7 +17,7 @@ from contextplane.config import structure
 from contextplane.explain import explain, replay
 from contextplane.memory.model import MemoryChunk
 from contextplane.plugins import plugin_host_with
-from contextplane.store.followers import FOLLOW_C, to_follow, with_followers
+from contextplane.store.followers import FOLLOW_C, reach, to_follow, with_followers
 from contextplane.store.protocol import SearchHit
 from contextplane.store.sqlite import SQLiteKnowledgeStore
 from contextplane_sections import retrieved
@@ -194,6 +194,14 @@ def test_the_ranking_with_followers_keeps_its_bounds(
     # every hit is kept when nothing limits the ranking
     if limit is None:
         assert {h.chunk.id for h in hits} <= set(ids)
+    # with as many hits as the depth, no follower of a hit deeper than ``reach`` makes the cut:
+    # the section need not ask for those
+    full = with_followers(hits, following, weight, limit=n)
+    deepest = reach(weight, n, n)
+    assert deepest is not None
+    rank_of = {str(h.chunk.id): h.rank for h in hits}
+    assert all(rank_of[followed] <= deepest for followed in full.after.values())
+    assert reach(weight, n + 1, n) is None  # fewer hits than the depth: every follower has room
 
 
 def test_only_retrieved_conversation_hits_are_followed() -> None:

@@ -50,14 +50,32 @@ def is_turn(chunk: MemoryChunk) -> bool:
     return chunk.source_type == CONVERSATION or chunk.domain == CONVERSATION
 
 
-def to_follow(hits: Sequence[SearchHit]) -> list[str]:
+def reach(weight: float, depth: int, found: int) -> int | None:
+    """The deepest hit whose follower can rank within ``depth`` rows: a follower of the hit at
+    rank r scores at most ``weight / (FOLLOW_C + r)``, and the ``depth`` hits above the cut
+    each score at least ``1 / (FOLLOW_C + depth)``. Why ask no deeper: at 2,000 tokens the
+    section searches ~60 deep and only the followers of the first ~10 hits can be offered;
+    asking for all 60 cost a tenth of the turn. (A deeper hit's follower that is itself a hit
+    is not lifted; that moves rows by a place or two far down the list.) None (every hit) when
+    the search ``found`` fewer than ``depth`` rows: then every follower has room."""
+    if weight <= 0:
+        return 0
+    if found < depth:
+        return None
+    return max(0, int(weight * (FOLLOW_C + depth)) - FOLLOW_C)
+
+
+def to_follow(hits: Sequence[SearchHit], upto: int | None = None) -> list[str]:
     """The ids whose followers are asked for: the conversation turns among the hits the
     retrieved section may deliver (policy "retrieved"; an always-on row is delivered by its own
-    section and the turn after it is not an answer to this question)."""
+    section and the turn after it is not an answer to this question), ranked ``upto`` or
+    better (``reach``) when given."""
     return [
         str(hit.chunk.id)
         for hit in hits
-        if hit.chunk.effective_delivery_policy == "retrieved" and is_turn(hit.chunk)
+        if (upto is None or hit.rank <= upto)
+        and hit.chunk.effective_delivery_policy == "retrieved"
+        and is_turn(hit.chunk)
     ]
 
 
