@@ -108,34 +108,33 @@ class _Laid:
     """A search's candidates, what they share and their compact rows, each built at most once:
     ``_deeper`` measures the rows and ``_draft_of`` offers the same ones (at 100k memories,
     building every row twice was a tenth of a turn's compose). The ranking with followers is
-    laid out ``from`` the search's: a row already built is renumbered, not rebuilt, when the
-    rows still share the same attribution."""
+    laid out ``built`` on the search's: a row already built is reused when the rows still share
+    the same attribution and it stands where the search ranked it (``Followed.standing``)."""
 
-    __slots__ = ("_after", "_built", "_rows", "candidates", "common")
+    __slots__ = ("_after", "_built", "_rows", "_standing", "candidates", "common")
 
     def __init__(
         self,
         hits: list[SearchHit],
         request: ProjectionRequest,
-        after: dict[str, str] | None = None,
+        followed: Followed | None = None,
         built: _Laid | None = None,
     ) -> None:
         self.candidates = _candidates(hits, request)
         self.common = common_attribution(hit.chunk for hit in self.candidates)
         self._rows: dict[str, Row] = {}
-        self._after = after or {}
+        self._after = followed.after if followed is not None else {}
+        self._standing = followed.standing if followed is not None else {}
         self._built = built._rows if built is not None and built.common == self.common else {}
 
     def row(self, hit: SearchHit) -> Row:
         key = str(hit.chunk.id)
         row = self._rows.get(key)
         if row is None:
+            rank = self._standing.get(key, hit.rank)
             row = self._built.get(key)
-            if row is not None:
-                if row.rank != hit.rank:
-                    row = attrs.evolve(row, rank=hit.rank)
-            else:
-                row = compact_row(hit.chunk, hit.rank, self.common)
+            if row is None or row.rank != rank:
+                row = compact_row(hit.chunk, rank, self.common)
                 follows = self._after.get(key)
                 if follows is not None:  # for explain: why a row no search ranked was offered
                     row = attrs.evolve(row, meta={**row.meta, "follows": follows})
@@ -282,7 +281,7 @@ def _followed(
     # no deeper than the search: ``k`` is what the budget could hold (and at most
     # ``context.retrieved_max``); a follower takes the place of the lowest-ranked hit
     ranked: Followed = with_followers(hits, following, weight, limit=k)
-    laid = _Laid(ranked.hits, request, ranked.after, laid)
+    laid = _Laid(ranked.hits, request, ranked, laid)
     return _with(_draft_of(ranked.hits, laid, request, k), {**fell_back, "followers": len(ranked.after)})
 
 

@@ -165,10 +165,17 @@ def test_the_ranking_with_followers_keeps_its_bounds(
     n: int, links: list[tuple[int, int]], weight: float, limit: int | None
 ) -> None:
     hits = [_hit(i, i + 1, relevance=1.0 - i / 40) for i in range(n)]
-    following = {str(a): _hit(b, 1).chunk for a, b in links if a < n}
+    # as in a store: each hit has one follower, and no two hits the same one (the row after a
+    # hit is the first later row of its scope and source, so an earlier hit of the same scope
+    # and source is followed by that hit, not by the same row)
+    following: dict[str, MemoryChunk] = {}
+    for a, b in links:
+        if a < n and str(a) not in following and all(c.id != str(b) for c in following.values()):
+            following[str(a)] = _hit(b, 1).chunk
     ranked = with_followers(hits, following, weight, limit=limit)
     ids = [h.chunk.id for h in ranked.hits]
-    assert [h.rank for h in ranked.hits] == list(range(1, len(ids) + 1))
+    standing = [ranked.standing[i] for i in ids]
+    assert standing == sorted(standing)  # what the section ranks rows by, best first
     assert len(set(ids)) == len(ids)
     assert limit is None or len(ids) <= limit
     if weight == 0 or not following:
@@ -191,6 +198,10 @@ def test_the_ranking_with_followers_keeps_its_bounds(
             assert position[follower] > position[best.chunk.id]
         assert ranked.hits[position[follower]].relevance == best.relevance
         assert ranked.hits[position[follower]].score <= 1.0 / (FOLLOW_C + best.rank) + 1e-12
+        assert ranked.standing[follower] >= best.rank
+    for hit in hits:  # a hit no follower lifted stands at its search rank: its row is reused
+        if hit.chunk.id in position and hit.chunk.id not in {f.id for f in following.values()}:
+            assert ranked.standing[hit.chunk.id] == hit.rank
     # every hit is kept when nothing limits the ranking
     if limit is None:
         assert {h.chunk.id for h in hits} <= set(ids)

@@ -111,18 +111,25 @@ def _below_relevance(
     floor = float(request.config.context.min_relevance)
     if chunk.effective_delivery_policy != "retrieved" or not request.query.strip() or k == 0 or floor <= 0:
         return None
-    hits = _ranked(turn, k).hits
+    ranked = _ranked(turn, k)
+    hits = ranked.hits
     hit = next((h for h in hits if h.chunk.id == memory_id), None)
     offered = [h for h in hits if h.chunk.effective_delivery_policy == "retrieved"]
     known = [h.relevance for h in offered if h.relevance is not None]
     if hit is None or hit.relevance is None or not known or max(known) >= floor:
         return None
     best = max(known) if best is None else best
+    followed = ranked.after.get(memory_id)
+    found = (
+        f"it is the memory written right after {followed}, which the search ranked {hit.rank}"
+        if followed is not None
+        else f"the search ranked it {hit.rank}"
+    )
     return _filtered(
         turn,
         memory_id,
         "below_min_relevance",
-        f"the search ranked it {hit.rank} for {request.query!r}, but the question's best match has "
+        f"{found} for {request.query!r}, but the question's best match has "
         f"relevance {best:.3f}, below context.min_relevance = {floor:g}: the store cannot answer "
         "it, so no retrieved row was injected",
         {
@@ -149,7 +156,8 @@ def _past_budget(
     hit = next((h for h in hits if h.chunk.id == memory_id), None)
     if hit is None:
         return None
-    evidence = {"section": "retrieved", "rank": hit.rank, "depth": k, "budget_chars": projection.budget_chars}
+    place = hits.index(hit) + 1
+    evidence = {"section": "retrieved", "rank": place, "depth": k, "budget_chars": projection.budget_chars}
     how = "the search ranked it"
     if memory_id in ranked.after:
         evidence["follows"] = ranked.after[memory_id]
@@ -158,7 +166,7 @@ def _past_budget(
         memory_id,
         "shed",
         None,
-        f"{how} {hit.rank} of {len(hits)} for {request.query!r}, but the rows ranked "
+        f"{how} {place} of {len(hits)} for {request.query!r}, but the rows ranked "
         f"above it already fill the {projection.budget_chars}-char budget, so it was not offered "
         "(a larger budget delivers it)",
         evidence,

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+import attrs
+
 from contextplane.memory.model import MemoryChunk
 from contextplane.store.protocol import SearchHit
 
@@ -31,12 +33,19 @@ FOLLOW_C = 4
 
 
 class Followed(NamedTuple):
-    """The ranking with the followers in it, and which hit each added row follows."""
+    """The ranking with the followers in it, best first, and how it was made."""
 
+    #: Hits and followers, best first. A search hit is the store's own (its ``rank`` is the
+    #: search's); a follower's ``rank`` is that of the hit it follows.
     hits: list[SearchHit]
     #: ``{id of a row added as a follower: id of the hit it follows}`` (rows that were hits too
     #: are not in it: they were found on their own).
     after: dict[str, str]
+    #: ``{id: the rank a hit with its score would have}``, ``1 / score - FOLLOW_C``: a hit the
+    #: followers did not lift keeps its search rank exactly, a follower of the best hit stands
+    #: at about 21 (weight 0.2). What the section ranks its rows by, so rows already built for
+    #: the search's ranking need not be renumbered.
+    standing: dict[str, float]
 
 
 #: The provenance of a conversation turn (ADR D4's table: source type or domain "conversation").
@@ -87,10 +96,11 @@ def with_followers(
     limit: int | None = None,
 ) -> Followed:
     """``hits`` and the memories in ``following`` (each hit's id -> the memory written after it)
-    ranked together, renumbered from 1; the best ``limit`` when given (the depth the search
-    was asked for: a follower takes the place of the lowest-ranked hit, never adds a row)."""
+    ranked together; the best ``limit`` when given (the depth the search was asked for: a
+    follower takes the place of the lowest-ranked hit, never adds a row)."""
     if weight <= 0 or not following:
-        return Followed(list(hits) if limit is None else list(hits[:limit]), {})
+        kept = list(hits) if limit is None else list(hits[:limit])
+        return Followed(kept, {}, {str(h.chunk.id): float(h.rank) for h in kept})
     score: dict[str, float] = {}
     first: dict[str, SearchHit] = {}
     for hit in hits:
@@ -109,27 +119,33 @@ def with_followers(
         score[follower] = score.get(follower, 0.0) + weight / (FOLLOW_C + hit.rank)
         ceiling[follower] = max(ceiling.get(follower, 0.0), 1.0 / (FOLLOW_C + hit.rank))
         if follower not in first:
-            first[follower] = SearchHit(chunk=nxt, score=0.0, rank=0, relevance=hit.relevance)
+            first[follower] = SearchHit(chunk=nxt, score=0.0, rank=hit.rank, relevance=hit.relevance)
             after[follower] = key
         elif follower in after and _higher(hit.relevance, first[follower].relevance):
             # it follows several hits: it answers as well as the best of them
-            first[follower] = SearchHit(chunk=nxt, score=0.0, rank=0, relevance=hit.relevance)
+            first[follower] = attrs.evolve(first[follower], relevance=hit.relevance)
+    lifted: set[str] = set()
     for follower, most in ceiling.items():
         # lifted up to, never above, the best hit it follows (the hit is why it is there); a
         # hit that ranked higher on its own keeps its place
         own = 1.0 / (FOLLOW_C + first[follower].rank) if follower not in after else 0.0
-        score[follower] = max(own, min(score[follower], most))
+        value = max(own, min(score[follower], most))
+        score[follower] = value
+        if value != own:
+            lifted.add(follower)
     keys = list(first)
     position = {key: i for i, key in enumerate(keys)}
     keys.sort(key=lambda key: (-score[key], position[key]))
     if limit is not None:
         keys = keys[:limit]
+    standing = {
+        key: (1.0 / score[key] - FOLLOW_C) if key in lifted else float(first[key].rank) for key in keys
+    }
     ranked = [
-        SearchHit(chunk=first[key].chunk, score=score[key], rank=n, relevance=first[key].relevance)
-        for n, key in enumerate(keys, start=1)
+        attrs.evolve(first[key], score=score[key]) if key in after else first[key] for key in keys
     ]
     kept = set(keys)
-    return Followed(ranked, {key: hit for key, hit in after.items() if key in kept})
+    return Followed(ranked, {key: hit for key, hit in after.items() if key in kept}, standing)
 
 
 def _higher(new: float | None, old: float | None) -> bool:
