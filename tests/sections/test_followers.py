@@ -95,6 +95,30 @@ def test_the_reply_after_a_matching_turn_is_delivered_beside_it(tmp_path: Path) 
         assert [r.meta.get("follows") for r in on.drafted] == [None, "1"]
 
 
+def test_the_async_composition_offers_the_same_followers(tmp_path: Path) -> None:
+    """``adraft`` asks ``afollowing`` (the store's own when it has one, else a worker thread)."""
+    import asyncio
+
+    from contextplane import acompose_projected_context
+
+    with SQLiteKnowledgeStore(tmp_path / "m.sqlite3") as store:
+        _conversation(store)
+        cfg = structure({"context": {"context_window": 200_000}})
+        host = plugin_host_with([retrieved], cfg)
+        for query in ("what about the deploy plan?", "and the billing plan?"):
+            kw: dict[str, Any] = {
+                "session_id": "s",
+                "budget_tokens": 800,
+                "project": "web",
+                "host": host,
+                "record": False,
+            }
+            sync = compose_projected_context(query, store, None, {}, **kw)
+            done = asyncio.run(acompose_projected_context(query, store, None, {}, **kw))
+            assert sync.section("retrieved").meta["followers"] > 0
+            assert done.text == sync.text
+
+
 def test_facts_are_not_followed(tmp_path: Path) -> None:
     """A fact written after a fact is not its answer: only conversation turns are followed."""
     with SQLiteKnowledgeStore(tmp_path / "m.sqlite3") as store:
