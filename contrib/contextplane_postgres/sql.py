@@ -71,6 +71,20 @@ class PostgresDialect(Dialect):
     def key(self, chunk_id: object) -> int | None:
         return as_id(chunk_id)  # a bigint: a longer id names no row
 
+    def next_in_scope(self, clauses: Sequence[str]) -> str:
+        """The first row after ``h`` in (namespace, id) order, kept only when it is in ``h``'s
+        scope. Written as ``c.namespace = h.namespace AND c.id > h.id ORDER BY c.id``, the
+        planner walks the primary key from ``h`` and filters on the scope: every row of the
+        other scopes written since is read (15 ms for a turn 50,000 rows before the next of its
+        conversation, and as long for a scope's last row). The row comparison is one step down
+        the (namespace, id) index (schema step 8) and past the scope's end it stops at the
+        next scope's first row, which the ``CASE`` turns into no row."""
+        where = " AND ".join(["(c.namespace, c.id) > (h.namespace, h.id)", *clauses])
+        return (
+            "SELECT CASE WHEN c.namespace = h.namespace THEN c.id END FROM chunks AS c "
+            f"WHERE {where} ORDER BY c.namespace, c.id LIMIT 1"
+        )
+
     def page(self, limit: int | None, offset: int, params: dict[str, Any]) -> str:
         text = ""
         if limit is not None:

@@ -86,6 +86,13 @@ class Dialect:
         """The row key an id names, or None when it can name no row of this store."""
         return as_id(chunk_id)
 
+    def next_in_scope(self, clauses: Sequence[str]) -> str:
+        """``following``'s correlated lookup: the id of the first row ``c`` after the row ``h`` in
+        ``h``'s scope that meets ``clauses``, or NULL. SQLite's scope index holds the rowid, so
+        ``namespace = ? AND rowid > ?`` is one step down it."""
+        where = " AND ".join(["c.namespace = h.namespace", "c.id > h.id", *clauses])
+        return f"SELECT c.id FROM chunks AS c WHERE {where} ORDER BY c.id LIMIT 1"
+
     def page(self, limit: int | None, offset: int, params: dict[str, Any]) -> str:
         """``LIMIT`` / ``OFFSET`` (checked whole numbers, written into the statement)."""
         text = "" if limit is None else f" LIMIT {limit}"
@@ -223,7 +230,8 @@ def following_sql(
     """The statement of ``following``: for each id that names a row, that id's key and the
     cells of the first row written after it (ids ascend in write order) in its scope,
     deliverable at ``now`` when ``deliverable``; None when no id can name a row. One statement,
-    a correlated lookup per id that the scope index (namespace, then id) answers in a step."""
+    a correlated lookup per id (``Dialect.next_in_scope``) that a (namespace, id) index answers
+    in a step."""
     keys = sorted({key for i in chunk_ids if (key := dialect.key(i)) is not None})
     if not keys:
         return None, {}
@@ -232,10 +240,10 @@ def following_sql(
     for n, key in enumerate(keys):
         params[f"id{n}"] = key
         marks.append(dialect.mark(f"id{n}"))
-    clauses = ["c.namespace = h.namespace", "c.id > h.id"]
+    clauses: list[str] = []
     if deliverable:
         deliverable_filter(dialect, False, now, params, clauses)
-    nearest = f"SELECT c.id FROM chunks AS c WHERE {' AND '.join(clauses)} ORDER BY c.id LIMIT 1"
+    nearest = dialect.next_in_scope(clauses)
     sql = (
         f"SELECT f.after, {select} FROM (SELECT h.id AS after, ({nearest}) AS next_id "
         f"FROM chunks AS h WHERE h.id IN ({', '.join(marks)})) AS f JOIN chunks AS c ON c.id = f.next_id"
