@@ -86,12 +86,17 @@ class Dialect:
         """The row key an id names, or None when it can name no row of this store."""
         return as_id(chunk_id)
 
-    def next_in_scope(self, clauses: Sequence[str]) -> str:
-        """``following``'s correlated lookup: the id of the first row ``c`` after the row ``h`` in
-        ``h``'s scope that meets ``clauses``, or NULL. SQLite's scope index holds the rowid, so
-        ``namespace = ? AND rowid > ?`` is one step down it."""
+    def following(self, select: str, marks: Sequence[str], clauses: Sequence[str]) -> str:
+        """``following``'s statement over the rows ``h`` whose ids are ``marks``: each one's id,
+        then ``select`` of the first row ``c`` after it in its scope that meets ``clauses``. A
+        correlated lookup per id: SQLite's scope index holds the rowid, so ``namespace = ? AND
+        rowid > ?`` is one step down it."""
         where = " AND ".join(["c.namespace = h.namespace", "c.id > h.id", *clauses])
-        return f"SELECT c.id FROM chunks AS c WHERE {where} ORDER BY c.id LIMIT 1"
+        nearest = f"SELECT c.id FROM chunks AS c WHERE {where} ORDER BY c.id LIMIT 1"
+        return (
+            f"SELECT f.after, {select} FROM (SELECT h.id AS after, ({nearest}) AS next_id "
+            f"FROM chunks AS h WHERE h.id IN ({', '.join(marks)})) AS f JOIN chunks AS c ON c.id = f.next_id"
+        )
 
     def page(self, limit: int | None, offset: int, params: dict[str, Any]) -> str:
         """``LIMIT`` / ``OFFSET`` (checked whole numbers, written into the statement)."""
@@ -230,8 +235,8 @@ def following_sql(
     """The statement of ``following``: for each id that names a row, that id's key and the
     cells of the first row written after it (ids ascend in write order) in its scope,
     deliverable at ``now`` when ``deliverable``; None when no id can name a row. One statement,
-    a correlated lookup per id (``Dialect.next_in_scope``) that a (namespace, id) index answers
-    in a step."""
+    a lookup per id that a (namespace, id) index answers in a step, written by the dialect
+    (``Dialect.following``)."""
     keys = sorted({key for i in chunk_ids if (key := dialect.key(i)) is not None})
     if not keys:
         return None, {}
@@ -243,9 +248,4 @@ def following_sql(
     clauses: list[str] = []
     if deliverable:
         deliverable_filter(dialect, False, now, params, clauses)
-    nearest = dialect.next_in_scope(clauses)
-    sql = (
-        f"SELECT f.after, {select} FROM (SELECT h.id AS after, ({nearest}) AS next_id "
-        f"FROM chunks AS h WHERE h.id IN ({', '.join(marks)})) AS f JOIN chunks AS c ON c.id = f.next_id"
-    )
-    return sql, params
+    return dialect.following(select, marks, clauses), params
