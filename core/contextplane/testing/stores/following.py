@@ -113,19 +113,19 @@ class StoreFollowingChecks(_StoreBase):
     @checks("STORE-FOLLOWING-DELIVERABLE")
     def test_store_following_deliverable(self, store: KnowledgeStore, requirement: Requirement) -> None:
         self._require(requirement)
-        scope = {"namespace": "session:d"}
+        scope = "session:d"
         now = datetime.now(UTC)
-        head = store.add_chunk("kiwi question about the orchard", **scope)
-        rejected = store.add_chunk("kiwi a reply later rejected", source_type="extracted", **scope)
+        head = store.add_chunk("kiwi question about the orchard", namespace=scope)
+        rejected = store.add_chunk("kiwi a reply later rejected", source_type="extracted", namespace=scope)
         expiring = store.add_chunk(
-            "kiwi a reply expiring in an hour", expires_at=now + timedelta(hours=1), **scope
+            "kiwi a reply expiring in an hour", expires_at=now + timedelta(hours=1), namespace=scope
         )
         expired = store.add_chunk(
-            "kiwi a reply expired already", expires_at=now - timedelta(hours=1), **scope
+            "kiwi a reply expired already", expires_at=now - timedelta(hours=1), namespace=scope
         )
-        invalidated = store.add_chunk("kiwi a reply found wrong", **scope)
-        superseded = store.add_chunk("kiwi a reply replaced later", **scope)
-        answer = store.add_chunk("kiwi the answer that stands", **scope)
+        invalidated = store.add_chunk("kiwi a reply found wrong", namespace=scope)
+        superseded = store.add_chunk("kiwi a reply replaced later", namespace=scope)
+        answer = store.add_chunk("kiwi the answer that stands", namespace=scope)
         store.set_review_state(rejected, "rejected")
         store.invalidate_chunk(invalidated, reason="found wrong")
         successor = store.supersede(superseded, "kiwi the replacement reply")
@@ -177,11 +177,11 @@ class StoreFollowingChecks(_StoreBase):
     def test_store_following_asof(self, store: KnowledgeStore, requirement: Requirement) -> None:
         self._require(requirement)
         if "consistent_read" in type(self).capabilities:
-            scope = {"namespace": "session:v"}
-            first = store.add_chunk("kiwi the first turn", **scope)
-            second = store.add_chunk("kiwi the second turn", source_type="extracted", **scope)
+            scope = "session:v"
+            first = store.add_chunk("kiwi the first turn", namespace=scope)
+            second = store.add_chunk("kiwi the second turn", source_type="extracted", namespace=scope)
             with store.consistent_read() as view:  # type: ignore[attr-defined]
-                third = store.add_chunk("kiwi a turn written while the view is open", **scope)
+                third = store.add_chunk("kiwi a turn written while the view is open", namespace=scope)
                 store.set_review_state(second, "rejected")
                 seen = _following(view, [first, second], requirement)
             requirement.check(
@@ -195,12 +195,14 @@ class StoreFollowingChecks(_StoreBase):
                 f"the store itself gave {live} after the view closed; expected "
                 f"{ ({first: third, second: third}) } ({second!r} is rejected now)",
             )
-        scope = {"namespace": "session:r"}
-        asked = store.add_chunk("kiwi asked before the position", **scope)
-        answered = store.add_chunk("kiwi answered before the position", source_type="extracted", **scope)
+        scope = "session:r"
+        asked = store.add_chunk("kiwi asked before the position", namespace=scope)
+        answered = store.add_chunk(
+            "kiwi answered before the position", source_type="extracted", namespace=scope
+        )
         position = _history_of(store, requirement).history_position()
         store.set_review_state(answered, "rejected")
-        after = store.add_chunk("kiwi a turn written after the position", **scope)
+        after = store.add_chunk("kiwi a turn written after the position", namespace=scope)
         live = _following(store, [asked, answered], requirement)
         requirement.check(
             live == {asked: after, answered: after},
@@ -224,8 +226,10 @@ class StoreFollowingChecks(_StoreBase):
     @checks("STORE-FOLLOWING-ASYNC")
     def test_store_following_async(self, store: KnowledgeStore, requirement: Requirement) -> None:
         self._require(requirement)
-        scope = {"namespace": "session:x"}
-        rows = [store.add_chunk(f"kiwi async turn {word}", **scope) for word in ("one", "two", "three")]
+        scope = "session:x"
+        rows = [
+            store.add_chunk(f"kiwi async turn {word}", namespace=scope) for word in ("one", "two", "three")
+        ]
         store.add_chunk("mango in another scope", namespace="session:y")
         store.set_review_state(rows[1], "rejected")
         asked = [*rows, "not-an-id"]
