@@ -19,7 +19,7 @@ from contextplane.memory.model import MemoryChunk
 from contextplane.store import aio
 from contextplane.store.protocol import KnowledgeStore
 from contextplane.testing._base import checks
-from contextplane.testing.requirements import Requirement
+from contextplane.testing.requirements import ConformanceFailure, Requirement
 from contextplane.testing.stores.common import _as_of, _history_of, _StoreBase
 
 #: Ids that name no row of a fresh store: unknown, malformed, empty, hostile.
@@ -85,6 +85,8 @@ class StoreFollowingChecks(_StoreBase):
         for bogus in UNKNOWN_IDS:
             try:
                 found = _following(store, [bogus, a1], requirement)
+            except ConformanceFailure:
+                raise
             except Exception as exc:
                 requirement.fail(f"following([{bogus!r}, a1]) raised {type(exc).__name__}: {exc}")
             requirement.check(
