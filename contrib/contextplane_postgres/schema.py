@@ -16,7 +16,9 @@ duplicates are found by, and the turn inputs ``explain`` and ``replay`` read; st
 ``chunk_history`` by (seq, chunk_id), so a copy keeps an embedded store's positions, where one
 write batch's rows share a seq (``history`` says why); step 6 the event time
 (``occurred_at``, nullable: no row is rewritten) with a partial index for the time filters;
-step 7 the cacheable-prefix figures of each prompt snapshot (nullable). The vector column and
+step 7 the cacheable-prefix figures of each prompt snapshot (nullable); step 8 replaces the
+scope index by a (namespace, id) one, which ``following`` walks (the memory written next in a
+scope). The vector column and
 its HNSW index are not a step: their width is the embedder's, so ``attach_vectors`` adds them
 the first time a store is opened with an embedder and records which one.
 """
@@ -32,7 +34,7 @@ from contextplane.errors import StoreError
 from contextplane.store import vector_space
 from contextplane_postgres import history as pg_history
 
-SCHEMA_VERSION: Final[int] = 7
+SCHEMA_VERSION: Final[int] = 8
 
 #: Text-search configuration: no stemming and no stop words, like FTS5's unicode61 tokenizer
 #: on the embedded store, so a word matches the same rows on both.
@@ -150,6 +152,17 @@ _STEP_7: Final[str] = (
     "ADD COLUMN IF NOT EXISTS cache_break text;"
 )
 
+#: ``following`` (the memory written right after another in its scope) reads the first row after
+#: (namespace, id) in that order: one step down this index, where the scope index alone left the
+#: planner walking the primary key through every other scope's rows (``PostgresDialect.
+#: following``; bench/following_bench.py). It replaces the scope index, which it covers (every
+#: scope filter is its prefix): kept beside it, that index still tempted the planner to read a
+#: scope by it and sort it, and every write paid for both.
+_STEP_8: Final[str] = (
+    "CREATE INDEX IF NOT EXISTS chunks_namespace_id ON chunks (namespace, id); "
+    "DROP INDEX IF EXISTS chunks_namespace;"
+)
+
 #: version reached -> DDL that reaches it from the version before, or a function that does
 #: (called inside the step's transaction, for a step that also fills what it adds).
 STEPS: Final[dict[int, str | Callable[[psycopg.Connection[Any]], None]]] = {
@@ -160,6 +173,7 @@ STEPS: Final[dict[int, str | Callable[[psycopg.Connection[Any]], None]]] = {
     5: pg_history.HISTORY_KEY_DDL,
     6: _STEP_6,
     7: _STEP_7,
+    8: _STEP_8,
 }
 assert max(STEPS) == SCHEMA_VERSION
 

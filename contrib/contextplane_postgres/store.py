@@ -840,6 +840,9 @@ class UnreachableView:
     def search(self, query: str, k: int = 10, **options: Any) -> list[SearchHit]:
         self._fail()
 
+    def following(self, chunk_ids: Sequence[str], **options: Any) -> dict[str, MemoryChunk]:
+        self._fail()  # not the store's (``__getattr__``): a read outside the view, or a 30 s wait
+
     def history_position(self) -> HistoryPosition:
         self._fail()
 

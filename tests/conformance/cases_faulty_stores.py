@@ -9,6 +9,9 @@ from contextplane.testing import KnowledgeStoreConformance
 from tests.conformance.memstores import (
     DeletesOnSupersedeStore,
     DropsEventTimeStore,
+    FollowsAcrossScopesStore,
+    FollowsThroughViewsStore,
+    FollowsUndeliverableStore,
     IgnoresExpiryStore,
     NoRelevanceStore,
     PresentAsOfStore,
@@ -32,6 +35,8 @@ class TestDeletesOnSupersede(KnowledgeStoreConformance):
 
 
 class TestPresentAsOf(KnowledgeStoreConformance):
+    capabilities = frozenset({"concurrent_writes", "consistent_read", "following"})
+
     @pytest.fixture
     def store(self) -> PresentAsOfStore:
         return PresentAsOfStore()
@@ -72,3 +77,27 @@ class TestStampsOnRestore(KnowledgeStoreConformance):
     @pytest.fixture
     def store(self) -> StampsOnRestoreStore:
         return StampsOnRestoreStore()
+
+
+class TestFollowsAcrossScopes(KnowledgeStoreConformance):
+    capabilities = frozenset({"concurrent_writes", "consistent_read", "following"})
+
+    @pytest.fixture
+    def store(self) -> FollowsAcrossScopesStore:
+        return FollowsAcrossScopesStore()
+
+
+class TestFollowsUndeliverable(KnowledgeStoreConformance):
+    capabilities = frozenset({"concurrent_writes", "consistent_read", "following"})
+
+    @pytest.fixture
+    def store(self) -> FollowsUndeliverableStore:
+        return FollowsUndeliverableStore()
+
+
+class TestFollowsThroughViews(KnowledgeStoreConformance):
+    capabilities = frozenset({"concurrent_writes", "consistent_read", "following"})
+
+    @pytest.fixture
+    def store(self) -> FollowsThroughViewsStore:
+        return FollowsThroughViewsStore()

@@ -26,6 +26,9 @@ from contextplane.testing.memory import InMemoryKnowledgeStore
 __all__ = [
     "DeletesOnSupersedeStore",
     "DropsEventTimeStore",
+    "FollowsAcrossScopesStore",
+    "FollowsThroughViewsStore",
+    "FollowsUndeliverableStore",
     "IgnoresExpiryStore",
     "InMemoryKnowledgeStore",
     "NoRelevanceStore",
@@ -149,3 +152,45 @@ class StampsOnRestoreStore(InMemoryKnowledgeStore):
         now = utc_now()
         chunks = restored_chunks(rows)
         return super().restore_chunks([attrs.evolve(c, created_at=now, updated_at=now) for c in chunks], by=by)
+
+
+class FollowsAcrossScopesStore(InMemoryKnowledgeStore):
+    """Fault: ``following`` takes the next row by id whatever its scope (a lookup that forgot
+    ``namespace``): another conversation's turn is offered as the answer."""
+
+    def _following(
+        self, chunk_ids: list[str], deliverable: bool, now: datetime | None, on: Any
+    ) -> dict[str, MemoryChunk]:
+        rows = sorted(self._rows.values(), key=lambda c: int(c.id))
+        found: dict[str, MemoryChunk] = {}
+        for chunk_id in chunk_ids:
+            if (this := self.get(chunk_id)) is None:
+                continue
+            after = [
+                c for c in rows if int(c.id) > int(this.id) and (not deliverable or self._deliverable(c, now))
+            ]
+            if after:
+                found[chunk_id] = after[0]
+        return found
+
+
+class FollowsUndeliverableStore(InMemoryKnowledgeStore):
+    """Fault: ``following`` ignores ``deliverable`` and returns the very next row of the scope,
+    rejected, expired or superseded as it may be."""
+
+    def _following(
+        self, chunk_ids: list[str], deliverable: bool, now: datetime | None, on: Any
+    ) -> dict[str, MemoryChunk]:
+        return super()._following(chunk_ids, False, now, on)
+
+
+class FollowsThroughViewsStore(InMemoryKnowledgeStore):
+    """Fault: the ``consistent_read()`` view's ``following`` is the live store's (a view that
+    forwards the new read instead of answering it), so a turn written after the view opened is
+    offered to a composition that cannot see it otherwise."""
+
+    @contextlib.contextmanager
+    def consistent_read(self) -> Iterator[InMemoryKnowledgeStore]:
+        with super().consistent_read() as view:
+            view.following = self.following  # type: ignore[method-assign]
+            yield view

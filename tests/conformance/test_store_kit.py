@@ -24,7 +24,9 @@ HERE = Path(__file__).resolve().parent
 
 
 class TestSQLiteStore(KnowledgeStoreConformance):
-    capabilities = frozenset({"migration", "concurrent_writes", "consistent_read", "vector_space", "exact_restore"})
+    capabilities = frozenset(
+        {"migration", "concurrent_writes", "consistent_read", "vector_space", "exact_restore", "following"}
+    )
 
     @pytest.fixture
     def store(self, tmp_path: Path) -> Iterator[SQLiteKnowledgeStore]:
@@ -66,7 +68,7 @@ class TestSQLiteStore(KnowledgeStoreConformance):
 
 
 class TestInMemoryStore(KnowledgeStoreConformance):
-    capabilities = frozenset({"concurrent_writes", "consistent_read", "exact_restore"})
+    capabilities = frozenset({"concurrent_writes", "consistent_read", "exact_restore", "following"})
 
     @pytest.fixture
     def store(self) -> InMemoryKnowledgeStore:
@@ -111,8 +113,29 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
         "STORE-ASOF-EXPIRY",
         "STORE-ASOF-REPLAY",
         "STORE-ASOF-TIME",
+        "STORE-FOLLOWING-ASOF",  # it declares "following": the next row as of the past too
     }
     assert "rejected, superseded and invalidated only afterwards" in present["STORE-ASOF-LIFECYCLE"].message
+    assert "'6' was written afterwards (no row then)" in present["STORE-FOLLOWING-ASOF"].message
+    # following: a next row from another scope, an undeliverable one, one the view cannot see.
+    across = run.by_class("TestFollowsAcrossScopes")
+    assert set(across) == every
+    assert run.failing("TestFollowsAcrossScopes") == {"STORE-FOLLOWING"}
+    assert "expected {'1': '5', '5': '8', '2': '6'} (the next row of each id's own scope and source" in (
+        across["STORE-FOLLOWING"].message
+    )
+    assert run.failing("TestFollowsUndeliverable") == {
+        "STORE-FOLLOWING-DELIVERABLE",
+        "STORE-FOLLOWING-ASOF",
+        "STORE-FOLLOWING-ASYNC",
+    }
+    assert "gave {'1': '2'}; expected {'1': '3'} (the rejected row is stepped over" in (
+        run.by_class("TestFollowsUndeliverable")["STORE-FOLLOWING-DELIVERABLE"].message
+    )
+    assert run.failing("TestFollowsThroughViews") == {"STORE-FOLLOWING-ASOF"}
+    assert "through a consistent_read() view opened before '3' was written" in (
+        run.by_class("TestFollowsThroughViews")["STORE-FOLLOWING-ASOF"].message
+    )
     # Hits without a relevance leave the floor nothing to apply: that requirement alone fails.
     blind = run.by_class("TestNoRelevance")
     assert set(blind) == every
@@ -165,6 +188,8 @@ def test_faulty_stores_fail_with_the_named_ids(tmp_path: Path) -> None:
     )
     assert expiry["STORE-RESTORE-EXACT"].outcome == "skipped"
     assert "capability 'exact_restore' not declared" in expiry["STORE-RESTORE-EXACT"].message
+    assert expiry["STORE-FOLLOWING"].outcome == "skipped"
+    assert "capability 'following' not declared" in expiry["STORE-FOLLOWING"].message
     # Undeclared capabilities skip, naming the capability.
     assert expiry["STORE-BACKFILL-TABLE"].outcome == "skipped"
     assert "capability 'migration' not declared" in expiry["STORE-BACKFILL-TABLE"].message

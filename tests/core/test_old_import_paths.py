@@ -91,16 +91,21 @@ def test_the_kit_is_unchanged_for_a_store_and_section_author() -> None:
     assert kit.ConformanceFailure.__module__ == "contextplane.testing.requirements"
     groups = [c.__name__ for c in kit.KnowledgeStoreConformance.__mro__ if c.__name__.startswith("Store")]
     assert groups == [
-        "StoreRestoreChecks", "StoreEventTimeChecks", "StoreVectorSpaceChecks", "StoreConsolidationChecks",
+        "StoreFollowingChecks", "StoreRestoreChecks", "StoreEventTimeChecks", "StoreVectorSpaceChecks", "StoreConsolidationChecks",
         "StoreAsyncChecks", "StoreHistoryChecks", "StoreConsistencyChecks", "StoreRobustnessChecks",
         "StoreMigrationChecks", "StoreScopeChecks", "StoreLifecycleChecks", "StoreDeliveryChecks",
         "StoreWriteChecks",
     ]  # fmt: skip
-    # the 73 a store or section author runs, in their order (72, then session 9's
-    # RECORDS-SNAPSHOTS-CACHE-PREFIX after RECORDS-SNAPSHOTS-SESSIONS); the runtime kit's (issue 24) come after
+    # the 77 a store or section author runs, in their order (72, then session 9's
+    # RECORDS-SNAPSHOTS-CACHE-PREFIX after RECORDS-SNAPSHOTS-SESSIONS, then session 10's four
+    # STORE-FOLLOWING* after STORE-RESTORE-EXACT); the runtime kit's (issue 24) come after
     theirs = [r for r in kit.REQUIREMENTS.values() if r.kind != "runtime"]
-    assert len(theirs) == 73 and kit.requirement("STORE-PROTOCOL").kind == "store"
-    assert list(kit.REQUIREMENTS.values())[:73] == theirs
+    assert len(theirs) == 77 and kit.requirement("STORE-PROTOCOL").kind == "store"
+    assert list(kit.REQUIREMENTS.values())[:77] == theirs
+    stores = [r.id for r in theirs if r.kind == "store"]
+    assert stores[stores.index("STORE-RESTORE-EXACT") + 1 :] == [
+        "STORE-FOLLOWING", "STORE-FOLLOWING-DELIVERABLE", "STORE-FOLLOWING-ASOF", "STORE-FOLLOWING-ASYNC",
+    ]  # fmt: skip
     records = [r.id for r in theirs if r.kind == "records"]
     assert records[records.index("RECORDS-SNAPSHOTS-SESSIONS") + 1] == "RECORDS-SNAPSHOTS-CACHE-PREFIX"
     assert [r.kind for r in kit.REQUIREMENTS.values()] == sorted(

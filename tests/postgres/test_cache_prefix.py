@@ -73,7 +73,7 @@ def test_step_7_on_a_schema_6_database(pg_url: str, pg_schema: str) -> None:
         conn.execute(f"UPDATE {pg_schema}.meta SET value = '6' WHERE key = 'schema_version'")
     backend = PostgresBackend(pg_url, schema=pg_schema)
     try:
-        assert _version(pg_url, pg_schema) == SCHEMA_VERSION == 7
+        assert _version(pg_url, pg_schema) == SCHEMA_VERSION == 8
         old = backend.snapshots.get("s", 1, 0)
         assert old is not None and old.cache is None and old.history_chars == 10
         backend.snapshots.put(ROW)

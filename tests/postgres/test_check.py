@@ -52,11 +52,11 @@ def test_store_check_on_postgresql(tmp_path: Path, pg_url: str, pg_schema: str) 
         ).fetchone()
         conn.execute(  # what a CREATE INDEX CONCURRENTLY that failed half-way leaves
             "UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass",
-            (f'"{pg_schema}".chunks_namespace',),
+            (f'"{pg_schema}".chunks_namespace_id',),
         )
     res = check()
     assert res.exit_code == 1, res.output
     problems = [line for line in res.output.splitlines() if line.startswith("problem: ")]
     assert any(p.startswith(f"problem: history of memory {first}: event ") and "unreadable" in p for p in problems)
     assert f"problem: memory {bare} has no history event (its creation was never recorded)" in problems
-    assert any(p.startswith("problem: index chunks_namespace is invalid") for p in problems), problems
+    assert any(p.startswith("problem: index chunks_namespace_id is invalid") for p in problems), problems

@@ -450,7 +450,7 @@ def test_the_store_command_is_plugged_into_the_command_line() -> None:
 
 def test_store_init_and_status(pg_url: str, pg_schema: str) -> None:
     res = CliRunner().invoke(main, ["store", "init", pg_url, "--schema", pg_schema])
-    assert res.exit_code == 0 and res.output.strip().endswith(f"(schema {pg_schema}): at schema version 7")
+    assert res.exit_code == 0 and res.output.strip().endswith(f"(schema {pg_schema}): at schema version 8")
     res = CliRunner().invoke(main, ["store", "status", pg_url, "--schema", pg_schema])
     status = json.loads(res.output)
-    assert status["schema_version"] == 7 and status["chunks"] == 0 and status["trajectory"] == 0
+    assert status["schema_version"] == 8 and status["chunks"] == 0 and status["trajectory"] == 0

@@ -92,7 +92,7 @@ def test_step_6_on_a_schema_5_database_keeps_every_row_readable_and_writable(
     assert _version(pg_url, pg_schema) == 5
     backend = PostgresBackend(pg_url, schema=pg_schema)
     try:
-        assert _version(pg_url, pg_schema) == SCHEMA_VERSION == 7
+        assert _version(pg_url, pg_schema) == SCHEMA_VERSION == 8
         m = backend.memories
         assert [x.occurred_at for x in m.list_chunks()] == [None, None, None]
         assert {i: m.history(i) for i in (a, b, c)} == before and m.history_position().seq == position.seq

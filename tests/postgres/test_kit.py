@@ -43,7 +43,9 @@ def configured_backend(pg_url: str) -> Iterator[Callable[[], Any]]:
 
 
 class TestPostgresStore(KnowledgeStoreConformance):
-    capabilities = frozenset({"migration", "concurrent_writes", "consistent_read", "vector_space", "exact_restore"})
+    capabilities = frozenset(
+        {"migration", "concurrent_writes", "consistent_read", "vector_space", "exact_restore", "following"}
+    )
 
     @pytest.fixture
     def reopen(self, pg_url: str, pg_schema: str) -> Iterator[Callable[[Any], Any]]:

@@ -31,7 +31,7 @@ def version(url: str, schema: str) -> int:
 
 def test_a_fresh_database_is_created_at_the_current_version(pg_url: str, pg_schema: str) -> None:
     PostgresBackend(pg_url, schema=pg_schema).close()
-    assert version(pg_url, pg_schema) == SCHEMA_VERSION == 7
+    assert version(pg_url, pg_schema) == SCHEMA_VERSION == 8
 
 
 def test_a_newer_schema_is_refused_naming_both_versions(pg_url: str, pg_schema: str) -> None:
@@ -41,7 +41,7 @@ def test_a_newer_schema_is_refused_naming_both_versions(pg_url: str, pg_schema: 
     with pytest.raises(StoreError) as err:
         PostgresBackend(pg_url, schema=pg_schema)
     assert f"(schema {pg_schema}): the database was written by schema version 99, but this " in str(err.value)
-    assert "understands schema version 7 at most; upgrade contextplane to open it" in str(err.value)
+    assert "understands schema version 8 at most; upgrade contextplane to open it" in str(err.value)
     assert version(pg_url, pg_schema) == 99  # nothing was touched
 
 
@@ -174,7 +174,7 @@ def test_step_5_keys_the_history_by_seq_and_row_keeping_every_event(pg_url: str,
     assert version(pg_url, pg_schema) == 4 and _history_key(pg_url, pg_schema) == ["seq"]
     backend = PostgresBackend(pg_url, schema=pg_schema)
     try:
-        assert version(pg_url, pg_schema) == SCHEMA_VERSION == 7
+        assert version(pg_url, pg_schema) == SCHEMA_VERSION == 8
         assert _history_key(pg_url, pg_schema) == ["seq", "chunk_id"]
         m = backend.memories
         assert {i: m.history(i) for i in (a, b)} == events and m.history_position().seq == position.seq

@@ -53,7 +53,7 @@ def test_status_of_an_empty_database_writes_nothing(pg_url: str, empty_database:
     res = CliRunner().invoke(main, ["store", "init", owner, "--schema", "contextplane"])
     assert res.exit_code == 0, res.output
     out = status(owner, "contextplane")
-    assert out["schema_version"] == 7 and "note" not in out and out["chunks"] == 0
+    assert out["schema_version"] == 8 and "note" not in out and out["chunks"] == 0
 
 
 def test_offset_and_count_on_postgres(pg_backend_factory: Any) -> None:

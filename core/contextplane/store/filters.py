@@ -86,6 +86,18 @@ class Dialect:
         """The row key an id names, or None when it can name no row of this store."""
         return as_id(chunk_id)
 
+    def following(self, select: str, marks: Sequence[str], clauses: Sequence[str]) -> str:
+        """``following``'s statement over the rows ``h`` whose ids are ``marks``: each one's id,
+        then ``select`` of the first row ``c`` after it in its scope that meets ``clauses``. A
+        correlated lookup per id: SQLite's scope index holds the rowid, so ``namespace = ? AND
+        rowid > ?`` is one step down it."""
+        where = " AND ".join(["c.namespace = h.namespace", "c.id > h.id", *clauses])
+        nearest = f"SELECT c.id FROM chunks AS c WHERE {where} ORDER BY c.id LIMIT 1"
+        return (
+            f"SELECT f.after, {select} FROM (SELECT h.id AS after, ({nearest}) AS next_id "
+            f"FROM chunks AS h WHERE h.id IN ({', '.join(marks)})) AS f JOIN chunks AS c ON c.id = f.next_id"
+        )
+
     def page(self, limit: int | None, offset: int, params: dict[str, Any]) -> str:
         """``LIMIT`` / ``OFFSET`` (checked whole numbers, written into the statement)."""
         text = "" if limit is None else f" LIMIT {limit}"
@@ -224,7 +236,8 @@ def following_sql(
     cells of the first row written after it (ids ascend in write order) in its scope from the
     same source (``source_type`` and ``source``),
     deliverable at ``now`` when ``deliverable``; None when no id can name a row. One statement,
-    a correlated lookup per id that the scope index (namespace, then id) answers in a step."""
+    a lookup per id that a (namespace, id) index answers in a step, written by the dialect
+    (``Dialect.following``)."""
     keys = sorted({key for i in chunk_ids if (key := dialect.key(i)) is not None})
     if not keys:
         return None, {}
@@ -233,17 +246,9 @@ def following_sql(
     for n, key in enumerate(keys):
         params[f"id{n}"] = key
         marks.append(dialect.mark(f"id{n}"))
-    clauses = [
-        "c.namespace = h.namespace",
-        "c.source_type = h.source_type",
-        "c.source = h.source",
-        "c.id > h.id",
-    ]
+    # the same conversation: a note extracted from it, or another writer's row written in
+    # between, is stepped over
+    clauses = ["c.source_type = h.source_type", "c.source = h.source"]
     if deliverable:
         deliverable_filter(dialect, False, now, params, clauses)
-    nearest = f"SELECT c.id FROM chunks AS c WHERE {' AND '.join(clauses)} ORDER BY c.id LIMIT 1"
-    sql = (
-        f"SELECT f.after, {select} FROM (SELECT h.id AS after, ({nearest}) AS next_id "
-        f"FROM chunks AS h WHERE h.id IN ({', '.join(marks)})) AS f JOIN chunks AS c ON c.id = f.next_id"
-    )
-    return sql, params
+    return dialect.following(select, marks, clauses), params

@@ -13,7 +13,7 @@ as the contract; a test keeps them equal.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, ClassVar, NamedTuple
@@ -158,10 +158,16 @@ class ChunkReads:
         """For each id, the memory written right after it in its scope from the same source
         (``FollowingReads``):
         deliverable at ``now`` when ``deliverable`` (an undeliverable row is stepped over). Ids
-        naming no row, or with nothing after them in their scope, are absent."""
+        naming no row, or with nothing after them in their scope, are absent (an id that is not
+        text among them too: every store then answers alike, and none fails on it)."""
         if isinstance(chunk_ids, str):
             raise ValidationError("chunk_ids: expected a list of memory ids, got a single string")
-        return self._following(list(dict.fromkeys(chunk_ids)), deliverable, now, _on)
+        if isinstance(chunk_ids, bytes | bytearray) or not isinstance(chunk_ids, Iterable):
+            raise ValidationError(
+                f"chunk_ids: expected a list of memory ids, got {type(chunk_ids).__name__}"
+            )
+        ids = [i for i in chunk_ids if isinstance(i, str)]
+        return self._following(list(dict.fromkeys(ids)), deliverable, now, _on)
 
     def _list(self, query: ListQuery, on: Any) -> list[MemoryChunk]:
         raise NotImplementedError

@@ -88,7 +88,7 @@ REQUIREMENTS: Final[Mapping[str, Requirement]] = MappingProxyType({r.id: r for r
 
 #: Capabilities a store may declare; the kit skips the checks of an undeclared one.
 STORE_CAPABILITIES: Final[frozenset[str]] = frozenset(
-    {"migration", "concurrent_writes", "consistent_read", "vector_space", "exact_restore"}
+    {"migration", "concurrent_writes", "consistent_read", "vector_space", "exact_restore", "following"}
 )
 #: Capabilities a backend may declare for the records kit.
 RECORDS_CAPABILITIES: Final[frozenset[str]] = frozenset({"trajectory"})

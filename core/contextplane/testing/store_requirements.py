@@ -316,6 +316,39 @@ STORE: Final[tuple[Entry, ...]] = (
         "store already holds is refused with StoreError naming it, and nothing of that call is stored.",
         capability="exact_restore",
     ),
+    Entry(
+        "STORE-FOLLOWING",
+        "store",
+        "following(ids) maps each id to the first memory written after it (ids ascend in write order) in "
+        "the same scope (namespace) from the same source (source_type and source: the same "
+        "conversation): rows of other scopes or sources written in between are skipped, the last row "
+        "of a scope has none, an id naming no row (malformed ids included) is absent and never an error, "
+        "and a single string instead of a list of ids is refused with ValidationError.",
+        capability="following",
+    ),
+    Entry(
+        "STORE-FOLLOWING-DELIVERABLE",
+        "store",
+        "following steps over rows that are not deliverable at `now` (rejected, expired, invalidated or "
+        "superseded) to the next deliverable row of the scope, and with deliverable=False returns the "
+        "very next row whatever its state.",
+        capability="following",
+    ),
+    Entry(
+        "STORE-FOLLOWING-ASOF",
+        "store",
+        "following through a view reads the view's state: through consistent_read() a row written after "
+        "the view opened is not returned, and as of a history position a row written after it does not "
+        "exist while a row rejected after it is still returned.",
+        capability="following",
+    ),
+    Entry(
+        "STORE-FOLLOWING-ASYNC",
+        "store",
+        "contextplane.store.aio.afollowing (the store's own afollowing where it has one) gives what "
+        "following gives, deliverable or not.",
+        capability="following",
+    ),
 )
 
 RECORDS: Final[tuple[Entry, ...]] = (

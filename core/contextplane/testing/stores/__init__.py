@@ -7,7 +7,8 @@ reference implementation's helpers still fails. Every check talks to the store o
 the ``KnowledgeStore`` protocol.
 
 Split by job, one group of checks a module (``writes``, ``delivery``, ``migration``,
-``robustness``, ``history``, ``consolidation``, ``event_time``, ``vectors``, ``restore``) over
+``robustness``, ``history``, ``consolidation``, ``event_time``, ``vectors``, ``restore``,
+``following``) over
 what they share (``common``); ``KnowledgeStoreConformance`` below is every group at once. This
 package is the import path the kit had as one module: every name it had is re-exported (a store
 author's ``from contextplane.testing import ...`` and the requirement ids are unchanged), and a
@@ -23,6 +24,7 @@ from contextplane.testing.stores import (
     consolidation,
     delivery,
     event_time,
+    following,
     history,
     migration,
     restore,
@@ -62,6 +64,10 @@ from contextplane.testing.stores.event_time import (
     _MAY,
     StoreEventTimeChecks,
 )
+from contextplane.testing.stores.following import (
+    UNKNOWN_IDS,
+    StoreFollowingChecks,
+)
 from contextplane.testing.stores.history import (
     StoreHistoryChecks,
 )
@@ -89,6 +95,7 @@ from contextplane.testing.stores.writes import (
 
 
 class KnowledgeStoreConformance(
+    StoreFollowingChecks,
     StoreRestoreChecks,
     StoreEventTimeChecks,
     StoreVectorSpaceChecks,
@@ -121,6 +128,7 @@ patch_through(
         event_time,
         vectors,
         restore,
+        following,
     ),
 )
 
@@ -130,6 +138,7 @@ __all__ = [
     "RACING_PAIRS",
     "RELEVANCE_FILLER",
     "REVIEW_BY_SOURCE",
+    "UNKNOWN_IDS",
     "_JULY",
     "_JUNE",
     "_MAY",
@@ -142,6 +151,7 @@ __all__ = [
     "StoreConsolidationChecks",
     "StoreDeliveryChecks",
     "StoreEventTimeChecks",
+    "StoreFollowingChecks",
     "StoreHistoryChecks",
     "StoreLifecycleChecks",
     "StoreMigrationChecks",
@@ -166,6 +176,7 @@ __all__ = [
     "consolidation",
     "delivery",
     "event_time",
+    "following",
     "history",
     "migration",
     "restore",
