@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any, ClassVar, NamedTuple
 
 from contextplane.errors import ValidationError
-from contextplane.memory.model import MemoryChunk, validate_text
+from contextplane.memory.model import MemoryChunk, parse_timestamp, validate_text
 from contextplane.store.columns import SEARCH_K_MAX
 from contextplane.store.filters import Dialect, ListQuery, following_sql, list_sql
 from contextplane.store.protocol import SearchHit, SearchTrace
@@ -38,6 +38,14 @@ class SearchOptions(NamedTuple):
     occurred_after: datetime | str | None = None
     occurred_before: datetime | str | None = None
     full_text: bool = False
+
+
+def read_now(now: object) -> datetime | None:
+    """A read's ``now`` (the time the deliverable filter is evaluated at): None, or an aware
+    datetime or ISO-8601 text with an offset, in UTC. Why checked here: a string reached the
+    embedded store's SQL as an ``AttributeError`` and a naive time was read as UTC on one store
+    and compared as local on another."""
+    return None if now is None else parse_timestamp(now, "now")
 
 
 def search_k(query: str, k: int) -> int:
@@ -75,6 +83,7 @@ class ChunkReads:
         ``review_state="pending"`` also matches NULL (legacy rows). ``occurred_after`` /
         ``occurred_before``: only rows whose event time is in that half-open window (a row
         without an event time is in none)."""
+        now = read_now(now)
         query = ListQuery(
             deliverable,
             memory_kind,
@@ -106,6 +115,7 @@ class ChunkReads:
     ) -> int:
         """How many rows ``list_chunks`` with these filters returns without a limit (so a
         listing can say "50 of N", and a deep page can skip whole review states)."""
+        now = read_now(now)
         query = ListQuery(
             deliverable,
             memory_kind,
@@ -142,6 +152,7 @@ class ChunkReads:
         whose event time is in that half-open window, as ``list_chunks``. ``full_text`` searches
         without the vector leg, as a store without an embedder does (a turn's fallback when the
         embedder fails: ``EmbedderError``)."""
+        now = read_now(now)
         options = SearchOptions(
             deliverable, namespaces, include_superseded, now, occurred_after, occurred_before, full_text
         )
@@ -167,7 +178,7 @@ class ChunkReads:
                 f"chunk_ids: expected a list of memory ids, got {type(chunk_ids).__name__}"
             )
         ids = [i for i in chunk_ids if isinstance(i, str)]
-        return self._following(list(dict.fromkeys(ids)), deliverable, now, _on)
+        return self._following(list(dict.fromkeys(ids)), deliverable, read_now(now), _on)
 
     def _list(self, query: ListQuery, on: Any) -> list[MemoryChunk]:
         raise NotImplementedError
@@ -200,7 +211,7 @@ class SearchTracing:
     ) -> SearchTrace:
         """Where ``chunk_id`` ranked in ``search(query, k, namespaces=..., now=...)``: in the
         final list and in each leg. For ``explain``; callers want ``search``."""
-        return self._trace(query, chunk_id, k, namespaces, now, _on)
+        return self._trace(query, chunk_id, k, namespaces, read_now(now), _on)
 
     def _trace(
         self, query: str, chunk_id: str, k: int, namespaces: Scopes, now: datetime | None, on: Any
