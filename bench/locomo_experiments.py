@@ -25,7 +25,8 @@ file here has five conversations; the other five are kept apart by the data's RE
 What it found (session 10, on the tree with ``context.retrieved_follow = 0.2``; docs/performance.md
 has the table): no neighbour rule moves hybrid recall at 2,000 tokens by more than +0.005 on the
 held-out conversations (+1 and +2 followers, the preceding turn, question-gated weights, a steeper
-rank decay, rows past the search depth); per conversation every rule moves 2k by -0.02..+0.03.
+rank decay, rows past the search depth; nor does diversifying the hits first, ``--mmr``); per
+conversation every rule moves 2k by -0.02..+0.03.
 Why: the turns within two of a delivered turn that are not delivered hold evidence at a rate of
 0.002-0.003 per row, the rate of the search's ranks 51-100, below that of the ranks 26-50 they
 would displace (0.006); and of the evidence turns missed at 2k, 38 % are neither in the
@@ -163,8 +164,37 @@ def parse_weights(text: str) -> dict[str, float]:
     return out
 
 
+def diversified(hits: list[SearchHit], query: str, lam: float, c: float) -> list[SearchHit]:
+    """Maximal marginal relevance over the hits: each next row maximises ``lam * rank score -
+    (1 - lam) * its best cosine to a row already chosen`` (the rank score ``(C + 1) / (C + rank)``,
+    1 for the first hit), vectors from the bench's embedder; renumbered from 1."""
+    import numpy as np
+
+    emb = EMBEDDER.get("emb")
+    if emb is None or len(hits) < 2:
+        return hits
+    vectors = np.stack([emb.vector(h.chunk.content) for h in hits])
+    rel = np.array([(c + 1) / (c + h.rank) for h in hits])
+    chosen: list[int] = []
+    best = np.zeros(len(hits))
+    taken = np.zeros(len(hits), dtype=bool)
+    for _ in range(len(hits)):
+        value = np.where(taken, -np.inf, lam * rel - (1 - lam) * best)
+        pick = int(np.argmax(value))  # the first of equals: the search's order
+        chosen.append(pick)
+        taken[pick] = True
+        best = np.maximum(best, vectors @ vectors[pick])
+    return [
+        SearchHit(chunk=hits[i].chunk, score=hits[i].score, rank=n, relevance=hits[i].relevance)
+        for n, i in enumerate(chosen, start=1)
+    ]
+
+
+EMBEDDER: dict[str, Any] = {}
+
+
 def install(weights: dict[str, float], per_budget: dict[int, dict[str, float]], c: float, nc: float | None,
-            power: float, extend: bool) -> None:
+            power: float, extend: bool, mmr: float | None = None) -> None:
     """Replace the retrieved section's ranking step (``_followed``) with ``with_neighbours``."""
     original_draft_of = retrieved._draft_of
 
@@ -177,11 +207,20 @@ def install(weights: dict[str, float], per_budget: dict[int, dict[str, float]], 
             keys = sorted(per_budget)
             pick = next((b for b in keys if tokens is not None and tokens <= b), keys[-1])
             chosen = per_budget[pick]
+        if mmr is not None and request.knowledge_store.vectors_enabled:
+            hits = diversified(hits, request.query, mmr, c)
         ranked = with_neighbours(hits, request.knowledge_store, chosen, None if extend else k, c, nc, power)
         laid = retrieved._Laid(ranked.hits, request, ranked.after)
         return retrieved._with(original_draft_of(ranked.hits, laid, request, k), fell_back)
 
     retrieved._followed = followed
+    embedder_for = lb.embedder_for
+
+    def keep(texts: Any) -> Any:
+        EMBEDDER["emb"] = embedder_for(texts)
+        return EMBEDDER["emb"]
+
+    lb.embedder_for = keep
     ingest = lb.ingest
 
     def fresh_ingest(*args: Any, **kwargs: Any) -> Any:
@@ -318,6 +357,7 @@ def main() -> int:
     run.add_argument("--extend", action="store_true", help="neighbours add rows past the search depth")
     run.add_argument("--bench", choices=["locomo", "scale"], default="locomo",
                      help="scale: bench/scale_bench.py with the same ranking (its own arguments after --)")
+    run.add_argument("--mmr", type=float, help="hybrid: diversify the hits first (MMR, this lambda)")
     run.add_argument("--tag", required=True, help="names bench/results/exp-TAG.json and .delivered.json")
     run.add_argument("rest", nargs=argparse.REMAINDER)
     sp = sub.add_parser("split", help="dev / held-out figures of runs (the first is the base of the deltas)")
@@ -337,7 +377,7 @@ def main() -> int:
     for part in filter(None, args.budget_weights.split(";")):
         tokens, _, ws = part.partition(":")
         per_budget[int(tokens)] = parse_weights(ws)
-    install(parse_weights(args.weights), per_budget, args.c, args.nc, args.power, args.extend)
+    install(parse_weights(args.weights), per_budget, args.c, args.nc, args.power, args.extend, args.mmr)
     rest = [a for a in args.rest if a != "--"]
     if args.bench == "scale":
         import scale_bench
