@@ -40,7 +40,7 @@ from contextplane.section import (
     log_failure,
 )
 from contextplane.store.aio import afollowing, asearch
-from contextplane.store.followers import Followed, follows, reach, to_follow, with_followers
+from contextplane.store.followers import Followed, followers_of, follows, reach, to_follow, with_followers
 from contextplane_sections.attribution import common_attribution, compact_heading, compact_row, min_trust
 from contextplane_sections.envelopes import INJECTED_MEMORY
 
@@ -305,7 +305,7 @@ def draft(request: ProjectionRequest) -> Draft:
         if more is None:
             weight = _follow_weight(request, store)
             ids = to_follow(hits, reach(weight, k, len(hits))) if weight else []
-            return _followed(hits, store.following(ids) if ids else {}, weight, laid, request, k, fell_back)
+            return _followed(hits, followers_of(store, ids), weight, laid, request, k, fell_back)
         k = more
 
 

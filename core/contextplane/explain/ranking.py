@@ -16,7 +16,7 @@ from contextplane.explain.evidence import Verdict, _filtered, _row_of, _Turn
 from contextplane.fitting import escape_measured
 from contextplane.memory.model import MemoryChunk
 from contextplane.projection import ProjectedContext
-from contextplane.store.followers import Followed, follows, reach, to_follow, with_followers
+from contextplane.store.followers import Followed, followers_of, follows, reach, to_follow, with_followers
 from contextplane.store.protocol import SearchTrace
 
 
@@ -97,7 +97,7 @@ def _ranked(turn: _Turn, k: int) -> Followed:
     hits = turn.view.search(request.query, k, deliverable=True, namespaces=list(request.namespaces))
     weight = float(request.config.context.retrieved_follow)
     ids = to_follow(hits, reach(weight, k, len(hits))) if weight > 0 and follows(turn.view) else []
-    return with_followers(hits, turn.view.following(ids) if ids else {}, weight, limit=k)
+    return with_followers(hits, followers_of(turn.view, ids), weight, limit=k)
 
 
 def _below_relevance(

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import attrs
 
 from contextplane.memory.model import MemoryChunk
-from contextplane.store.protocol import SearchHit
+from contextplane.store.protocol import FollowingReads, SearchHit
 
 #: The rank offset of the follower scores: small, so the first hits keep a clear lead (the
 #: offline harness over LoCoMo's rankings picked it; 1-60 moved recall by under 0.005).
@@ -144,8 +144,8 @@ def with_followers(
     ranked = [
         attrs.evolve(first[key], score=score[key]) if key in after else first[key] for key in keys
     ]
-    kept = set(keys)
-    return Followed(ranked, {key: hit for key, hit in after.items() if key in kept}, standing)
+    chosen = set(keys)
+    return Followed(ranked, {key: of for key, of in after.items() if key in chosen}, standing)
 
 
 def _higher(new: float | None, old: float | None) -> bool:
@@ -155,3 +155,12 @@ def _higher(new: float | None, old: float | None) -> bool:
 def follows(store: Any) -> bool:
     """Whether ``store`` (or the view a turn reads through) answers ``following``."""
     return callable(getattr(store, "following", None))
+
+
+def followers_of(store: Any, ids: Sequence[str]) -> dict[str, MemoryChunk]:
+    """``store.following(ids)`` (``FollowingReads``); nothing to ask for or a store without the
+    read: none."""
+    if not ids or not follows(store):
+        return {}
+    reader: FollowingReads = store
+    return reader.following(ids)
