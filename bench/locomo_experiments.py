@@ -151,7 +151,8 @@ def with_neighbours(
         for n, k in enumerate(keys, start=1)
     ]
     kept = set(keys)
-    return Followed(ranked, {k: v for k, v in after.items() if k in kept})
+    standing = {k: 1.0 / score[k] - c for k in keys}  # the rank a hit with this score would have
+    return Followed(ranked, {k: v for k, v in after.items() if k in kept}, standing)
 
 
 def parse_weights(text: str) -> dict[str, float]:
