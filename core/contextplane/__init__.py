@@ -182,7 +182,7 @@ __all__ = [
     "open_runtime",
 ]
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 
 def __getattr__(name: str) -> Any:

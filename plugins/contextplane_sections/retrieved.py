@@ -57,12 +57,13 @@ ROW_OVERHEAD = 3
 #: the budget holds at this size, and searches again, as deep as the rows it got say the budget
 #: needs (up to ``depth``), only while they cannot fill it. Why not always search ``depth``
 #: deep: at 100k-1M memories each row fetched and fused costs, and most turns' budgets fill
-#: from the first, shallower search. A short-row store (LoCoMo's compact turns cost ~173)
-#: searches twice at 200, the second sized from the first (the old rule, 4x deeper, made that
-#: cost 2-5x); 160 was tried (one search there) and measured on the 1M scale bench at 55.0 ms
-#: p50 against 53.1 at 200, both above session 6's 44.7: the size of the first search is not
-#: what made 1M slower (see docs/performance.md).
-FIRST_ROW_CHARS = 200
+#: from the first, shallower search. 300 (session 10; 200 before): the scale bench's ~430-char
+#: rows filled its 4,000-token budget from 38 rows, so a first search of 80 fetched and fused
+#: twice what it needed (100k, one process alternating the two: 7.67 -> 6.71 ms CPU a turn, the
+#: same rows delivered); LoCoMo's ~176-char rows search twice either way (sized from the
+#: first), and were no slower (2,000 tokens, hybrid: 12.3 -> 11.8 ms; recall within 0.003). A
+#: deeper first search (160) made 1M slower in session 7.
+FIRST_ROW_CHARS = 300
 #: The margin on the second search's estimate (rows past the budget are never offered).
 DEEPER_MARGIN = 1.25
 
