@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import apsw
 
@@ -107,3 +109,17 @@ def make_v2_store(path: Path, rows: Iterable[V2_ROW]) -> None:
     conn.execute("PRAGMA user_version = 2")
     conn.execute("COMMIT")
     conn.close()
+
+
+@contextlib.contextmanager
+def opened_store(kind: str, tmp_path: Path) -> Iterator[Any]:
+    """The embedded store (a file under ``tmp_path``) or the in-memory one, by ``kind``: for
+    tests that hold a behaviour to both."""
+    from contextplane.store import SQLiteKnowledgeStore
+    from contextplane.testing.memory import InMemoryKnowledgeStore
+
+    if kind == "memory":
+        yield InMemoryKnowledgeStore()
+        return
+    with SQLiteKnowledgeStore(tmp_path / "memory.sqlite3") as opened:
+        yield opened

@@ -14,7 +14,7 @@ import pytest
 
 from contextplane.errors import ValidationError
 from contextplane.store import SQLiteKnowledgeStore
-from contextplane.testing.memory import InMemoryKnowledgeStore
+from tests.store.helpers import opened_store
 
 A = {"namespace": "session:caroline"}
 B = {"namespace": "session:jon"}
@@ -22,10 +22,7 @@ B = {"namespace": "session:jon"}
 
 @pytest.fixture(params=["sqlite", "memory"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    if request.param == "memory":
-        yield InMemoryKnowledgeStore()
-        return
-    with SQLiteKnowledgeStore(tmp_path / "memory.sqlite3") as opened:
+    with opened_store(request.param, tmp_path) as opened:
         yield opened
 
 

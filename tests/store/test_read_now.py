@@ -13,16 +13,12 @@ from typing import Any
 import pytest
 
 from contextplane.errors import ValidationError
-from contextplane.store import SQLiteKnowledgeStore
-from contextplane.testing.memory import InMemoryKnowledgeStore
+from tests.store.helpers import opened_store
 
 
 @pytest.fixture(params=["sqlite", "memory"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    if request.param == "memory":
-        yield InMemoryKnowledgeStore()
-        return
-    with SQLiteKnowledgeStore(tmp_path / "m.sqlite3") as opened:
+    with opened_store(request.param, tmp_path) as opened:
         yield opened
 
 

@@ -19,6 +19,7 @@ from contextplane.store import SQLiteKnowledgeStore, write_spec
 from contextplane.store.columns import ADD_FIELDS
 from contextplane.store.protocol import KnowledgeStore
 from contextplane_postgres.store import PostgresKnowledgeStore
+from tests.store.helpers import opened_store
 
 
 def _parameters(function: Any) -> list[tuple[str, Any, Any, Any]]:
@@ -43,10 +44,7 @@ def test_every_store_writes_through_the_spec(store_class: type) -> None:
 
 @pytest.fixture(params=["sqlite", "memory"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    if request.param == "memory":
-        yield InMemoryKnowledgeStore()
-        return
-    with SQLiteKnowledgeStore(tmp_path / "memory.sqlite3") as opened:
+    with opened_store(request.param, tmp_path) as opened:
         yield opened
 
 
