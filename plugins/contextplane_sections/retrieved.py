@@ -215,6 +215,23 @@ def _full_text(request: ProjectionRequest, exc: EmbedderError) -> dict[str, Any]
     return {"search": "full_text", "fallback": f"embedder failed, full text this turn: {exc}"}
 
 
+def _unfollowed(request: ProjectionRequest, exc: Exception) -> dict[str, Any]:
+    """The store's ``following`` failed: strict mode raises; otherwise the turn offers its hits
+    without the turns after them, logged once, and the draft's meta says so. Why not fail the
+    section: the search, which is what the turn needs most, already answered."""
+    if request.config.plugins.strict:
+        raise exc
+    log_failure(
+        log,
+        ("retrieved-following", type(request.knowledge_store).__name__, type(exc).__name__),
+        "retrieved memories: the store's following() failed, so this turn offered its hits without "
+        "the turns after them (logged once): %s",
+        exc,
+        exc=exc,
+    )
+    return {"followers_fallback": f"following() failed, hits offered alone: {type(exc).__name__}: {exc}"}
+
+
 def _with(draft: Draft, meta: dict[str, Any]) -> Draft:
     """``draft`` with more meta, its heading and render order kept (a turn that fell back to
     full text lost both before: its rows were laid out by rank under the section's heading)."""
@@ -306,7 +323,11 @@ def draft(request: ProjectionRequest) -> Draft:
         if more is None:
             weight = _follow_weight(request, store)
             ids = to_follow(hits, reach(weight, k, len(hits))) if weight else []
-            return _followed(hits, followers_of(store, ids), weight, laid, request, k, fell_back)
+            try:
+                following = followers_of(store, ids)
+            except Exception as exc:  # the hits stand without their followers
+                following, fell_back = {}, {**fell_back, **_unfollowed(request, exc)}
+            return _followed(hits, following, weight, laid, request, k, fell_back)
         k = more
 
 
@@ -331,7 +352,10 @@ async def adraft(request: ProjectionRequest) -> Draft:
         if more is None:
             weight = _follow_weight(request, store)
             ids = to_follow(hits, reach(weight, k, len(hits))) if weight else []
-            following = await afollowing(store, ids) if ids else {}
+            try:
+                following = await afollowing(store, ids) if ids else {}
+            except Exception as exc:  # the hits stand without their followers
+                following, fell_back = {}, {**fell_back, **_unfollowed(request, exc)}
             return _followed(hits, following, weight, laid, request, k, fell_back)
         k = more
 

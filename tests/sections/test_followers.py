@@ -293,3 +293,67 @@ def test_a_turn_recorded_before_followers_existed_replays_as_it_ran(tmp_path: Pa
         assert (
             explain(answer, backend=backend, host=today, session_id="s1", turn_index=1).verdict != "delivered"
         )
+
+
+def test_a_store_whose_following_fails_still_delivers_its_hits(tmp_path: Path, caplog: Any) -> None:
+    """A broken ``following`` (a third-party store, a lost connection) costs the turn its
+    followers, not its hits; logged once; strict mode raises."""
+    import asyncio
+    import logging
+
+    import pytest
+
+    from contextplane import acompose_projected_context
+
+    class Broken(SQLiteKnowledgeStore):
+        def following(self, chunk_ids: Any, **options: Any) -> Any:
+            raise RuntimeError("replica lost")
+
+    with Broken(tmp_path / "m.sqlite3") as store:
+        _conversation(store)
+        with caplog.at_level(logging.WARNING, logger="contextplane.sections.retrieved"):
+            report = _project(store, "what about the deploy plan?", 800).section("retrieved")
+            again = _project(store, "and the billing plan?", 800).section("retrieved")
+        assert report.item_ids and again.item_ids  # the hits are delivered
+        assert "followers" not in report.meta
+        assert "RuntimeError: replica lost" in report.meta["followers_fallback"]
+        assert sum("following() failed" in r.getMessage() for r in caplog.records) == 1
+        cfg = structure({"context": {"context_window": 200_000}})
+        done = asyncio.run(
+            acompose_projected_context(
+                "what about the deploy plan?",
+                store,
+                None,
+                {},
+                session_id="s",
+                budget_tokens=800,
+                project="web",
+                host=plugin_host_with([retrieved], cfg),
+                record=False,
+            )
+        )
+        assert done.section("retrieved").item_ids == report.item_ids  # type: ignore[union-attr]
+        strict = structure({"context": {"context_window": 200_000}, "plugins": {"strict": True}})
+        with pytest.raises(Exception, match="replica lost"):
+            compose_projected_context(
+                "what about the deploy plan?",
+                store,
+                None,
+                {},
+                session_id="s",
+                budget_tokens=800,
+                project="web",
+                host=plugin_host_with([retrieved], strict),
+                record=False,
+            )
+
+
+def test_retrieved_follow_is_a_share() -> None:
+    import pytest
+
+    from contextplane.errors import ConfigError
+
+    for bad in (1.5, -0.1, "lots"):
+        with pytest.raises(ConfigError, match="retrieved_follow"):
+            structure({"context": {"retrieved_follow": bad}})
+    assert structure({"context": {"retrieved_follow": 0}}).context.retrieved_follow == 0
